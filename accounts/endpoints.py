@@ -1,0 +1,64 @@
+"""The one wrapper every API view goes through: method, credential, request ceiling, errors.
+
+    @endpoint("GET", limit=ratelimit.VERSION)
+    def version(request): ...
+
+Order: a method the route does not take (405), authentication (401/403; no rate-limit headers
+on these), the ceiling (429 with its headers), then the view. Any `ApiError` the view raises is
+rendered in the surface's shape, and the X-RateLimit-* headers go on every answer after the
+ceiling was passed.
+"""
+
+from __future__ import annotations
+
+from functools import wraps
+from typing import Callable
+
+from django.http import HttpRequest, HttpResponse
+
+from accounts.authentication import authenticate
+from gateway import ratelimit
+from gateway.errors import ApiError, FrameworkError, render_error
+
+NONE = "none"  # no credential (login, webhooks)
+CREDENTIAL = "credential"  # an API key or a session token
+SESSION = "session"  # a session token; an API key is refused with 403
+
+
+def endpoint(
+    *methods: str,
+    auth: str = CREDENTIAL,
+    limit: ratelimit.Limit | None = ratelimit.DEFAULT,
+    session_needs_api_access: bool = True,
+) -> Callable:
+    allowed = ", ".join(methods)
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            limit_headers: dict[str, str] = {}
+            try:
+                if request.method not in methods:
+                    raise FrameworkError(405, "Method Not Allowed.", headers={"Allow": allowed})
+                if auth != NONE:
+                    request.principal = authenticate(
+                        request, key_allowed=auth != SESSION, session_needs_api_access=session_needs_api_access
+                    )
+                if limit is not None:
+                    subject = (
+                        f"ip:{ratelimit.client_address(request)}"
+                        if limit.per_address
+                        else f"acct:{request.principal.account.pk}"
+                    )
+                    limit_headers = ratelimit.limit_hit(limit, subject=subject)
+                response = view(request, *args, **kwargs)
+            except ApiError as exc:
+                response = render_error(request, exc)
+            for name, value in limit_headers.items():
+                response[name] = value
+            return response
+
+        wrapper.csrf_exempt = True
+        return wrapper
+
+    return decorate

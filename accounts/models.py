@@ -1,0 +1,113 @@
+"""Accounts, their groups, API keys and session tokens.
+
+Secrets are never stored: an API key and a session token are kept as SHA-256 hashes; an API key
+also keeps a preview (first 16 and last 8 characters) so the owner and the operator can tell
+keys apart.
+"""
+
+from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager
+from django.contrib.auth.models import PermissionsMixin
+from django.db import models
+from django.utils import timezone
+
+DEFAULT_GROUP = "default"
+
+
+class AccountGroup(models.Model):
+    """What the operator allows per group (spec 1, 8.4, 8.5). A ceiling of -1 means none."""
+
+    name = models.CharField(max_length=100, unique=True)
+    api_access = models.BooleanField(default=False, help_text="Members may generate and use API keys.")
+    all_models = models.BooleanField(default=True, help_text="Members may use every model.")
+    allowed_models = models.ManyToManyField(
+        "gateway.Model", blank=True, related_name="groups", help_text="Used when 'all models' is off."
+    )
+    daily_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
+    weekly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
+    monthly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
+    remote_servers_allowed = models.BooleanField(default=True, help_text="Members may use cloud providers.")
+    attachments_per_message = models.PositiveIntegerField(default=10)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AccountManager(BaseUserManager):
+    use_in_migrations = True
+
+    def create_user(self, email, password=None, **fields):
+        if not email:
+            raise ValueError("An account needs an e-mail address.")
+        if "group" not in fields and "group_id" not in fields:
+            fields["group"], _ = AccountGroup.objects.get_or_create(name=DEFAULT_GROUP)
+        account = self.model(email=self.normalize_email(email).lower(), **fields)
+        account.set_password(password)
+        account.save(using=self._db)
+        return account
+
+    def create_superuser(self, email, password=None, **fields):
+        fields.setdefault("is_staff", True)
+        fields.setdefault("is_superuser", True)
+        fields.setdefault("role", Account.Role.ADMIN)
+        return self.create_user(email, password, **fields)
+
+
+class Account(AbstractBaseUser, PermissionsMixin):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ADMIN = "admin", "Administrator"
+
+    email = models.EmailField(unique=True)
+    full_name = models.CharField(max_length=200, blank=True)
+    role = models.CharField(max_length=20, choices=Role.choices, default=Role.USER)
+    group = models.ForeignKey(AccountGroup, on_delete=models.PROTECT, related_name="accounts")
+    is_active = models.BooleanField(default=True)
+    is_staff = models.BooleanField(default=False, help_text="May log in to the operator console.")
+    date_joined = models.DateTimeField(default=timezone.now)
+    failed_logins = models.PositiveIntegerField(default=0, help_text="Consecutive failed logins.")
+    locked_until = models.DateTimeField(null=True, blank=True)
+
+    objects = AccountManager()
+
+    USERNAME_FIELD = "email"
+    EMAIL_FIELD = "email"
+    REQUIRED_FIELDS = []
+
+    class Meta:
+        ordering = ["email"]
+
+    def __str__(self) -> str:
+        return self.email
+
+    def is_locked(self, now=None) -> bool:
+        return self.locked_until is not None and self.locked_until > (now or timezone.now())
+
+
+class ApiKey(models.Model):
+    """The one API key of an account (spec 2.1). Generating a new one replaces this row."""
+
+    account = models.OneToOneField(Account, on_delete=models.CASCADE, related_name="api_key")
+    key_hash = models.CharField(max_length=64, unique=True)
+    preview = models.CharField(max_length=32)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return self.preview
+
+
+class SessionToken(models.Model):
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="session_tokens")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"session of {self.account_id} until {self.expires_at:%Y-%m-%d %H:%M}"

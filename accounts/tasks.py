@@ -1,0 +1,8 @@
+from celery import shared_task
+
+from accounts.sessions import sessions_purge_expired
+
+
+@shared_task
+def purge_expired_sessions() -> int:
+    return sessions_purge_expired()

@@ -1,0 +1,66 @@
+"""The operator console for the model registry. A server's API key is write-only."""
+
+from django import forms
+from django.contrib import admin
+
+from gateway.models import Model, ModelFallback, ModelServer
+
+
+class ModelServerForm(forms.ModelForm):
+    api_key = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Leave empty to keep the stored key. Tick 'clear API key' to remove it.",
+    )
+    clear_api_key = forms.BooleanField(required=False, label="Clear API key")
+
+    class Meta:
+        model = ModelServer
+        fields = ["name", "kind", "base_url", "api_key", "is_remote", "enabled", "connect_timeout", "read_timeout"]
+
+    def clean_api_key(self):
+        entered = self.cleaned_data.get("api_key", "")
+        if not entered and self.instance.pk:
+            return ModelServer.objects.filter(pk=self.instance.pk).values_list("api_key", flat=True).first() or ""
+        return entered
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("clear_api_key"):
+            cleaned["api_key"] = ""
+        return cleaned
+
+
+class ModelInline(admin.TabularInline):
+    model = Model
+    fields = ["name", "supports_chat", "supports_embeddings", "supports_audio", "enabled", "is_default"]
+    extra = 0
+
+
+@admin.register(ModelServer)
+class ModelServerAdmin(admin.ModelAdmin):
+    form = ModelServerForm
+    list_display = ["name", "kind", "base_url", "is_remote", "enabled", "has_api_key"]
+    list_filter = ["kind", "is_remote", "enabled"]
+    search_fields = ["name", "base_url"]
+    inlines = [ModelInline]
+
+    @admin.display(boolean=True, description="API key set")
+    def has_api_key(self, server):
+        return bool(server.api_key)
+
+
+class FallbackInline(admin.TabularInline):
+    model = ModelFallback
+    fk_name = "model"
+    fields = ["position", "fallback"]
+    autocomplete_fields = ["fallback"]
+    extra = 0
+
+
+@admin.register(Model)
+class ModelAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "server", "supports_chat", "supports_embeddings", "supports_audio", "enabled", "is_default"]
+    list_filter = ["server", "enabled", "is_default", "supports_chat", "supports_embeddings", "supports_audio"]
+    search_fields = ["name", "server__name"]
+    inlines = [FallbackInline]

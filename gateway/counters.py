@@ -1,0 +1,131 @@
+"""Fixed-window counters shared by every process: the one place that counts requests.
+
+`window_hit` checks several counters and adds one to each only when none of them has reached its
+ceiling, all in one atomic step. A window starts at its first hit and lasts `window` seconds; a
+refused request adds nothing. With `REDIS_URL` set the step is one Lua script on Redis, so any
+number of web processes share one count. Without it (the embedded default: one web process) the
+Django cache holds the windows and a process lock makes the step atomic.
+
+Time is read from `time.time()` in the application, not from Redis, so every process agrees with
+the clock the rest of the service uses, and tests can move it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.cache import cache
+
+KEY_PREFIX = "gw:"
+
+# KEYS: the counters. ARGV[1]: now (ms), ARGV[2]: window (ms), ARGV[3..]: one ceiling per key.
+# Returns {0, count1, reset1, count2, reset2, ...} when allowed (counts after the hit),
+# or {i, count, reset} naming the first counter that refused (nothing written).
+_HIT_SCRIPT = """
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local counts = {}
+local resets = {}
+for i = 1, #KEYS do
+  local v = redis.call('HMGET', KEYS[i], 'c', 'r')
+  local c = tonumber(v[1])
+  local r = tonumber(v[2])
+  if (not c) or (not r) or now >= r then
+    c = 0
+    r = now + window
+  end
+  if c >= tonumber(ARGV[2 + i]) then
+    return {i, c, r}
+  end
+  counts[i] = c
+  resets[i] = r
+end
+local out = {0}
+for i = 1, #KEYS do
+  local c = counts[i] + 1
+  redis.call('HSET', KEYS[i], 'c', c, 'r', resets[i])
+  redis.call('PEXPIRE', KEYS[i], resets[i] - now + 1000)
+  out[#out + 1] = c
+  out[#out + 1] = resets[i]
+end
+return out
+"""
+
+
+@dataclass(frozen=True)
+class Window:
+    key: str
+    ceiling: int
+    count: int  # hits in the window, this one included when allowed
+    reset_at: float  # Unix time the window ends
+
+    @property
+    def remaining(self) -> int:
+        return max(self.ceiling - self.count, 0)
+
+
+@dataclass(frozen=True)
+class HitResult:
+    allowed: bool
+    windows: tuple[Window, ...]  # all counters when allowed; only the refusing one otherwise
+
+    @property
+    def refused_by(self) -> Window | None:
+        return None if self.allowed else self.windows[0]
+
+
+def window_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
+    """Count one hit against every `(key, ceiling)` pair, or against none of them."""
+    if not counters:
+        return HitResult(True, ())
+    if settings.REDIS_URL:
+        return _redis_hit(counters, window)
+    return _cache_hit(counters, window)
+
+
+@lru_cache(maxsize=None)
+def _redis_script(url: str):
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    return client.register_script(_HIT_SCRIPT)
+
+
+def _redis_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
+    script = _redis_script(settings.REDIS_URL)
+    now_ms = int(time.time() * 1000)
+    keys = [KEY_PREFIX + key for key, _ in counters]
+    args = [now_ms, window * 1000, *[ceiling for _, ceiling in counters]]
+    out = [int(x) for x in script(keys=keys, args=args)]
+    if out[0]:
+        key, ceiling = counters[out[0] - 1]
+        return HitResult(False, (Window(key, ceiling, out[1], out[2] / 1000),))
+    windows = tuple(
+        Window(key, ceiling, out[1 + 2 * i], out[2 + 2 * i] / 1000) for i, (key, ceiling) in enumerate(counters)
+    )
+    return HitResult(True, windows)
+
+
+_cache_lock = threading.Lock()
+
+
+def _cache_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
+    now = time.time()
+    keys = [KEY_PREFIX + key for key, _ in counters]
+    with _cache_lock:
+        stored = cache.get_many(keys)
+        current = []
+        for (key, ceiling), cache_key in zip(counters, keys):
+            count, reset_at = stored.get(cache_key, (0, 0.0))
+            if now >= reset_at:
+                count, reset_at = 0, now + window
+            if count >= ceiling:
+                return HitResult(False, (Window(key, ceiling, count, reset_at),))
+            current.append((key, ceiling, count + 1, reset_at))
+        for (key, ceiling, count, reset_at), cache_key in zip(current, keys):
+            cache.set(cache_key, (count, reset_at), timeout=max(reset_at - now, 0) + 1)
+    return HitResult(True, tuple(Window(*row) for row in current))

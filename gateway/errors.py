@@ -1,0 +1,192 @@
+"""One application error type, rendered in the shape of the surface that was called (spec 7.1).
+
+Views and services raise `ApiError` (or one of its named subclasses); `render_error` turns it
+into the body the spec gives for the path of the request. The path decides the surface:
+
+- `/v1/messages…`           Anthropic shape `{type: 'error', error: {type, message}}`
+- any other `/v1/…`         OpenAI shape `{error: {message, type, param, code}}`
+- `/api/v1/auth/…`          `{status: 'error', message, errors}`
+- `/api/v1/conversations…`  `{status: 'error', message}`
+- `/api/v1/collections…`    `{status: 'error', code, message}`
+- any other `/api/…`        `{detail}`
+
+Some errors have one shape whatever the endpoint: an authentication failure (401
+`Unauthenticated.` on `/api`, the OpenAI `invalid_api_key` object on all of `/v1`, rule 7.1.1),
+a validation failure on `/api` (422 `{message, errors}`), and the framework-level errors (an
+endpoint's own request ceiling, an unknown route, a wrong method), which are `{message}` JSON on
+`/api` and on `/v1` only when the client accepts JSON, an HTML page otherwise (rule 7.1.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
+
+OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    415: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass(eq=False)
+class ApiError(Exception):
+    """An error the client is meant to see. `code` is a short machine word for the OpenAI
+    `code` field and the collections `code` field; `errors` holds validation messages per field;
+    `extra` adds fields to the body (for instance `retry_after` or `partial`)."""
+
+    status: int
+    message: str
+    code: str | None = None
+    param: str | None = None
+    errors: dict[str, list[str]] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.message}"
+
+
+class Unauthenticated(ApiError):
+    def __init__(self) -> None:
+        super().__init__(401, "Unauthenticated.", code="invalid_api_key")
+
+
+class ValidationFailed(ApiError):
+    def __init__(self, errors: dict[str, list[str]], message: str | None = None) -> None:
+        first = next(iter(errors.values()))[0] if errors else "The given data was invalid."
+        super().__init__(422, message or first, code="validation_failed", errors=errors)
+
+
+class FrameworkError(ApiError):
+    """Errors raised below the endpoints: an endpoint's own ceiling, an unknown route, a method
+    the route does not take. `{message}` JSON, or HTML on `/v1` without `Accept: application/json`."""
+
+
+class TooManyAttempts(FrameworkError):
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__(429, "Too Many Attempts.", code="rate_limit_exceeded", headers=headers)
+
+
+class GeneralLimitReached(ApiError):
+    """The separate 300-per-minute counter (spec 8.3): `{codigo, detail}` on `/api`."""
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        super().__init__(
+            429,
+            "Limite de requisições atingido. Tente novamente em instantes.",
+            code="limite_de_requisicoes",
+            headers=headers,
+        )
+
+
+def surface_of(path: str) -> str:
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    if path == "/v1" or path.startswith("/v1/"):
+        return "openai"
+    if path.startswith("/api/v1/auth/"):
+        return "native-auth"
+    if path.startswith("/api/v1/conversations"):
+        return "native-status"
+    if path.startswith("/api/v1/collections"):
+        return "native-collections"
+    return "native"
+
+
+def accepts_json(request: HttpRequest) -> bool:
+    accept = request.headers.get("Accept", "").lower()
+    return "/json" in accept or "+json" in accept
+
+
+def render_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    surface = surface_of(request.path)
+    response = _render_body(request, exc, surface)
+    for name, value in exc.headers.items():
+        response[name] = value
+    return response
+
+
+def _render_body(request: HttpRequest, exc: ApiError, surface: str) -> HttpResponse:
+    status = exc.status
+    on_v1 = surface in ("openai", "anthropic")
+
+    if isinstance(exc, FrameworkError):
+        if on_v1 and not accepts_json(request):
+            html = render_to_string("errors/framework.html", {"status": status, "message": exc.message})
+            return HttpResponse(html, status=status, content_type="text/html; charset=utf-8")
+        return JsonResponse({"message": exc.message}, status=status)
+
+    if isinstance(exc, Unauthenticated):
+        if on_v1:
+            return JsonResponse(_openai_body(exc, status, error_type="invalid_request_error"), status=status)
+        return JsonResponse({"message": "Unauthenticated."}, status=status)
+
+    if surface == "openai":
+        return JsonResponse(_openai_body(exc, status), status=status)
+    if surface == "anthropic":
+        body = {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(status, "api_error"), "message": exc.message}}
+        body.update(exc.extra)
+        return JsonResponse(body, status=status)
+
+    if isinstance(exc, GeneralLimitReached):
+        return JsonResponse({"codigo": exc.code, "detail": exc.message}, status=status)
+
+    if surface == "native-auth":
+        body = {"status": "error", "message": exc.message, "errors": exc.errors or {}}
+    elif isinstance(exc, ValidationFailed):
+        body = {"message": exc.message, "errors": exc.errors}
+    elif surface == "native-status":
+        body = {"status": "error", "message": exc.message}
+    elif surface == "native-collections":
+        body = {"status": "error", "code": exc.code or _default_code(status), "message": exc.message}
+    else:
+        body = {"detail": exc.message}
+    body.update(exc.extra)
+    return JsonResponse(body, status=status)
+
+
+def _openai_body(exc: ApiError, status: int, error_type: str | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "error": {
+            "message": exc.message,
+            "type": error_type or OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),
+            "param": exc.param,
+            "code": exc.code,
+        }
+    }
+    body.update(exc.extra)
+    return body
+
+
+def _default_code(status: int) -> str:
+    return {
+        400: "bad_request",
+        401: "unauthenticated",
+        403: "forbidden",
+        404: "not_found",
+        413: "payload_too_large",
+        422: "validation_failed",
+        429: "rate_limited",
+    }.get(status, "server_error" if status >= 500 else "error")

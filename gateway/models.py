@@ -1,0 +1,78 @@
+"""The model registry the operator edits in the admin: model servers and their models.
+
+A model is addressed as `server/model` (its `public_id`) or by its bare upstream name.
+Calling the servers is the provider clients' work (`gateway/providers/`).
+"""
+
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+
+class ModelServer(models.Model):
+    class Kind(models.TextChoices):
+        OPENAI = "openai", "OpenAI-compatible (vLLM, Ollama, llama.cpp, OpenAI)"
+        ANTHROPIC = "anthropic", "Anthropic"
+
+    name = models.SlugField(max_length=64, unique=True, help_text="Used in model ids: <server>/<model>.")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OPENAI)
+    base_url = models.URLField(max_length=500, help_text="For example http://127.0.0.1:11434/v1")
+    api_key = models.CharField(max_length=500, blank=True, help_text="Sent to the server; never shown again.")
+    is_remote = models.BooleanField(default=False, help_text="A cloud provider rather than a local server.")
+    enabled = models.BooleanField(default=True)
+    connect_timeout = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
+    read_timeout = models.FloatField(
+        default=120.0, validators=[MinValueValidator(0.1)], help_text="Seconds without a byte from the server."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Model(models.Model):
+    server = models.ForeignKey(ModelServer, on_delete=models.CASCADE, related_name="models")
+    name = models.CharField(max_length=200, help_text="The name the server knows the model by.")
+    supports_chat = models.BooleanField(default=True)
+    supports_embeddings = models.BooleanField(default=False)
+    supports_audio = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    is_default = models.BooleanField(
+        default=False, help_text="Answers bare names no server has, and ends every fallback chain."
+    )
+    fallbacks = models.ManyToManyField(
+        "self", through="ModelFallback", through_fields=("model", "fallback"), symmetrical=False, blank=True
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["server__name", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["server", "name"], name="model_unique_per_server"),
+            models.UniqueConstraint(fields=["is_default"], condition=Q(is_default=True), name="one_default_model"),
+        ]
+
+    def __str__(self) -> str:
+        return self.public_id
+
+    @property
+    def public_id(self) -> str:
+        return f"{self.server.name}/{self.name}"
+
+
+class ModelFallback(models.Model):
+    """An ordered fallback: when `model` fails for a retryable cause, `fallback` is tried."""
+
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="fallback_links")
+    fallback = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [models.UniqueConstraint(fields=["model", "fallback"], name="fallback_once")]
+
+    def __str__(self) -> str:
+        return f"{self.model} → {self.fallback}"

@@ -1,0 +1,89 @@
+"""Request ceilings per minute (spec 8.1–8.3), declared per endpoint in one line.
+
+An endpoint names its `Limit`; `limit_hit` counts the request against the counters that limit
+uses and returns the headers to send, or raises the 429 of the counter that refused:
+
+- the shared counter: one per account for every row of 8.1 with its own number (except login,
+  collections and webhooks); each endpoint compares it with its own ceiling, so the lowest
+  ceiling in play wins;
+- the general counter: 300 per account for every other endpoint, also fed by native chat,
+  agent and embeddings calls (8.1 rule 3); its 429 is `{codigo, detail}`;
+- per-address counters (login, webhooks) and the collections' own counters.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.http import HttpRequest
+
+from gateway.counters import window_hit
+from gateway.errors import GeneralLimitReached, TooManyAttempts
+
+SHARED = "shared"
+GENERAL = "general"
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str  # key of settings.RATE_LIMITS: this endpoint's own ceiling
+    counter: str  # the counter it is compared with
+    also_general: bool = False  # also counts against the 300-per-minute counter
+    per_address: bool = False  # counted per client address rather than per account
+
+    @property
+    def ceiling(self) -> int:
+        return settings.RATE_LIMITS[self.name]
+
+
+V1 = Limit("v1", SHARED)
+CHAT = Limit("chat", SHARED, also_general=True)
+AGENT_CHAT = Limit("agent_chat", SHARED, also_general=True)
+AGENT_RUN = Limit("agent_run", SHARED, also_general=True)
+EMBEDDINGS = Limit("embeddings", SHARED, also_general=True)
+PROFILES = Limit("profiles", SHARED)
+VERSION = Limit("version", SHARED)
+CONVERSATION_PURGE = Limit("conversation_purge", SHARED)
+COLLECTION_WRITE = Limit("collection_write", "collection_write")
+COLLECTION_SEARCH = Limit("collection_search", "collection_search")
+COLLECTION_REINDEX = Limit("collection_reindex", "collection_reindex")
+DEFAULT = Limit("general", GENERAL)
+LOGIN = Limit("login", "login", per_address=True)
+HOOKS = Limit("hooks", "hooks", per_address=True)
+
+
+def limit_hit(limit: Limit, *, subject: str) -> dict[str, str]:
+    """Count one request of `subject` ("acct:<id>" or "ip:<address>"); return the
+    X-RateLimit-* headers of the endpoint's own ceiling, or raise the refusing counter's 429."""
+    counters = [(f"{subject}:{limit.counter}", limit.ceiling)]
+    if limit.also_general:
+        counters.append((f"{subject}:{GENERAL}", settings.RATE_LIMITS["general"]))
+    result = window_hit(counters, settings.RATE_WINDOW_SECONDS)
+    refused = result.refused_by
+    if refused is None:
+        own = result.windows[0]
+        return {"X-RateLimit-Limit": str(own.ceiling), "X-RateLimit-Remaining": str(own.remaining)}
+    headers = {
+        "X-RateLimit-Limit": str(refused.ceiling),
+        "X-RateLimit-Remaining": "0",
+        "Retry-After": str(max(math.ceil(refused.reset_at - time.time()), 1)),
+        "X-RateLimit-Reset": str(math.ceil(refused.reset_at)),
+    }
+    if refused.key.endswith(f":{GENERAL}"):
+        raise GeneralLimitReached(headers)
+    raise TooManyAttempts(headers)
+
+
+def client_address(request: HttpRequest) -> str:
+    """The caller's address: REMOTE_ADDR, or the hop a trusted proxy wrote into
+    X-Forwarded-For when TRUSTED_PROXY_COUNT says how many proxies stand in front."""
+    hops = settings.TRUSTED_PROXY_COUNT
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if hops and forwarded:
+        parts = [p.strip() for p in forwarded.split(",") if p.strip()]
+        if len(parts) >= hops:
+            return parts[-hops]
+    return request.META.get("REMOTE_ADDR", "") or "unknown"

@@ -1,0 +1,13 @@
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", include("accounts.urls")),
+    path("", include("native.urls")),
+    path("", include("compat.urls")),
+]
+
+handler400 = "gateway.views.bad_request"
+handler404 = "gateway.views.not_found"
+handler500 = "gateway.views.server_error"

@@ -1,0 +1,7 @@
+from django.urls import path
+
+from native import views
+
+urlpatterns = [
+    path("api/v1/version", views.version),
+]

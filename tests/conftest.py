@@ -1,0 +1,61 @@
+import os
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from django.core.management import call_command
+
+from tests.factories import AccountFactory, AccountGroupFactory
+
+
+def pytest_configure(config):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """CI sets GATEWAY_FAIL_ON_SKIP: a test skipped for want of a service fails the run."""
+    if os.environ.get("GATEWAY_FAIL_ON_SKIP") and exitstatus == 0:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and reporter.stats.get("skipped"):
+            session.exitstatus = 1
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    with django_db_blocker.unblock():
+        call_command("createcachetable", verbosity=0)
+
+
+def clear_counters():
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        keys = list(client.scan_iter("gw:*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters(request):
+    """Every test starts with empty request windows."""
+    clear_counters()
+    if "django_db_blocker" in request.fixturenames or request.node.get_closest_marker("django_db"):
+        pass
+    yield
+
+
+@pytest.fixture
+def group(db):
+    return AccountGroupFactory(api_access=True)
+
+
+@pytest.fixture
+def owner(group):
+    return AccountFactory(group=group, email="owner@example.test", full_name="Olive Owner")
+
+
+@pytest.fixture
+def outsider(db):
+    return AccountFactory(group=AccountGroupFactory(name="others", api_access=True), email="outsider@example.test")
