@@ -38,11 +38,9 @@ def clear_counters():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counters(request):
+def _fresh_counters():
     """Every test starts with empty request windows."""
     clear_counters()
-    if "django_db_blocker" in request.fixturenames or request.node.get_closest_marker("django_db"):
-        pass
     yield
 
 
@@ -59,3 +57,20 @@ def owner(group):
 @pytest.fixture
 def outsider(db):
     return AccountFactory(group=AccountGroupFactory(name="others", api_access=True), email="outsider@example.test")
+
+
+@pytest.fixture
+def redis_url(settings):
+    """A Redis for the tests that need one: REDIS_URL, or the local server on database 14.
+    The counters of this test run are cleared before and after."""
+    import redis
+
+    url = settings.REDIS_URL or "redis://127.0.0.1:6379/14"
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.ConnectionError:
+        pytest.skip(f"no Redis at {url}")
+    settings.REDIS_URL = url
+    clear_counters()
+    yield url
+    clear_counters()

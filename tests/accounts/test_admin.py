@@ -1,0 +1,181 @@
+"""The operator console (/admin/): pages answer, secrets stay hidden, locks and write-only keys work."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts.keys import api_key_generate
+from accounts.models import ApiKey
+from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory
+
+pytestmark = pytest.mark.django_db
+
+SERVER_KEY = "sk-stored-upstream-secret-0123456789"
+
+
+@pytest.fixture
+def operator():
+    return AccountFactory(is_staff=True, is_superuser=True, email="operator@example.test")
+
+
+@pytest.fixture
+def admin_client(client, operator):
+    client.force_login(operator)
+    return client
+
+
+def server_form_data(page_html: str, server, **overrides) -> dict:
+    """The whole model-server change form as the browser would send it, management form included."""
+    prefix = re.search(r'name="([\w-]+)-TOTAL_FORMS"', page_html).group(1)
+    data = {
+        "name": server.name,
+        "kind": server.kind,
+        "base_url": server.base_url,
+        "api_key": "",
+        "is_remote": "on" if server.is_remote else "",
+        "enabled": "on" if server.enabled else "",
+        "connect_timeout": str(server.connect_timeout),
+        "read_timeout": str(server.read_timeout),
+        f"{prefix}-TOTAL_FORMS": "0",
+        f"{prefix}-INITIAL_FORMS": "0",
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+        "_save": "Save",
+    }
+    data.update(overrides)
+    return {key: value for key, value in data.items() if value != ""}
+
+
+def test_it_answers_the_changelists_of_accounts_groups_servers_and_models(admin_client):
+    group = AccountGroupFactory(name="research")
+    account = AccountFactory(group=group, email="listed@example.test")
+    model = ModelFactory(name="llama-listed", server=ModelServerFactory(name="gpu-box", api_key=SERVER_KEY))
+
+    pages = {
+        "admin:accounts_account_changelist": account.email,
+        "admin:accounts_accountgroup_changelist": group.name,
+        "admin:gateway_modelserver_changelist": model.server.name,
+        "admin:gateway_model_changelist": model.public_id,
+    }
+    for url_name, shown in pages.items():
+        response = admin_client.get(reverse(url_name))
+        assert response.status_code == 200, url_name
+        assert shown in response.content.decode(), url_name
+    assert SERVER_KEY not in admin_client.get(reverse("admin:gateway_modelserver_changelist")).content.decode()
+
+
+def test_it_shows_the_api_key_preview_but_never_the_key_or_its_hash(admin_client):
+    account = AccountFactory(email="keyholder@example.test")
+    issued = api_key_generate(account=account)
+    row = ApiKey.objects.get(account=account)
+
+    response = admin_client.get(reverse("admin:accounts_account_change", args=[account.pk]))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert row.preview in html
+    assert issued.key not in html
+    assert issued.key[16:-8] not in html  # the part the preview leaves out
+    assert row.key_hash not in html
+
+
+def test_it_filters_the_accounts_locked_now(admin_client):
+    locked = AccountFactory(email="locked@example.test", locked_until=timezone.now() + timedelta(minutes=20),
+                            failed_logins=5)
+    expired = AccountFactory(email="expired-lock@example.test", locked_until=timezone.now() - timedelta(minutes=1))
+    free = AccountFactory(email="free@example.test")
+    url = reverse("admin:accounts_account_changelist")
+
+    unfiltered = admin_client.get(url).content.decode()
+    assert locked.email in unfiltered and free.email in unfiltered and expired.email in unfiltered
+
+    response = admin_client.get(url, {"locked": "yes"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert locked.email in html
+    assert free.email not in html
+    assert expired.email not in html
+
+
+def test_it_unlocks_the_selected_accounts(admin_client):
+    locked = AccountFactory(locked_until=timezone.now() + timedelta(minutes=20), failed_logins=5)
+    other = AccountFactory(locked_until=timezone.now() + timedelta(minutes=20), failed_logins=5)
+
+    response = admin_client.post(
+        reverse("admin:accounts_account_changelist"),
+        {"action": "unlock_accounts", "_selected_action": [locked.pk]},
+    )
+
+    assert response.status_code == 302
+    locked.refresh_from_db()
+    other.refresh_from_db()
+    assert locked.locked_until is None
+    assert locked.failed_logins == 0
+    assert not locked.is_locked()
+    assert other.is_locked() and other.failed_logins == 5  # not selected, left alone
+    follow = admin_client.get(response["Location"]).content.decode()
+    assert "Unlocked 1 account(s)." in follow
+
+
+def test_it_never_renders_the_stored_server_api_key(admin_client):
+    server = ModelServerFactory(name="cloud", api_key=SERVER_KEY, is_remote=True)
+    ModelFactory(server=server, name="gpt-x")
+
+    response = admin_client.get(reverse("admin:gateway_modelserver_change", args=[server.pk]))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert 'name="api_key"' in html
+    assert 'name="clear_api_key"' in html
+    assert SERVER_KEY not in html
+
+
+def test_it_keeps_the_stored_server_key_when_the_field_is_left_empty(admin_client):
+    server = ModelServerFactory(name="cloud", api_key=SERVER_KEY, read_timeout=120.0)
+    url = reverse("admin:gateway_modelserver_change", args=[server.pk])
+    page = admin_client.get(url).content.decode()
+    assert 'name="models-TOTAL_FORMS"' in page
+
+    response = admin_client.post(url, server_form_data(page, server, read_timeout="45"))
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    server.refresh_from_db()
+    assert server.read_timeout == 45.0  # the form was saved
+    assert server.api_key == SERVER_KEY
+
+
+def test_it_replaces_the_stored_server_key_when_a_new_one_is_entered(admin_client):
+    server = ModelServerFactory(name="cloud", api_key=SERVER_KEY)
+    url = reverse("admin:gateway_modelserver_change", args=[server.pk])
+    page = admin_client.get(url).content.decode()
+
+    response = admin_client.post(url, server_form_data(page, server, api_key="sk-new-key"))
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    server.refresh_from_db()
+    assert server.api_key == "sk-new-key"
+
+
+def test_it_clears_the_stored_server_key_when_asked(admin_client):
+    server = ModelServerFactory(name="cloud", api_key=SERVER_KEY)
+    url = reverse("admin:gateway_modelserver_change", args=[server.pk])
+    page = admin_client.get(url).content.decode()
+
+    response = admin_client.post(url, server_form_data(page, server, clear_api_key="on"))
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    server.refresh_from_db()
+    assert server.api_key == ""
+
+
+def test_it_redirects_a_non_staff_account_to_the_admin_login(client):
+    client.force_login(AccountFactory(is_staff=False))
+
+    for url in [reverse("admin:index"), reverse("admin:accounts_account_changelist")]:
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith(reverse("admin:login")), url
+        assert "next=" in response["Location"], url
