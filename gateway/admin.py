@@ -18,6 +18,10 @@ class ModelServerForm(forms.ModelForm):
         model = ModelServer
         fields = ["name", "kind", "base_url", "api_key", "is_remote", "enabled", "connect_timeout", "read_timeout"]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.initial.pop("api_key", None)  # the stored key is never sent to the page
+
     def clean_api_key(self):
         entered = self.cleaned_data.get("api_key", "")
         if not entered and self.instance.pk:

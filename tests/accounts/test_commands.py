@@ -126,3 +126,14 @@ def test_it_creates_the_operator_once_and_then_says_where_to_log_in(settings, tm
     assert "http://gw.example.test:8000/admin/" in again
     assert "ops@example.test" in again
     assert password not in again
+
+
+def test_it_leaves_an_existing_account_with_the_operator_email_alone(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    settings.OPERATOR_EMAIL = "ops@example.test"
+    existing = AccountFactory(email="ops@example.test")
+    out = io.StringIO()
+    call_command("ensureoperator", stdout=out)
+    assert list(Account.objects.all()) == [existing]
+    assert not (tmp_path / "operator-password.txt").exists()
+    assert "ops@example.test" in out.getvalue()

@@ -1,5 +1,6 @@
 """Make the operator account on the first start of the embedded defaults, and say how to log in."""
 
+import os
 import secrets
 
 from django.conf import settings
@@ -18,7 +19,7 @@ class Command(BaseCommand):
         email = settings.OPERATOR_EMAIL
         password_file = settings.VAR_DIR / "operator-password.txt"
         admin_url = options["url"].rstrip("/") + "/admin/"
-        if Account.objects.filter(is_superuser=True).exists():
+        if Account.objects.filter(is_superuser=True).exists() or Account.objects.filter(email=email).exists():
             self.stdout.write(
                 f"Operator console: {admin_url} (operator: {email}; first password in {password_file}, "
                 "or set one with `python manage.py changepassword EMAIL`)."
@@ -27,8 +28,10 @@ class Command(BaseCommand):
         group, _ = AccountGroup.objects.get_or_create(name="operators", defaults={"api_access": True})
         password = secrets.token_urlsafe(15)
         Account.objects.create_superuser(email, password, full_name="Operator", group=group)
-        password_file.write_text(password + "\n")
-        password_file.chmod(0o600)
+        password_file.unlink(missing_ok=True)
+        fd = os.open(password_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(password + "\n")
         self.stdout.write(
             "\n".join(
                 [
