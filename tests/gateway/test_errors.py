@@ -118,3 +118,27 @@ def test_other_errors_take_the_shape_of_their_surface(path, expected):
 
 def test_the_openai_error_helper_matches_a_real_refusal(client, db):
     assert_openai_error(client.get("/v1/models"), 401, type="invalid_request_error", code="invalid_api_key")
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("/api/v1/auth/verify", {"status": "error", "message": "Server Error.", "errors": {}}),
+        ("/api/v1/version", {"detail": "Server Error."}),
+        ("/v1/models", {"error": {"message": "Server Error.", "type": "server_error", "param": None,
+                                  "code": "server_error"}}),
+    ],
+)
+def test_an_unexpected_failure_is_a_json_500_without_a_trace(client, owner, monkeypatch, path, expected):
+    def explode(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr("accounts.views.account_identity", explode)
+    monkeypatch.setattr("native.views.settings", None)
+    monkeypatch.setattr("compat.views.models_usable_by", explode)
+    client.raise_request_exception = False
+    r = client.get(path, headers={**bearer(api_key_for(owner)), "X-Request-Id": "trace-me"})
+    assert r.status_code == 500
+    assert r.json() == expected
+    assert b"secret internals" not in r.content and b"Traceback" not in r.content
+    assert r["X-Request-Id"] == "trace-me"
