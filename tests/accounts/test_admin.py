@@ -150,28 +150,21 @@ def test_it_keeps_the_stored_server_key_when_the_field_is_left_empty(admin_clien
     assert history == "Changed Read timeout."
 
 
-def test_it_replaces_the_stored_server_key_when_a_new_one_is_entered(admin_client):
+@pytest.mark.parametrize(
+    "entered, stored",
+    [({"api_key": "sk-new-key"}, "sk-new-key"), ({"clear_api_key": "on"}, "")],
+    ids=["replaces-with-a-new-key", "clears-when-asked"],
+)
+def test_it_changes_the_stored_server_key_only_on_purpose(admin_client, entered, stored):
     server = ModelServerFactory(name="cloud", api_key=SERVER_KEY)
     url = reverse("admin:gateway_modelserver_change", args=[server.pk])
     page = admin_client.get(url).content.decode()
 
-    response = admin_client.post(url, server_form_data(page, server, api_key="sk-new-key"))
+    response = admin_client.post(url, server_form_data(page, server, **entered))
 
     assert response.status_code == 302, response.content.decode()[:2000]
     server.refresh_from_db()
-    assert server.api_key == "sk-new-key"
-
-
-def test_it_clears_the_stored_server_key_when_asked(admin_client):
-    server = ModelServerFactory(name="cloud", api_key=SERVER_KEY)
-    url = reverse("admin:gateway_modelserver_change", args=[server.pk])
-    page = admin_client.get(url).content.decode()
-
-    response = admin_client.post(url, server_form_data(page, server, clear_api_key="on"))
-
-    assert response.status_code == 302, response.content.decode()[:2000]
-    server.refresh_from_db()
-    assert server.api_key == ""
+    assert server.api_key == stored
 
 
 def test_it_redirects_a_non_staff_account_to_the_admin_login(client):
