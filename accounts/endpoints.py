@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import wraps
 from typing import Callable
 
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
 from accounts.authentication import authenticate
@@ -33,24 +34,45 @@ def endpoint(
 ) -> Callable:
     allowed = ", ".join(methods)
 
+    def admit(request: HttpRequest) -> dict[str, str]:
+        """Method, credential, ceiling: the checks before the view. Returns the rate headers."""
+        if request.method not in methods:
+            raise FrameworkError(405, "Method Not Allowed.", headers={"Allow": allowed})
+        if auth != NONE:
+            request.principal = authenticate(
+                request, key_allowed=auth != SESSION, session_needs_api_access=session_needs_api_access
+            )
+        if limit is None:
+            return {}
+        subject = (
+            f"ip:{ratelimit.client_address(request)}" if limit.per_address else f"acct:{request.principal.account.pk}"
+        )
+        return ratelimit.limit_hit(limit, subject=subject)
+
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        if iscoroutinefunction(view):
+            admit_async = sync_to_async(admit)
+
+            @wraps(view)
+            async def async_wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+                limit_headers: dict[str, str] = {}
+                try:
+                    limit_headers = await admit_async(request)
+                    response = await view(request, *args, **kwargs)
+                except ApiError as exc:
+                    response = render_error(request, exc)
+                for name, value in limit_headers.items():
+                    response[name] = value
+                return response
+
+            async_wrapper.csrf_exempt = True
+            return async_wrapper
+
         @wraps(view)
         def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             limit_headers: dict[str, str] = {}
             try:
-                if request.method not in methods:
-                    raise FrameworkError(405, "Method Not Allowed.", headers={"Allow": allowed})
-                if auth != NONE:
-                    request.principal = authenticate(
-                        request, key_allowed=auth != SESSION, session_needs_api_access=session_needs_api_access
-                    )
-                if limit is not None:
-                    subject = (
-                        f"ip:{ratelimit.client_address(request)}"
-                        if limit.per_address
-                        else f"acct:{request.principal.account.pk}"
-                    )
-                    limit_headers = ratelimit.limit_hit(limit, subject=subject)
+                limit_headers = admit(request)
                 response = view(request, *args, **kwargs)
             except ApiError as exc:
                 response = render_error(request, exc)

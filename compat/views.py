@@ -1,18 +1,17 @@
-"""The /v1 compatibility surface."""
+"""GET /v1/models."""
 
 from django.http import JsonResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
-from gateway.registry import models_usable_by
+from gateway.routing import usable_targets
 
 
 @endpoint("GET", limit=ratelimit.V1)
 def models(request):
     """The models the caller may use, in the OpenAI list shape."""
-    group = request.principal.account.group
     data = [
-        {"id": m.public_id, "object": "model", "created": int(m.created_at.timestamp()), "owned_by": m.server.name}
-        for m in models_usable_by(group)
+        {"id": t.public_id, "object": "model", "created": t.created, "owned_by": t.server.name}
+        for t in usable_targets(request.principal.account.group)
     ]
     return JsonResponse({"object": "list", "data": data})

@@ -89,10 +89,7 @@ def window_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
 
 @lru_cache(maxsize=None)
 def _redis_script(url: str):
-    import redis
-
-    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-    return client.register_script(_HIT_SCRIPT)
+    return _redis_client(url).register_script(_HIT_SCRIPT)
 
 
 def _redis_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
@@ -129,3 +126,52 @@ def _cache_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
         for (key, ceiling, count, reset_at), cache_key in zip(current, keys):
             cache.set(cache_key, (count, reset_at), timeout=max(reset_at - now, 0) + 1)
     return HitResult(True, tuple(Window(*row) for row in current))
+
+
+# --- Amounts: running totals per window (token quotas) ------------------------------------
+
+
+def amounts_get(keys: list[str]) -> list[int]:
+    """Current totals of `keys` (0 for a key never added to or expired)."""
+    if not keys:
+        return []
+    full = [KEY_PREFIX + key for key in keys]
+    if settings.REDIS_URL:
+        values = _redis_client(settings.REDIS_URL).mget(full)
+        return [int(v) if v is not None else 0 for v in values]
+    now = time.time()
+    stored = cache.get_many(full)
+    return [_live_amount(stored.get(k), now) for k in full]
+
+
+def amounts_add(entries: list[tuple[str, float]], amount: int) -> None:
+    """Add `amount` to each `(key, expires_at)`; a key lives until its window ends."""
+    if not entries or amount <= 0:
+        return
+    now = time.time()
+    if settings.REDIS_URL:
+        pipe = _redis_client(settings.REDIS_URL).pipeline(transaction=True)
+        for key, expires_at in entries:
+            pipe.incrby(KEY_PREFIX + key, amount)
+            pipe.expire(KEY_PREFIX + key, max(int(expires_at - now) + 60, 1))
+        pipe.execute()
+        return
+    with _cache_lock:
+        for key, expires_at in entries:
+            full = KEY_PREFIX + key
+            total = _live_amount(cache.get(full), now) + amount
+            cache.set(full, (total, expires_at), timeout=max(expires_at - now, 0) + 60)
+
+
+def _live_amount(stored, now: float) -> int:
+    if not stored:
+        return 0
+    total, expires_at = stored
+    return total if now < expires_at else 0
+
+
+@lru_cache(maxsize=None)
+def _redis_client(url: str):
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)

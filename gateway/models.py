@@ -76,3 +76,21 @@ class ModelFallback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} → {self.fallback}"
+
+
+class UsageRecord(models.Model):
+    """Tokens of one successful call (or of what was delivered before a reply stopped)."""
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="usage_records")
+    model = models.CharField(max_length=300, help_text="The model that answered, as server/model.")
+    surface = models.CharField(max_length=40)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    request_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["account", "created_at"], name="usage_account_time")]
+
+    def __str__(self) -> str:
+        return f"{self.model}: {self.input_tokens}+{self.output_tokens}"

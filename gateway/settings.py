@@ -184,3 +184,9 @@ LOGGING = {
 
 # Proxies in front of the service that append to X-Forwarded-For (0: use the socket address).
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
+
+# Seconds a process keeps its copy of the model registry before reading it again.
+REGISTRY_TTL_SECONDS = env.float("REGISTRY_TTL_SECONDS", default=5.0)
+
+# Largest audio upload for /v1/audio/transcriptions and translations (OpenAI's own limit: 25 MiB).
+MAX_AUDIO_UPLOAD_BYTES = env.int("MAX_AUDIO_UPLOAD_BYTES", default=25 * 1024 * 1024)

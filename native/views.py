@@ -5,6 +5,7 @@ from django.http import JsonResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
+from gateway.usage import usage_summary
 
 
 @endpoint("GET", limit=ratelimit.VERSION)
@@ -12,3 +13,9 @@ def version(request):
     return JsonResponse(
         {"service": "model-gateway", "version": settings.SERVICE_VERSION, "api_version": settings.API_VERSION}
     )
+
+
+@endpoint("GET")
+def usage(request):
+    """Token quotas and this month's usage of the caller (spec 8.4)."""
+    return JsonResponse(usage_summary(account=request.principal.account))

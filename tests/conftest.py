@@ -38,10 +38,14 @@ def clear_counters():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counters():
-    """Every test starts with empty request windows."""
+def _fresh_state():
+    """Every test starts with empty request windows and reads the model registry afresh."""
+    from gateway.routing import registry_invalidate
+
     clear_counters()
+    registry_invalidate()
     yield
+    registry_invalidate()
 
 
 @pytest.fixture

@@ -37,10 +37,14 @@ def web_process(**extra_env: str):
     """Run the gateway under uvicorn on a free loopback port; yield its base URL."""
     port = free_port()
     env = {**os.environ, "DATABASE_URL": test_database_url(), "DJANGO_SETTINGS_MODULE": "gateway.settings", **extra_env}
+    from django.conf import settings
+
+    log_path = Path(settings.VAR_DIR) / f"test-web-{port}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 — closed in the finally below
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--host", "127.0.0.1", "--port", str(port),
          "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -51,7 +55,7 @@ def web_process(**extra_env: str):
                 break
             except httpx.TransportError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    output = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                    output = log_path.read_text(errors="replace")
                     raise RuntimeError(f"the web process did not start:\n{output}") from None
                 time.sleep(0.1)
         yield base
@@ -62,3 +66,4 @@ def web_process(**extra_env: str):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()

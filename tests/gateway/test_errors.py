@@ -135,7 +135,7 @@ def test_an_unexpected_failure_is_a_json_500_without_a_trace(client, owner, monk
 
     monkeypatch.setattr("accounts.views.account_identity", explode)
     monkeypatch.setattr("native.views.settings", None)
-    monkeypatch.setattr("compat.views.models_usable_by", explode)
+    monkeypatch.setattr("compat.views.usable_targets", explode)
     client.raise_request_exception = False
     r = client.get(path, headers={**bearer(api_key_for(owner)), "X-Request-Id": "trace-me"})
     assert r.status_code == 500

@@ -1,0 +1,109 @@
+"""/v1/audio/transcriptions, /v1/audio/translations and /v1/audio/speech, passed to a model
+with the audio capability (its fallbacks and the default tried in turn, as for chat)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
+
+from accounts.endpoints import endpoint
+from gateway import ratelimit
+from gateway.calls import call_plan
+from gateway.dispatch import exhausted
+from gateway.errors import ApiError
+from gateway.http import read_json_object
+from gateway.metering import AfterSendResponse, meter
+from gateway.providers import openai as openai_provider
+from gateway.providers.base import UpstreamError
+from gateway.routing import Target
+from gateway.tokens import count_text
+
+_plan = sync_to_async(call_plan)
+PASSED_THROUGH = ("content-type",)
+
+
+@endpoint("POST", limit=ratelimit.V1)
+async def transcriptions(request):
+    return await _upload(request, "/audio/transcriptions", surface="audio.transcriptions")
+
+
+@endpoint("POST", limit=ratelimit.V1)
+async def translations(request):
+    return await _upload(request, "/audio/translations", surface="audio.translations")
+
+
+@endpoint("POST", limit=ratelimit.V1)
+async def speech(request):
+    body = read_json_object(request)
+    text = body.get("input")
+    if not isinstance(text, str) or not text:
+        raise ApiError(400, "'input' must be a non-empty string.", code="invalid_request_error", param="input")
+    target, response = await _forward(request, body.get("model"), "/audio/speech",
+                                      lambda t: {"json": {**body, "model": t.name}})
+    return _reply(request, target, response, "audio.speech", input_tokens=count_text(text), output_tokens=0)
+
+
+async def _upload(request: HttpRequest, path: str, *, surface: str) -> HttpResponse:
+    limit = settings.MAX_AUDIO_UPLOAD_BYTES
+    if int(request.META.get("CONTENT_LENGTH") or 0) > limit:
+        raise ApiError(413, f"The upload is larger than {limit} bytes.", code="request_too_large")
+    if not (request.content_type or "").startswith("multipart/form-data"):
+        raise ApiError(400, "Send the audio as multipart/form-data.", code="invalid_request_error")
+    try:
+        fields, files = request.POST, request.FILES
+    except MultiPartParserError:
+        raise ApiError(400, "The multipart body is malformed.", code="invalid_request_error") from None
+    upload = files.get("file")
+    if upload is None:
+        raise ApiError(400, "'file' is required.", code="invalid_request_error", param="file")
+    if upload.size > limit:
+        raise ApiError(413, f"The upload is larger than {limit} bytes.", code="request_too_large")
+    content = upload.read()
+    form = {k: v for k, v in fields.items() if k != "model"}
+
+    def payload(target: Target) -> dict[str, Any]:
+        return {"data": {**form, "model": target.name},
+                "files": {"file": (upload.name, content, upload.content_type or "application/octet-stream")}}
+
+    target, response = await _forward(request, fields.get("model"), path, payload)
+    return _reply(request, target, response, surface, input_tokens=0, output_tokens=count_text(_text_of(response)))
+
+
+async def _forward(request, model_id, path, payload) -> tuple[Target, Any]:
+    chain = await _plan(account=request.principal.account, model_id=model_id, capability="audio")
+    failures = []
+    for target in chain:
+        if target.server.kind != "openai":
+            failures.append(UpstreamError("refused", 400, f"Server '{target.server.name}' does not serve audio."))
+            continue
+        try:
+            return target, await openai_provider.forward(target, path, **payload(target))
+        except UpstreamError as failure:
+            failures.append(failure)
+    raise exhausted(failures)
+
+
+def _text_of(response) -> str:
+    if response.headers.get("content-type", "").startswith("application/json"):
+        try:
+            return str(json.loads(response.content).get("text", ""))
+        except (ValueError, AttributeError):
+            return ""
+    return response.text
+
+
+def _reply(request, target: Target, upstream, surface: str, *, input_tokens: int, output_tokens: int):
+    account_id = request.principal.account.pk
+
+    def record() -> None:
+        meter(account_id=account_id, model=target.public_id, surface=surface, input_tokens=input_tokens,
+              output_tokens=output_tokens, request_id=request.request_id)
+
+    response = AfterSendResponse(upstream.content, after_send=record,
+                                 content_type=upstream.headers.get("content-type", "application/octet-stream"))
+    return response

@@ -1,0 +1,65 @@
+"""POST /v1/messages (the Anthropic Messages API), streamed and not, answered by any server kind.
+A 401 on this path still uses the chat-completions error shape (spec 7.1.1); every other error
+uses the Anthropic shape."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from django.http import JsonResponse
+
+from accounts.endpoints import endpoint
+from compat.proxy import Call
+from gateway import ratelimit
+from gateway.calls import check_chat_size
+from gateway.formats.anthropic import ChatToMessagesStream, chat_to_messages_response, messages_to_chat_request
+from gateway.http import read_json_object
+from gateway.routing import plan_chain
+from gateway.sse import sse_event
+from gateway.tokens import count_chat_request
+
+ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "disconnected": "api_error"}
+
+
+@endpoint("POST", limit=ratelimit.V1)
+async def messages(request):
+    body = read_json_object(request)
+    chat = messages_to_chat_request(body)
+    stream = bool(chat.pop("stream", False))
+    call = Call(request, chat, surface="messages")
+    await call.open()
+    message_id = f"msg_{call.inference_id}"
+    if stream:
+        return call.stream_response(_frames(call, message_id))
+    reply = await call.collect()
+    completion = reply.completion(completion_id=message_id, model=call.model, created=call.created,
+                                  usage=call.usage())
+    message = chat_to_messages_response(completion)
+    if call.cut:
+        return call.cut_response(message)
+    return call.json_response(message)
+
+
+async def _frames(call: Call, message_id: str) -> AsyncIterator[bytes]:
+    translator = ChatToMessagesStream(message_id=message_id, model=call.model)
+    for event in translator.start():
+        yield sse_event(event["type"], event)
+    async for chunk in call.chunks():
+        for event in translator.feed(chunk):
+            yield sse_event(event["type"], event)
+    if call.cut:
+        event = translator.error(ERROR_TYPES.get(call.cut.reason, "api_error"), call.cut.message)
+        yield sse_event("error", event)
+        return
+    for event in translator.finish():
+        yield sse_event(event["type"], event)
+
+
+@endpoint("POST", limit=ratelimit.V1)
+def count_tokens(request):
+    """POST /v1/messages/count_tokens: `{input_tokens}` of a Messages request (no max_tokens)."""
+    body = read_json_object(request)
+    chat = messages_to_chat_request({**body, "max_tokens": 1})
+    check_chat_size(chat)
+    plan_chain(chat.get("model"), group=request.principal.account.group)
+    return JsonResponse({"input_tokens": count_chat_request(chat)})

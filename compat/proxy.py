@@ -1,0 +1,120 @@
+"""One proxied chat call on a /v1 surface: open the chain, pass the chunks on while gathering
+them, and meter the usage after the reply has gone out.
+
+Each surface (chat completions, messages, responses) translates the request to the chat form,
+then either streams its own frames from `Call.chunks()` or answers with `Call.collect()`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+
+from gateway.calls import call_plan, check_chat_size
+from gateway.dispatch import open_reply
+from gateway.errors import ApiError, render_error
+from gateway.metering import AfterSendResponse, meter, usage_of
+from gateway.providers.base import StreamCut
+from gateway.replies import ReplyAccumulator
+from gateway.routing import Target
+
+_plan = sync_to_async(call_plan)
+
+
+class Call:
+    def __init__(self, request: HttpRequest, body: dict[str, Any], *, surface: str) -> None:
+        check_chat_size(body)
+        self.request = request
+        self.body = body
+        self.surface = surface
+        self.inference_id = uuid.uuid4().hex
+        self.created = int(time.time())
+        self.reply = ReplyAccumulator()
+        self.cut: StreamCut | None = None
+        self.target: Target | None = None
+        self._chunks: AsyncIterator[dict[str, Any]] | None = None
+        self._meter_done = False
+
+    @property
+    def model(self) -> str:
+        return self.target.public_id if self.target else str(self.body.get("model"))
+
+    async def open(self) -> None:
+        """Plan the chain and wait for the first chunk: every failure so far is an HTTP error."""
+        account = self.request.principal.account
+        chain = await _plan(account=account, model_id=self.body.get("model"))
+        opened = await open_reply(chain, self.body, refusals_fall_through=True)
+        self.target, self._chunks = opened.target, opened.chunks
+
+    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        """The reply's chunks; a stop midway ends the iteration and is kept in `self.cut`."""
+        try:
+            async for chunk in self._chunks:
+                self.reply.feed(chunk)
+                yield chunk
+        except StreamCut as cut:
+            self.cut = cut
+
+    async def collect(self) -> ReplyAccumulator:
+        async for _ in self.chunks():
+            pass
+        return self.reply
+
+    def usage(self) -> dict[str, int]:
+        return usage_of(self.reply, self.body)
+
+    def meter_now(self) -> None:
+        if self._meter_done or self.target is None:
+            return
+        self._meter_done = True
+        usage = self.usage()
+        meter(account_id=self.request.principal.account.pk, model=self.target.public_id, surface=self.surface,
+              input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
+              request_id=self.request.request_id)
+
+    def headers(self) -> dict[str, str]:
+        return {"X-Inference-Request-Id": self.inference_id}
+
+    def json_response(self, payload: dict[str, Any], status: int = 200) -> HttpResponse:
+        """A whole reply; usage is metered once the body has been sent."""
+        return self._metered(JsonResponse(payload, status=status))
+
+    def cut_response(self, partial: dict[str, Any]) -> HttpResponse:
+        """A reply that stopped midway: 504 (`read_timeout`) or 502, with what had arrived in
+        `partial` (spec 6.2, 7.2). What arrived is metered."""
+        reason = self.cut.reason
+        if reason == "read_timeout":
+            error = ApiError(504, "The model stopped answering mid-reply.", code="read_timeout")
+        elif reason == "upstream_error":
+            error = ApiError(502, f"The model server failed mid-reply: {self.cut.message}", code="upstream_error")
+        else:
+            error = ApiError(502, "The model server closed the connection mid-reply.", code="upstream_disconnected")
+        error.extra["partial"] = partial
+        return self._metered(render_error(self.request, error))
+
+    def _metered(self, rendered: HttpResponse) -> HttpResponse:
+        response = AfterSendResponse(rendered.content, status=rendered.status_code,
+                                     content_type=rendered["Content-Type"], after_send=self.meter_now)
+        for name, value in self.headers().items():
+            response[name] = value
+        return response
+
+    def stream_response(self, frames: AsyncIterator[bytes]) -> StreamingHttpResponse:
+        response = StreamingHttpResponse(self._metered_frames(frames), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        for name, value in self.headers().items():
+            response[name] = value
+        return response
+
+    async def _metered_frames(self, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for frame in frames:
+                yield frame
+        finally:
+            await asyncio.shield(sync_to_async(self.meter_now)())

@@ -1,0 +1,61 @@
+"""POST /v1/responses (text in, text out; tools answer 501) and POST /v1/responses/input_tokens."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from django.http import JsonResponse
+
+from accounts.endpoints import endpoint
+from compat.proxy import Call
+from gateway import ratelimit
+from gateway.calls import check_chat_size
+from gateway.formats.responses import ChatToResponsesStream, chat_to_response, responses_to_chat_request
+from gateway.http import read_json_object
+from gateway.routing import plan_chain
+from gateway.sse import sse_event
+from gateway.tokens import count_chat_request
+
+
+@endpoint("POST", limit=ratelimit.V1)
+async def responses(request):
+    body = read_json_object(request)
+    chat = responses_to_chat_request(body)
+    stream = bool(chat.pop("stream", False))
+    call = Call(request, chat, surface="responses")
+    await call.open()
+    response_id = f"resp_{call.inference_id}"
+    if stream:
+        return call.stream_response(_frames(call, response_id, body))
+    reply = await call.collect()
+    completion = reply.completion(completion_id=response_id, model=call.model, created=call.created,
+                                  usage=call.usage())
+    result = chat_to_response(completion, request=body, response_id=response_id)
+    if call.cut:
+        return call.cut_response(result)
+    return call.json_response(result)
+
+
+async def _frames(call: Call, response_id: str, body: dict) -> AsyncIterator[bytes]:
+    translator = ChatToResponsesStream(response_id=response_id, model=call.model, request=body,
+                                       created_at=call.created)
+    for event in translator.start():
+        yield sse_event(event["type"], event)
+    async for chunk in call.chunks():
+        for event in translator.feed(chunk):
+            yield sse_event(event["type"], event)
+    if call.cut:
+        events = translator.fail(call.cut.reason, call.cut.message)
+    else:
+        events = translator.finish()
+    for event in events:
+        yield sse_event(event["type"], event)
+
+
+@endpoint("POST", limit=ratelimit.V1)
+def input_tokens(request):
+    body = read_json_object(request)
+    chat = responses_to_chat_request(body)
+    check_chat_size(chat)
+    plan_chain(chat.get("model"), group=request.principal.account.group)
+    return JsonResponse({"object": "response.input_tokens", "input_tokens": count_chat_request(chat)})

@@ -1,0 +1,14 @@
+"""Pure translations between the gateway's neutral format (the OpenAI Chat Completions wire format
+as plain dicts) and the other wire formats it speaks: Anthropic Messages and OpenAI Responses."""
+
+from __future__ import annotations
+
+
+class StreamError(Exception):
+    """An error event received inside an upstream stream (for instance Anthropic's
+    `{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}`)."""
+
+    def __init__(self, type: str, message: str) -> None:  # noqa: A002 - mirrors the wire field
+        super().__init__(f"{type}: {message}")
+        self.type = type
+        self.message = message

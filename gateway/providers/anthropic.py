@@ -1,0 +1,50 @@
+"""Anthropic model servers. `base_url` has no /v1 (as the official SDK): https://api.anthropic.com
+
+The chat body arrives in the neutral (chat-completions) form, goes out as a Messages request,
+and the server's events come back as chat chunks."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gateway.formats import StreamError
+from gateway.formats.anthropic import MessagesToChatStream, chat_to_messages_request
+from gateway.providers.base import broken, http_client, missing_key, server_events, timeouts
+from gateway.routing import Target
+
+API_VERSION = "2023-06-01"
+
+
+async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    if failure := missing_key(target.server):
+        raise failure
+    payload = {**chat_to_messages_request(body), "model": target.name, "stream": True}
+    headers = {"anthropic-version": API_VERSION}
+    if target.server.api_key:
+        headers["x-api-key"] = target.server.api_key
+    request = http_client().build_request(
+        "POST", f"{target.server.base_url}/v1/messages", json=payload, headers=headers,
+        timeout=timeouts(target.server),
+    )
+    translator = MessagesToChatStream(
+        completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name, created=int(time.time()),
+        include_usage=True,
+    )
+    started = False
+    async for _event, data in server_events(request):
+        try:
+            chunks = translator.feed(json.loads(data))
+        except ValueError:
+            raise broken(started, "The model server sent a malformed stream.") from None
+        except StreamError as exc:
+            raise broken(started, exc.message or "The model server reported an error.", cut="upstream_error") from None
+        for chunk in chunks:
+            started = True
+            yield chunk
+        if translator.finished:
+            return
+    raise broken(started, "The model server ended the reply early.")

@@ -1,0 +1,141 @@
+"""What every provider client shares: the failure types, the classification of a model
+server's answer, and one pooled HTTP client per event loop (connection reuse across requests)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from dataclasses import dataclass
+
+import httpx
+
+from gateway.routing import Server
+from gateway.sse import sse_read
+
+REFUSED = "refused"  # the server rejected the request as invalid: not worth retrying elsewhere as-is
+UNAVAILABLE = "unavailable"  # rate limit, quota, overload, key refused or missing, 5xx, unreachable
+BAD_RESPONSE = "bad_response"  # answered, but with nothing usable
+
+RETRYABLE_STATUSES = {401, 402, 403, 408, 409, 429, 529}
+
+
+@dataclass
+class UpstreamError(Exception):
+    """A model server failed before the first byte of a reply."""
+
+    kind: str
+    status: int  # the server's own status, or the one we report for it
+    message: str
+    retry_after: float | None = None
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind != REFUSED
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.status}: {self.message}"
+
+
+@dataclass
+class StreamCut(Exception):
+    """A reply stopped after it had begun: `read_timeout`, `disconnected` or `upstream_error`."""
+
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}: {self.message}"
+
+
+def failure_from_response(status: int, body: bytes, headers: httpx.Headers) -> UpstreamError:
+    message = _error_message(body) or f"The model server answered {status}."
+    retry_after = _retry_after(headers)
+    if status >= 500 or status in RETRYABLE_STATUSES:
+        return UpstreamError(UNAVAILABLE, status, message, retry_after)
+    return UpstreamError(REFUSED, status, message, retry_after)
+
+
+def failure_from_transport(exc: httpx.HTTPError) -> UpstreamError:
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.")
+    return UpstreamError(UNAVAILABLE, 503, "The model server could not be reached.")
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body[:300].decode(errors="replace").strip()
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    if isinstance(error, str):
+        return error
+    return ""
+
+
+def _retry_after(headers: httpx.Headers) -> float | None:
+    try:
+        return float(headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+
+def http_client() -> httpx.AsyncClient:
+    """The process's pooled client for the running event loop."""
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200, keepalive_expiry=30),
+            follow_redirects=False,
+        )
+        _clients[loop] = client
+    return client
+
+
+def timeouts(server: Server) -> httpx.Timeout:
+    return httpx.Timeout(connect=server.connect_timeout, read=server.read_timeout, write=30.0, pool=30.0)
+
+
+def missing_key(server: Server) -> UpstreamError | None:
+    """A cloud provider without a key is skipped like one that refused the key."""
+    if server.is_remote and not server.api_key:
+        return UpstreamError(UNAVAILABLE, 401, f"No API key is configured for server '{server.name}'.")
+    return None
+
+
+async def server_events(request: httpx.Request):
+    """(event, data) of a model server's SSE reply. Before the first event every failure is an
+    UpstreamError (so the next model can be tried); after it, a StreamCut."""
+    client = http_client()
+    try:
+        response = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        raise failure_from_transport(exc) from None
+    started = False
+    try:
+        if response.status_code != 200:
+            raise failure_from_response(response.status_code, await response.aread(), response.headers)
+        async for event, data in sse_read(response.aiter_lines()):
+            yield event, data
+            started = True
+    except httpx.TimeoutException:
+        if not started:
+            raise UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.") from None
+        raise StreamCut("read_timeout", "The model stopped answering mid-reply.") from None
+    except httpx.HTTPError:
+        if not started:
+            raise UpstreamError(UNAVAILABLE, 502, "The model server closed the connection.") from None
+        raise StreamCut("disconnected", "The model server closed the connection mid-reply.") from None
+    finally:
+        await response.aclose()
+
+
+def broken(started: bool, message: str, cut: str = "disconnected") -> Exception:
+    """A malformed or failed stream: a StreamCut once the reply has begun, else an UpstreamError."""
+    return StreamCut(cut, message) if started else UpstreamError(BAD_RESPONSE, 502, message)

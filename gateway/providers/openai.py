@@ -1,0 +1,74 @@
+"""OpenAI-compatible model servers (vLLM, Ollama, llama.cpp, OpenAI). `base_url` ends in /v1.
+
+Chat is always streamed from the server, also for a non-streamed client request, so a reply
+that stops midway can still be returned in part (spec 6.2) and every failure before the first
+byte can fall through to the next model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from gateway.providers.base import (
+    broken,
+    failure_from_response,
+    failure_from_transport,
+    http_client,
+    missing_key,
+    server_events,
+    timeouts,
+)
+from gateway.routing import Target
+
+
+def _headers(target: Target) -> dict[str, str]:
+    key = target.server.api_key
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """The server's chat chunks. Raises UpstreamError before the first chunk, StreamCut after."""
+    if failure := missing_key(target.server):
+        raise failure
+    payload = {**body, "model": target.name, "stream": True, "stream_options": {"include_usage": True}}
+    request = http_client().build_request(
+        "POST", f"{target.server.base_url}/chat/completions", json=payload, headers=_headers(target),
+        timeout=timeouts(target.server),
+    )
+    started = finished = False
+    async for _event, data in server_events(request):
+        if data.startswith("[DONE]"):
+            return
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise broken(started, "The model server sent a malformed stream.") from None
+        if not isinstance(chunk, dict):
+            continue
+        if error := chunk.get("error"):
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise broken(started, message or "The model server reported an error.", cut="upstream_error")
+        if any(choice.get("finish_reason") for choice in chunk.get("choices") or ()):
+            finished = True
+        started = True
+        yield chunk
+    if not finished:
+        raise broken(started, "The model server ended the reply early.")
+
+
+async def forward(target: Target, path: str, **kwargs: Any) -> httpx.Response:
+    """A plain request to the server (audio, embeddings): the whole response, or UpstreamError."""
+    if failure := missing_key(target.server):
+        raise failure
+    try:
+        response = await http_client().post(
+            f"{target.server.base_url}{path}", headers=_headers(target), timeout=timeouts(target.server), **kwargs
+        )
+    except httpx.HTTPError as exc:
+        raise failure_from_transport(exc) from None
+    if response.status_code != 200:
+        raise failure_from_response(response.status_code, response.content, response.headers)
+    return response

@@ -1,0 +1,148 @@
+"""Anthropic Messages (`POST /v1/messages`, `/v1/messages/count_tokens`) and the Anthropic error body."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from .core import (ClientError, Reply, Stream, count_words, default_reply, dumps, json_reply, limit_tokens,
+                   split_arguments, split_tokens, tool_arguments)
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+def error_body(status: int, message: str, request_id: str) -> dict[str, Any]:
+    kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
+
+
+def blocks_text(content: Any, tool_results: bool = True) -> str:
+    """Text of a string or of a block list (text blocks; with `tool_results`, their contents too)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            parts.append(block.get("text", ""))
+        elif block.get("type") == "tool_result" and tool_results:
+            parts.append(blocks_text(block.get("content")))
+    return " ".join(parts)
+
+
+def _validate(body: Any, need_max_tokens: bool = True) -> list[dict[str, Any]]:
+    if not isinstance(body, dict):
+        raise ClientError(400, "Request body must be a JSON object.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise ClientError(400, "model: Field required")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise ClientError(400, "messages: Field required (a non-empty list of messages)")
+    limit = body.get("max_tokens")
+    if need_max_tokens and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ClientError(400, "max_tokens: Field required (an integer >= 1)")
+    return messages
+
+
+def _prompt_tokens(body: dict[str, Any], messages: list[dict[str, Any]]) -> int:
+    return count_words(blocks_text(body.get("system"))) + sum(count_words(blocks_text(m.get("content")))
+                                                              for m in messages)
+
+
+def count_tokens(body: Any, knobs: dict[str, Any]) -> Reply:
+    messages = _validate(body, need_max_tokens=False)
+    return json_reply({"input_tokens": _prompt_tokens(body, messages)})
+
+
+def _tool_to_call(body: dict[str, Any], knobs: dict[str, Any]) -> str | None:
+    tools = body.get("tools")
+    choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
+    if not tools or choice.get("type") == "none":
+        return None
+    if knobs["tool_name"]:
+        return knobs["tool_name"]
+    if choice.get("type") == "tool" and choice.get("name"):
+        return choice["name"]
+    return (tools[0].get("name") if isinstance(tools[0], dict) else None) or "tool"
+
+
+def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
+    messages = _validate(body)
+    model = body["model"]
+    input_tokens = _prompt_tokens(body, messages)
+    last = messages[-1]
+    content = last.get("content")
+    tool = None
+    if last.get("role") == "user" and isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        text = "Tool said: " + " ".join(blocks_text(b.get("content")) for b in content
+                                        if isinstance(b, dict) and b.get("type") == "tool_result")
+    elif last.get("role") == "user" and (tool := _tool_to_call(body, knobs)):
+        text = ""
+    else:
+        user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        text = default_reply(knobs, blocks_text(user.get("content"), tool_results=False))
+
+    tokens, truncated = limit_tokens(split_tokens(text), body["max_tokens"])
+    arguments = tool_arguments(knobs) if tool else ""
+    pieces = split_arguments(arguments) if tool else []
+    output_tokens = 1 + len(pieces) if tool else len(tokens)
+    stop_reason = "tool_use" if tool else ("max_tokens" if truncated else "end_turn")
+    mid = "msg_" + uuid.uuid4().hex[:24]
+    tool_id = "toolu_" + uuid.uuid4().hex[:24]
+    usage = knobs["usage"]
+
+    if not body.get("stream"):
+        if tool:
+            try:
+                tool_input = json.loads(arguments)
+            except ValueError:
+                tool_input = {}
+            blocks = [{"type": "tool_use", "id": tool_id, "name": tool, "input": tool_input}]
+        else:
+            blocks = [{"type": "text", "text": "".join(tokens)}]
+        obj = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
+               "stop_reason": stop_reason, "stop_sequence": None}
+        if usage:
+            obj["usage"] = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        return json_reply(obj)
+
+    def event(name: str, data: dict[str, Any]) -> bytes:
+        return f"event: {name}\ndata: {dumps(data)}\n\n".encode()
+
+    start: dict[str, Any] = {"id": mid, "type": "message", "role": "assistant", "content": [], "model": model,
+                             "stop_reason": None, "stop_sequence": None}
+    if usage:
+        start["usage"] = {"input_tokens": input_tokens, "output_tokens": min(1, output_tokens),
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    block = {"type": "tool_use", "id": tool_id, "name": tool, "input": {}} if tool else {"type": "text", "text": ""}
+    head = [event("message_start", {"type": "message_start", "message": start}),
+            event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
+            event("ping", {"type": "ping"})]
+    if tool:
+        frames = [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                  b'"delta":{"type":"input_json_delta","partial_json":%s}}\n\n' % dumps(p).encode() for p in pieces]
+    else:
+        frames = [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                  b'"delta":{"type":"text_delta","text":%s}}\n\n' % dumps(t).encode() for t in tokens]
+    delta: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None}}
+    if usage:
+        delta["usage"] = {"output_tokens": output_tokens}
+    tail = [event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            event("message_delta", delta),
+            event("message_stop", {"type": "message_stop"})]
+    return Stream(head=head, tokens=frames, tail=tail)

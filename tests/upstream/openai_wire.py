@@ -1,0 +1,129 @@
+"""OpenAI chat completions (`POST /v1/chat/completions`), streamed and not, and the OpenAI error body."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from .core import (ClientError, Reply, Stream, count_words, default_reply, dumps, json_reply, limit_tokens,
+                   split_arguments, split_tokens, tool_arguments)
+
+# status -> (error.type, error.code) as api.openai.com sends them
+ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "not_found"),
+    409: ("conflict_error", None),
+    422: ("invalid_request_error", None),
+    429: ("rate_limit_error", "rate_limit_exceeded"),
+    503: ("server_error", "service_unavailable"),
+    529: ("overloaded_error", "overloaded"),
+}
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    kind, code = ERROR_TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def content_text(content: Any) -> str:
+    """A message's text: the string itself, or its text parts joined by spaces."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _tool_to_call(body: dict[str, Any], knobs: dict[str, Any]) -> str | None:
+    """The tool this request should call, or None when the model should answer in text."""
+    tools = body.get("tools")
+    choice = body.get("tool_choice")
+    if not tools or choice == "none":
+        return None
+    if knobs["tool_name"]:
+        return knobs["tool_name"]
+    if isinstance(choice, dict) and isinstance(choice.get("function"), dict) and choice["function"].get("name"):
+        return choice["function"]["name"]
+    first = tools[0] if isinstance(tools[0], dict) else {}
+    return (first.get("function") or {}).get("name") or first.get("name") or "tool"
+
+
+def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
+    if not isinstance(body, dict):
+        raise ClientError(400, "We could not parse the JSON body of your request.")
+    messages = body.get("messages")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ClientError(400, "you must provide a model parameter", "model")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise ClientError(400, "'messages' must be a non-empty array of message objects", "messages")
+
+    prompt_tokens = sum(count_words(content_text(m.get("content"))) for m in messages)
+    last = messages[-1]
+    tool = None
+    if last.get("role") == "tool":
+        text = "Tool said: " + content_text(last.get("content"))
+    elif last.get("role") == "user" and (tool := _tool_to_call(body, knobs)):
+        text = ""
+    else:
+        user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        text = default_reply(knobs, content_text(user.get("content")))
+
+    limit = body.get("max_completion_tokens")
+    if limit is None:
+        limit = body.get("max_tokens")
+    tokens, truncated = limit_tokens(split_tokens(text), limit)
+    call_id = "call_" + uuid.uuid4().hex[:24]
+    arguments = tool_arguments(knobs) if tool else ""
+    pieces = split_arguments(arguments) if tool else []
+    completion_tokens = 1 + len(pieces) if tool else len(tokens)
+    finish = "tool_calls" if tool else ("length" if truncated else "stop")
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+             "total_tokens": prompt_tokens + completion_tokens} if knobs["usage"] else None
+    cid = "chatcmpl-" + uuid.uuid4().hex[:24]
+    created = int(time.time())
+
+    if not body.get("stream"):
+        message: dict[str, Any] = {"role": "assistant", "content": None if tool else "".join(tokens), "refusal": None}
+        if tool:
+            message["tool_calls"] = [{"id": call_id, "type": "function",
+                                      "function": {"name": tool, "arguments": arguments}}]
+        obj = {"id": cid, "object": "chat.completion", "created": created, "model": model,
+               "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+               "system_fingerprint": None}
+        if usage:
+            obj["usage"] = usage
+        return json_reply(obj)
+
+    # Streamed: chunk JSON is built from a fixed prefix so each token costs one json.dumps of its text.
+    options = body.get("stream_options")
+    include_usage = bool(usage and isinstance(options, dict) and options.get("include_usage"))
+    prefix = (f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},"model":{dumps(model)},'
+              f'"system_fingerprint":null,"choices":[{{"index":0,"delta":')
+    suffix = "}]" + (',"usage":null}' if include_usage else "}") + "\n\n"
+
+    def chunk(delta: str, finish_reason: str | None = None) -> bytes:
+        reason = "null" if finish_reason is None else f'"{finish_reason}"'
+        return f'{prefix}{delta},"logprobs":null,"finish_reason":{reason}{suffix}'.encode()
+
+    if tool:
+        deltas = ['{"tool_calls":[{"index":0,"id":"%s","type":"function","function":{"name":%s,"arguments":""}}]}'
+                  % (call_id, dumps(tool))]
+        deltas += ['{"tool_calls":[{"index":0,"function":{"arguments":%s}}]}' % dumps(p) for p in pieces]
+    else:
+        deltas = ['{"content":%s}' % dumps(t) for t in tokens]
+    frames = [chunk(d) for d in deltas[:-1]]
+    tail = []
+    if deltas:  # the last token's chunk carries finish_reason
+        frames.append(chunk(deltas[-1], finish))
+    else:
+        tail.append(chunk("{}", finish))
+    if include_usage:
+        tail.append(("data: " + dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
+                                       "model": model, "system_fingerprint": None, "choices": [],
+                                       "usage": usage}) + "\n\n").encode())
+    tail.append(b"data: [DONE]\n\n")
+    return Stream(head=[chunk('{"role":"assistant","content":""}')], tokens=frames, tail=tail)
