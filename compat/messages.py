@@ -51,6 +51,7 @@ async def _frames(call: Call, message_id: str) -> AsyncIterator[bytes]:
         event = translator.error(ERROR_TYPES.get(call.cut.reason, "api_error"), call.cut.message)
         yield sse_event("error", event)
         return
+    translator.feed({"choices": [], "usage": call.usage()})  # the final count, measured when the server gave none
     for event in translator.finish():
         yield sse_event(event["type"], event)
 

@@ -4,9 +4,24 @@ A model is addressed as `server/model` (its `public_id`) or by its bare upstream
 Calling the servers is the provider clients' work (`gateway/providers/`).
 """
 
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+
+
+def validate_server_url(value: str) -> None:
+    """An http(s) URL with a host. Unlike URLField this accepts single-label hosts such as
+    `http://ollama:11434/v1`, the usual address of a model server in a container network."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 — raises ValueError on a bad port
+    except ValueError:
+        raise ValidationError("Enter a valid http(s) URL.") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+        raise ValidationError("Enter a valid http(s) URL, for example http://127.0.0.1:11434/v1.")
 
 
 class ModelServer(models.Model):
@@ -16,7 +31,12 @@ class ModelServer(models.Model):
 
     name = models.SlugField(max_length=64, unique=True, help_text="Used in model ids: <server>/<model>.")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OPENAI)
-    base_url = models.URLField(max_length=500, help_text="For example http://127.0.0.1:11434/v1")
+    base_url = models.CharField(
+        max_length=500,
+        validators=[validate_server_url],
+        help_text="OpenAI-compatible: up to /v1, e.g. http://ollama:11434/v1. Anthropic: without /v1, "
+        "e.g. https://api.anthropic.com",
+    )
     api_key = models.CharField(max_length=500, blank=True, help_text="Sent to the server; never shown again.")
     is_remote = models.BooleanField(default=False, help_text="A cloud provider rather than a local server.")
     enabled = models.BooleanField(default=True)

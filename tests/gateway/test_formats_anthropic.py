@@ -30,6 +30,7 @@ ANTHROPIC_REQUEST = TypeAdapter(MessageCreateParams)
 CHAT_REQUEST = TypeAdapter(CompletionCreateParams)
 ANTHROPIC_EVENT = TypeAdapter(RawMessageStreamEvent)
 PNG = "iVBORw0KGgo="
+IMAGE_BLOCK = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
 
@@ -58,7 +59,8 @@ def chunk(delta=None, finish_reason=None, usage=None, choices=True):
             if choices else []}
     if usage is not None:
         data["usage"] = usage
-    return ChatCompletionChunk.model_validate(data) and data
+    ChatCompletionChunk.model_validate(data)
+    return data
 
 
 def anthropic_sse(events):
@@ -108,7 +110,8 @@ def test_a_plain_anthropic_request_becomes_a_chat_request():
 
 def test_system_blocks_are_joined_and_streaming_asks_for_usage():
     body = {"model": "m", "max_tokens": 5, "stream": True,
-            "system": [{"type": "text", "text": "One."}, {"type": "text", "text": "Two.", "cache_control": {"type": "ephemeral"}}],
+            "system": [{"type": "text", "text": "One."},
+                       {"type": "text", "text": "Two.", "cache_control": {"type": "ephemeral"}}],
             "messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]}
     req = valid_chat_request(messages_to_chat_request(valid_anthropic_request(body)))
     assert req["messages"][0] == {"role": "system", "content": "One.\n\nTwo."}
@@ -119,7 +122,7 @@ def test_system_blocks_are_joined_and_streaming_asks_for_usage():
 def test_images_documents_and_thinking():
     body = {"model": "m", "max_tokens": 5, "messages": [
         {"role": "user", "content": [
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+            IMAGE_BLOCK,
             {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.jpg"}},
             {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "doc text"}},
             {"type": "text", "text": "What are these?"}]},
@@ -149,11 +152,12 @@ def test_tool_use_and_tool_results():
                     {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18C"},
                     {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True,
                      "content": [{"type": "text", "text": "no"}, {"type": "text", "text": "data"},
-                                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}]},
+                                 IMAGE_BLOCK]},
                     {"type": "text", "text": "Thanks"}]}]}
     req = valid_chat_request(messages_to_chat_request(valid_anthropic_request(body)))
     assert req["tools"] == [
-        {"type": "function", "function": {"name": "weather", "description": "Weather by city", "parameters": WEATHER_SCHEMA}},
+        {"type": "function",
+         "function": {"name": "weather", "description": "Weather by city", "parameters": WEATHER_SCHEMA}},
         {"type": "function", "function": {"name": "now", "parameters": {"type": "object"}}}]
     assert req["tool_choice"] == "auto" and req["parallel_tool_calls"] is False
     assistant, tool1, tool2, user = req["messages"][1:]
@@ -195,7 +199,7 @@ def test_tool_choice_maps_to_chat(choice, expected):
     {"messages": [{"role": "user", "content": [{"text": "no type"}]}]},
     {"messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}]},
     {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]},
-    {"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}}]}]},
+    {"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "url", "url": "u"}}]}]},
     {"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
     {"messages": [{"role": "user", "content": [{"type": "tool_result", "content": "no id"}]}]},
     {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 7}]}]},
@@ -223,12 +227,14 @@ def test_a_chat_request_becomes_an_anthropic_request():
             "temperature": 1.7, "top_p": 0.5, "stop": "END", "user": "u", "max_tokens": 50,
             "messages": [{"role": "system", "content": "Sys one."},
                          {"role": "developer", "content": [{"type": "text", "text": "Dev two."}]},
-                         {"role": "user", "content": "Hi"}, {"role": "user", "content": [{"type": "text", "text": "again"}]},
+                         {"role": "user", "content": "Hi"},
+                         {"role": "user", "content": [{"type": "text", "text": "again"}]},
                          {"role": "assistant", "content": "Hello"}]}
     req = valid_anthropic_request(chat_to_messages_request(valid_chat_request(body)))
     assert req == {"model": "gpt-x", "max_tokens": 50, "system": "Sys one.\n\nDev two.", "stop_sequences": ["END"],
                    "temperature": 1.0, "top_p": 0.5, "stream": True,
-                   "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "again"}]},
+                   "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"},
+                                                             {"type": "text", "text": "again"}]},
                                 {"role": "assistant", "content": [{"type": "text", "text": "Hello"}]}]}
 
 
@@ -241,15 +247,18 @@ def test_max_tokens_precedence(fields, expected):
 
 
 def test_images_and_tool_calls_go_to_anthropic():
-    body = {"model": "m", "tools": [{"type": "function", "function": {"name": "weather", "description": "d", "parameters": WEATHER_SCHEMA}},
+    weather = {"name": "weather", "description": "d", "parameters": WEATHER_SCHEMA}
+    body = {"model": "m", "tools": [{"type": "function", "function": weather},
                                     {"type": "function", "function": {"name": "bare"}}],
             "tool_choice": "required", "parallel_tool_calls": False,
             "messages": [
                 {"role": "user", "content": [{"type": "text", "text": "Look"},
-                                             {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{PNG}", "detail": "low"}},
+                                             {"type": "image_url",
+                                              "image_url": {"url": f"data:image/jpeg;base64,{PNG}", "detail": "low"}},
                                              {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
                 {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
+                    {"id": "call_1", "type": "function",
+                     "function": {"name": "weather", "arguments": '{"city": "Paris"}'}},
                     {"id": "call_2", "type": "function", "function": {"name": "weather", "arguments": "{not json"}}]},
                 {"role": "tool", "tool_call_id": "call_1", "content": "18C"},
                 {"role": "tool", "tool_call_id": "call_2", "content": [{"type": "text", "text": "err"}]},
@@ -259,7 +268,7 @@ def test_images_and_tool_calls_go_to_anthropic():
                             {"name": "bare", "input_schema": {"type": "object", "properties": {}}}]
     assert req["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
     user, assistant, results = req["messages"]
-    assert user["content"][1] == {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": PNG}}
+    assert user["content"][1] == {**IMAGE_BLOCK, "source": {**IMAGE_BLOCK["source"], "media_type": "image/jpeg"}}
     assert user["content"][2] == {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
     assert assistant["content"] == [
         {"type": "tool_use", "id": "call_1", "name": "weather", "input": {"city": "Paris"}},
@@ -305,7 +314,8 @@ def test_requests_round_trip_anthropic_chat_anthropic():
                          {"role": "assistant", "content": [
                              {"type": "text", "text": "Calling."},
                              {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Oslo"}}]},
-                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"},
+                         {"role": "user", "content": [
+                             {"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"},
                                                       {"type": "text", "text": "So?"}]}]}
     back = valid_anthropic_request(chat_to_messages_request(messages_to_chat_request(body)))
     assert back == body
@@ -340,7 +350,8 @@ def test_a_chat_completion_becomes_an_anthropic_message_and_back():
     assert message.id == "msg_1" and message.stop_reason == "tool_use"
     assert [b.type for b in message.content] == ["text", "tool_use"]
     assert message.content[1].input == {"city": "Oslo"}
-    assert (message.usage.input_tokens, message.usage.output_tokens, message.usage.cache_read_input_tokens) == (10, 5, 4)
+    usage = message.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens) == (10, 5, 4)
 
 
 @pytest.mark.parametrize("stop_reason, finish_reason", [
@@ -356,7 +367,8 @@ def test_stop_reasons_to_chat(stop_reason, finish_reason):
     (None, "end_turn")])
 def test_finish_reasons_to_anthropic(finish_reason, stop_reason):
     completion = {"id": "chatcmpl-9", "object": "chat.completion", "created": 1, "model": "m",
-                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": finish_reason}],
+                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"},
+                               "finish_reason": finish_reason}],
                   "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
     message = Message.model_validate(chat_to_messages_response(completion))
     assert message.stop_reason == stop_reason and message.id == "chatcmpl-9" and message.usage.input_tokens == 3
@@ -388,7 +400,8 @@ def test_non_streamed_replies_through_the_sdk_clients():
         seen["anthropic"] = valid_anthropic_request(chat_to_messages_request(json.loads(request.content)))
         return httpx2.Response(200, json=messages_to_chat_response(ANTHROPIC_MESSAGE))
 
-    reply = openai_client(chat_surface).chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather?"}])
+    client = openai_client(chat_surface)
+    reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather?"}])
     assert reply.choices[0].message.tool_calls[0].function.name == "weather"
     assert seen["anthropic"]["max_tokens"] == 4096
 
@@ -406,15 +419,18 @@ def anthropic_events(*, error=False):
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "lo"}},
         {"type": "content_block_stop", "index": 0},
-        {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+        {"type": "content_block_start", "index": 1,
+         "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
         {"type": "content_block_delta", "index": 1, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
         {"type": "content_block_stop", "index": 1},
-        {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}},
+        {"type": "content_block_start", "index": 2,
+         "content_block": {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {}}},
         {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": ""}},
         {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"city": '}},
         {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '"Oslo"}'}},
         {"type": "content_block_stop", "index": 2},
-        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}, "usage": {"output_tokens": 12}},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+         "usage": {"output_tokens": 12}},
         {"type": "message_stop"}]
     if error:
         events = events[:5] + [{"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}]
@@ -434,10 +450,12 @@ def test_an_anthropic_stream_becomes_chat_chunks():
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text == "Hello"
     calls = [t for c in chunks if c["choices"] for t in c["choices"][0]["delta"].get("tool_calls", [])]
-    assert calls[0] == {"index": 0, "id": "toolu_1", "type": "function", "function": {"name": "weather", "arguments": ""}}
+    assert calls[0] == {"index": 0, "id": "toolu_1", "type": "function",
+                        "function": {"name": "weather", "arguments": ""}}
     assert "".join(t["function"]["arguments"] for t in calls) == '{"city": "Oslo"}'
     assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21}
+    assert chunks[-1]["choices"] == []
+    assert chunks[-1]["usage"] == {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21}
     assert stream.finished and stream.usage["completion_tokens"] == 12
 
 
@@ -476,7 +494,8 @@ def test_chat_surface_streams_an_anthropic_provider_through_the_openai_sdk():
     assert seen["anthropic"]["stream"] is True and "stream_options" not in seen["anthropic"]
     message = final.choices[0].message
     assert message.content == "Hello" and final.choices[0].finish_reason == "tool_calls"
-    assert message.tool_calls[0].id == "toolu_1" and json.loads(message.tool_calls[0].function.arguments) == {"city": "Oslo"}
+    assert message.tool_calls[0].id == "toolu_1"
+    assert json.loads(message.tool_calls[0].function.arguments) == {"city": "Oslo"}
     assert final.usage.prompt_tokens == 9 and final.usage.completion_tokens == 12
 
 
@@ -488,10 +507,12 @@ def chat_chunks():
         chunk({"role": "assistant", "content": ""}),
         chunk({"content": "Let me "}),
         chunk({"content": "check."}),
-        chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "weather", "arguments": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                               "function": {"name": "weather", "arguments": ""}}]}),
         chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}),
         chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Oslo"}'}}]}),
-        chunk({"tool_calls": [{"index": 1, "id": "call_2", "type": "function", "function": {"name": "weather", "arguments": '{"city":"Rome"}'}}]}),
+        chunk({"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
+                               "function": {"name": "weather", "arguments": '{"city":"Rome"}'}}]}),
         chunk({}, finish_reason="tool_calls"),
         chunk(usage={"prompt_tokens": 20, "completion_tokens": 7, "total_tokens": 27}, choices=False)]
 
@@ -501,14 +522,16 @@ def test_chat_chunks_become_anthropic_events_the_sdk_accumulates():
     events = stream.start() + [e for c in chat_chunks() for e in stream.feed(c)] + stream.finish()
     snapshot, bufs = None, {}
     for event in events:
-        snapshot = accumulate_event(event=ANTHROPIC_EVENT.validate_python(event), current_snapshot=snapshot, json_bufs=bufs)
+        parsed = ANTHROPIC_EVENT.validate_python(event)
+        snapshot = accumulate_event(event=parsed, current_snapshot=snapshot, json_bufs=bufs)
     assert [e["type"] for e in events] == [
         "message_start", "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
         "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop",
         "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]
     message = Message.model_validate(snapshot.to_dict())
     assert message.content[0].text == "Let me check."
-    assert [(b.id, b.input) for b in message.content[1:]] == [("call_1", {"city": "Oslo"}), ("call_2", {"city": "Rome"})]
+    assert [(b.id, b.input) for b in message.content[1:]] == [("call_1", {"city": "Oslo"}),
+                                                               ("call_2", {"city": "Rome"})]
     assert message.stop_reason == "tool_use"
     assert (message.usage.input_tokens, message.usage.output_tokens) == (20, 7) and stream.output_tokens == 7
 
@@ -550,7 +573,8 @@ def test_messages_surface_streams_a_chat_provider_through_the_anthropic_sdk():
 def test_a_mid_stream_error_reaches_the_anthropic_sdk():
     def messages_surface(request):
         stream = ChatToMessagesStream(message_id="msg_s", model="m")
-        events = stream.start() + stream.feed(chunk({"content": "partial"})) + [stream.error("overloaded_error", "Overloaded")]
+        events = stream.start() + stream.feed(chunk({"content": "partial"}))
+        events.append(stream.error("overloaded_error", "Overloaded"))
         return sse_response(anthropic_sse(events))
 
     client = anthropic_client(messages_surface)

@@ -87,3 +87,22 @@ def test_without_a_default_an_unknown_bare_name_is_404(db, group):
     with pytest.raises(ApiError) as exc:
         plan_chain("nothing-like-it", group=group)
     assert exc.value.status == 404
+
+
+@pytest.mark.parametrize("url", ["http://ollama:11434/v1", "http://127.0.0.1:9100/v1", "https://api.anthropic.com",
+                                 "http://[::1]:8080/v1", "http://localhost/v1"])
+def test_a_server_url_may_name_any_host(url):
+    from gateway.models import validate_server_url
+
+    validate_server_url(url)
+
+
+@pytest.mark.parametrize("url", ["ftp://host/v1", "http://", "ollama:11434", "http://host:99999/v1",
+                                 "http://ho st/v1", "not a url"])
+def test_a_server_url_must_be_http_with_a_host(url):
+    from django.core.exceptions import ValidationError
+
+    from gateway.models import validate_server_url
+
+    with pytest.raises(ValidationError):
+        validate_server_url(url)

@@ -63,7 +63,8 @@ def chunks_of(lines: list[str]) -> list[dict]:
 def test_chat_completion_echoes_the_last_user_message(upstream):
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "first"},
                 {"role": "assistant", "content": "ok"},
-                {"role": "user", "content": [{"type": "text", "text": "hello there"}, {"type": "text", "text": "world"}]}]
+                {"role": "user", "content": [{"type": "text", "text": "hello there"},
+                                             {"type": "text", "text": "world"}]}]
     result = oa(upstream).chat.completions.create(model="gpt-test", messages=messages)
     assert result.choices[0].message.content == "Echo: hello there world"
     assert result.choices[0].finish_reason == "stop"

@@ -52,6 +52,14 @@ class UpstreamApp:
             if scope["type"] == "lifespan":
                 await _lifespan(receive, send)
             return
+        try:
+            await self._handle(scope, receive, send)
+        except asyncio.CancelledError:
+            # Only a stopping server cancels a request (e.g. one stalled by stall_after_tokens): hang up
+            # on the client and end quietly rather than have uvicorn log a traceback.
+            await _drop_connection(send, receive)
+
+    async def _handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         body = b""
         more = True
         while more:
@@ -77,7 +85,9 @@ class UpstreamApp:
         knobs = state.knobs
         if knobs["record"]:
             state.requests.append(req)
-        anthropic = path.startswith("/v1/messages") or (path.startswith("/v1/models") and "anthropic-version" in headers)
+        # Anthropic error shapes on /v1/messages*, and on /v1/models when an Anthropic SDK asks
+        anthropic = path.startswith("/v1/messages") or (
+            path.startswith("/v1/models") and "anthropic-version" in headers)
         request_id = f"req_{next(self._ids):012x}"
         id_header = (b"request-id" if anthropic else b"x-request-id", request_id.encode())
 
