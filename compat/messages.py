@@ -12,7 +12,8 @@ from accounts.endpoints import endpoint
 from compat.proxy import Call
 from gateway import ratelimit
 from gateway.calls import check_chat_size
-from gateway.formats.anthropic import ChatToMessagesStream, chat_to_messages_response, messages_to_chat_request
+from gateway.formats.anthropic import chat_to_messages_response, messages_to_chat_request
+from gateway.formats.anthropic_stream import ChatToMessagesStream
 from gateway.http import read_json_object
 from gateway.routing import plan_chain
 from gateway.sse import sse_event

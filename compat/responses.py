@@ -44,8 +44,8 @@ async def _frames(call: Call, response_id: str, body: dict) -> AsyncIterator[byt
     async for chunk in call.chunks():
         for event in translator.feed(chunk):
             yield sse_event(event["type"], event)
-    if call.cut:
-        events = translator.fail(call.cut.reason, call.cut.message)
+    if call.cut:  # the SDK accepts only its own error codes; the reason goes in the message
+        events = translator.fail("server_error", f"{call.cut.message} ({call.cut.reason})")
     else:
         events = translator.finish()
     for event in events:

@@ -39,6 +39,7 @@ OPENAI_TYPES = {
 ANTHROPIC_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    402: "billing_error",
     403: "permission_error",
     404: "not_found_error",
     405: "invalid_request_error",
@@ -46,6 +47,7 @@ ANTHROPIC_TYPES = {
     415: "invalid_request_error",
     422: "invalid_request_error",
     429: "rate_limit_error",
+    504: "timeout_error",
     529: "overloaded_error",
 }
 

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.formats import StreamError
-from gateway.formats.anthropic import MessagesToChatStream, chat_to_messages_request
+from gateway.formats.anthropic import chat_to_messages_request
+from gateway.formats.anthropic_stream import MessagesToChatStream
 from gateway.providers.base import broken, http_client, missing_key, server_events, timeouts
 from gateway.routing import Target
 

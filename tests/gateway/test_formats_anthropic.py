@@ -17,9 +17,8 @@ from pydantic import TypeAdapter
 
 from gateway.errors import ApiError
 from gateway.formats import StreamError
+from gateway.formats.anthropic_stream import ChatToMessagesStream, MessagesToChatStream
 from gateway.formats.anthropic import (
-    ChatToMessagesStream,
-    MessagesToChatStream,
     chat_to_messages_request,
     chat_to_messages_response,
     messages_to_chat_request,
@@ -429,6 +428,10 @@ def anthropic_events(*, error=False):
         {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"city": '}},
         {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '"Oslo"}'}},
         {"type": "content_block_stop", "index": 2},
+        {"type": "content_block_start", "index": 3,
+         "content_block": {"type": "tool_use", "id": "toolu_2", "name": "now", "input": {}}},
+        {"type": "content_block_delta", "index": 3, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
+        {"type": "content_block_stop", "index": 3},
         {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
          "usage": {"output_tokens": 12}},
         {"type": "message_stop"}]
@@ -452,7 +455,10 @@ def test_an_anthropic_stream_becomes_chat_chunks():
     calls = [t for c in chunks if c["choices"] for t in c["choices"][0]["delta"].get("tool_calls", [])]
     assert calls[0] == {"index": 0, "id": "toolu_1", "type": "function",
                         "function": {"name": "weather", "arguments": ""}}
-    assert "".join(t["function"]["arguments"] for t in calls) == '{"city": "Oslo"}'
+    assert "".join(t["function"]["arguments"] for t in calls if t["index"] == 0) == '{"city": "Oslo"}'
+    assert [t for t in calls if t["index"] == 1] == [
+        {"index": 1, "id": "toolu_2", "type": "function", "function": {"name": "now", "arguments": ""}},
+        {"index": 1, "function": {"arguments": "{}"}}]
     assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
     assert chunks[-1]["choices"] == []
     assert chunks[-1]["usage"] == {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21}
@@ -474,6 +480,8 @@ def test_an_anthropic_error_event_raises_stream_error():
             stream.feed(event)
     assert (info.value.type, info.value.message) == ("overloaded_error", "Overloaded")
     assert not stream.finished and stream.usage["prompt_tokens"] == 9
+    with pytest.raises(ValueError):
+        stream.feed(["not", "an", "event"])
 
 
 def test_chat_surface_streams_an_anthropic_provider_through_the_openai_sdk():
@@ -496,6 +504,7 @@ def test_chat_surface_streams_an_anthropic_provider_through_the_openai_sdk():
     assert message.content == "Hello" and final.choices[0].finish_reason == "tool_calls"
     assert message.tool_calls[0].id == "toolu_1"
     assert json.loads(message.tool_calls[0].function.arguments) == {"city": "Oslo"}
+    assert (message.tool_calls[1].id, message.tool_calls[1].function.name) == ("toolu_2", "now")
     assert final.usage.prompt_tokens == 9 and final.usage.completion_tokens == 12
 
 

@@ -6,6 +6,7 @@ import json
 import httpx2
 import openai
 import pytest
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.chat.completion_create_params import CompletionCreateParams
 from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.responses.response_create_params import ResponseCreateParams
@@ -36,9 +37,12 @@ def translate(body):
 
 
 def completion(text="Hi there", finish_reason="stop", usage=None):
-    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "gpt-x",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}],
+    data = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "gpt-x",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": finish_reason}],
             "usage": usage or {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}
+    ChatCompletion.model_validate(data)
+    return data
 
 
 def chunk(delta=None, finish_reason=None, usage=None, choices=True):
@@ -46,6 +50,7 @@ def chunk(delta=None, finish_reason=None, usage=None, choices=True):
             "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish_reason}] if choices else []}
     if usage is not None:
         data["usage"] = usage
+    ChatCompletionChunk.model_validate(data)
     return data
 
 
@@ -61,6 +66,9 @@ def run(stream, chunks, end=None):
     for event in events:
         STREAM_EVENT.validate_python(event)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    for event in events:  # one message item at output 0 with one text part
+        assert event.get("output_index", 0) == 0 and event.get("content_index", 0) == 0
+        assert event.get("item_id", "msg_" + stream.response_id[5:]) == "msg_" + stream.response_id[5:]
     return events
 
 
@@ -100,7 +108,8 @@ def test_input_items_become_chat_messages():
         {"role": "system", "content": "Dev rules."},
         {"role": "system", "content": "Sys."},
         {"role": "user", "content": [{"type": "text", "text": "What is this?"},
-                                     {"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}}]},
+                                     {"type": "image_url",
+                                      "image_url": {"url": "https://example.com/a.png", "detail": "low"}}]},
         {"role": "assistant", "content": "A cat."},
         {"role": "user", "content": "Sure?"}]
 
@@ -112,7 +121,7 @@ def test_input_items_become_chat_messages():
     {"model": "m", "input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]},
     {"model": "m", "input": "x", "previous_response_id": "resp_1"},
     {"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]},
-    {"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file_1", "detail": "auto"}]}]},
+    {"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "file_id": "f", "detail": "auto"}]}]},
     {"model": "m", "input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file_1"}]}]},
 ])
 def test_unsupported_features_are_refused_with_501(body):
@@ -145,7 +154,8 @@ def test_malformed_requests_are_refused_with_400(body):
 
 def test_a_completion_becomes_a_completed_response():
     request = {"model": "gpt-x", "input": "Hello", "instructions": "Be brief."}
-    usage = {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11, "prompt_tokens_details": {"cached_tokens": 3},
+    usage = {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11,
+             "prompt_tokens_details": {"cached_tokens": 3},
              "completion_tokens_details": {"reasoning_tokens": 1}}
     body = chat_to_response(completion(usage=usage), request=request, response_id="resp_abc")
     response = Response.model_validate(body)
@@ -159,7 +169,8 @@ def test_a_completion_becomes_a_completed_response():
     assert response.usage.output_tokens_details.reasoning_tokens == 1
 
 
-@pytest.mark.parametrize("finish_reason, reason", [("length", "max_output_tokens"), ("content_filter", "content_filter")])
+@pytest.mark.parametrize("finish_reason, reason", [("length", "max_output_tokens"),
+                                                   ("content_filter", "content_filter")])
 def test_a_cut_completion_becomes_an_incomplete_response(finish_reason, reason):
     body = chat_to_response(completion("Hi th", finish_reason), request={"input": "x"}, response_id="resp_1")
     response = Response.model_validate(body)
@@ -194,7 +205,8 @@ def test_a_text_stream_becomes_responses_events():
     assert events[6]["text"] == "Hello" and stream.text == "Hello"
     final = Response.model_validate(events[-1]["response"])
     assert final.status == "completed" and final.output_text == "Hello"
-    assert (final.usage.input_tokens, final.usage.output_tokens, final.usage.input_tokens_details.cached_tokens) == (5, 2, 1)
+    usage = final.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.input_tokens_details.cached_tokens) == (5, 2, 1)
 
 
 def test_a_length_stop_ends_with_response_incomplete():
@@ -252,7 +264,8 @@ def test_the_sdk_stream_helper_reads_the_translated_stream():
 @pytest.mark.parametrize("ending", ["length", "fail"])
 def test_the_sdk_raw_stream_sees_the_terminal_event(ending):
     def surface(request):
-        stream = ChatToResponsesStream(response_id="resp_s", model="m", request=json.loads(request.content), created_at=1)
+        body = json.loads(request.content)
+        stream = ChatToResponsesStream(response_id="resp_s", model="m", request=body, created_at=1)
         if ending == "fail":
             return sse(run(stream, text_chunks()[:2], end=lambda: stream.fail("server_error", "boom")))
         return sse(run(stream, text_chunks("length")))

@@ -1,0 +1,176 @@
+"""Streams between the Anthropic Messages events and chat-completion chunks: an Anthropic
+server's events read as chunks (`MessagesToChatStream`), and the gateway's chunks written as
+Anthropic events for `/v1/messages` (`ChatToMessagesStream`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.formats import StreamError
+from gateway.formats.anthropic import (  # the package's shared mappings
+    STOP_TO_FINISH,
+    _chat_usage,
+    _messages_usage,
+    _new_id,
+    _obj,
+    _stop_reason,
+)
+
+
+class MessagesToChatStream:
+    """Parsed Anthropic SSE event data → `chat.completion.chunk` dicts."""
+
+    def __init__(self, *, completion_id: str, model: str, created: int, include_usage: bool) -> None:
+        self.completion_id, self.model, self.created, self.include_usage = completion_id, model, created, include_usage
+        self.finished = False
+        self._anthropic_usage: dict[str, int] = {}
+        self._tools: dict[Any, int] = {}  # Anthropic block index → chat tool_call index
+        self._started = self._finish_sent = False
+
+    @property
+    def usage(self) -> dict:
+        return _chat_usage(self._anthropic_usage)
+
+    def _chunk(self, delta: dict, finish_reason: str | None = None) -> dict:
+        chunk = {"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
+                 "model": self.model,
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+        if self.include_usage:
+            chunk["usage"] = None
+        return chunk
+
+    def _read_usage(self, usage: dict) -> None:
+        for key, value in usage.items():
+            if isinstance(value, int) and key.endswith("_tokens"):  # cumulative: overwrite
+                self._anthropic_usage[key] = value
+
+    def feed(self, event: dict) -> list[dict]:
+        if not isinstance(event, dict):
+            raise ValueError("An Anthropic stream event must be a JSON object.")
+        kind = event.get("type")
+        if kind == "error":
+            error = _obj(event.get("error"))
+            raise StreamError(error.get("type") or "api_error", error.get("message") or "The upstream stream failed.")
+        out: list[dict] = []
+        if not self._started and kind != "ping":
+            self._started = True
+            out.append(self._chunk({"role": "assistant", "content": ""}))
+        if kind == "message_start":
+            self._read_usage(_obj(_obj(event.get("message")).get("usage")))
+        elif kind == "content_block_start":
+            block = _obj(event.get("content_block"))
+            if block.get("type") == "text" and block.get("text"):
+                out.append(self._chunk({"content": block["text"]}))
+            elif block.get("type") == "tool_use":
+                index = self._tools[event.get("index")] = len(self._tools)
+                function = {"name": block.get("name") or "", "arguments": ""}
+                call = {"index": index, "id": block.get("id"), "type": "function", "function": function}
+                out.append(self._chunk({"tool_calls": [call]}))
+        elif kind == "content_block_delta":
+            delta, index = _obj(event.get("delta")), self._tools.get(event.get("index"))
+            if delta.get("type") == "text_delta" and delta.get("text"):
+                out.append(self._chunk({"content": delta["text"]}))
+            elif delta.get("type") == "input_json_delta" and delta.get("partial_json") and index is not None:
+                call = {"index": index, "function": {"arguments": delta["partial_json"]}}
+                out.append(self._chunk({"tool_calls": [call]}))
+        elif kind == "message_delta":
+            self._read_usage(_obj(event.get("usage")))
+            reason = _obj(event.get("delta")).get("stop_reason")
+            if reason and not self._finish_sent:
+                self._finish_sent = True
+                out.append(self._chunk({}, STOP_TO_FINISH.get(reason, "stop")))
+        elif kind == "message_stop":
+            self.finished = True
+            if not self._finish_sent:
+                self._finish_sent = True
+                out.append(self._chunk({}, "tool_calls" if self._tools else "stop"))
+            if self.include_usage:
+                out.append({"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
+                            "model": self.model, "choices": [], "usage": self.usage})
+        return out
+
+
+class ChatToMessagesStream:
+    """`chat.completion.chunk` dicts → Anthropic stream event dicts (each with `type`)."""
+
+    def __init__(self, *, message_id: str, model: str, input_tokens: int = 0) -> None:
+        self.message_id, self.model, self.input_tokens = message_id, model, input_tokens
+        self.output_tokens = 0
+        self._started = self._input_reported = False
+        self._open_index: int | None = None
+        self._open_kind: str | None = None
+        self._next_index = 0
+        self._tools: dict[Any, tuple[int, Any]] = {}  # chat tool index → (block index, call id)
+        self._finish_reason: str | None = None
+
+    def start(self) -> list[dict]:
+        if self._started:
+            return []
+        self._started = True
+        message = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+                   "stop_reason": None, "stop_sequence": None,
+                   "usage": {"input_tokens": self.input_tokens, "output_tokens": 0}}
+        return [{"type": "message_start", "message": message}]
+
+    def _close(self) -> list[dict]:
+        if self._open_index is None:
+            return []
+        event = {"type": "content_block_stop", "index": self._open_index}
+        self._open_index = self._open_kind = None
+        return [event]
+
+    def _open(self, block: dict, kind: str) -> list[dict]:
+        events = self._close()
+        self._open_index, self._open_kind = self._next_index, kind
+        self._next_index += 1
+        events.append({"type": "content_block_start", "index": self._open_index, "content_block": block})
+        return events
+
+    def feed(self, chunk: dict) -> list[dict]:
+        out = self.start()
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.output_tokens = usage.get("completion_tokens") or self.output_tokens
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.input_tokens, self._input_reported = _messages_usage(usage)["input_tokens"], True
+        for choice in chunk.get("choices") or []:
+            if _obj(choice).get("index", 0) != 0:
+                continue
+            delta = _obj(choice.get("delta"))
+            text = delta.get("content") or delta.get("refusal")
+            if text:
+                if self._open_kind != "text":
+                    out += self._open({"type": "text", "text": ""}, "text")
+                delta_event = {"type": "content_block_delta", "index": self._open_index}
+                out.append({**delta_event, "delta": {"type": "text_delta", "text": text}})
+            for call in delta.get("tool_calls") or []:
+                out += self._tool_delta(_obj(call))
+            if choice.get("finish_reason"):
+                self._finish_reason = choice["finish_reason"]
+        return out
+
+    def _tool_delta(self, call: dict) -> list[dict]:
+        key, function, out = call.get("index", 0), _obj(call.get("function")), []
+        known = self._tools.get(key)
+        if known is None or (call.get("id") and call["id"] != known[1]):
+            call_id = call.get("id") or _new_id("toolu_")
+            block = {"type": "tool_use", "id": call_id, "name": function.get("name") or "", "input": {}}
+            out = self._open(block, "tool")
+            known = self._tools[key] = (self._open_index, call_id)
+        if function.get("arguments"):
+            delta = {"type": "input_json_delta", "partial_json": function["arguments"]}
+            out.append({"type": "content_block_delta", "index": known[0], "delta": delta})
+        return out
+
+    def finish(self) -> list[dict]:
+        out = self.start() + self._close()
+        usage: dict[str, int] = {"output_tokens": self.output_tokens}
+        if self._input_reported:
+            usage["input_tokens"] = self.input_tokens
+        delta = {"stop_reason": _stop_reason(self._finish_reason, bool(self._tools)), "stop_sequence": None}
+        out.append({"type": "message_delta", "delta": delta, "usage": usage})
+        out.append({"type": "message_stop"})
+        return out
+
+    def error(self, error_type: str, message: str) -> dict:
+        return {"type": "error", "error": {"type": error_type, "message": message}}
