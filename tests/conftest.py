@@ -78,3 +78,14 @@ def redis_url(settings):
     clear_counters()
     yield url
     clear_counters()
+
+
+@pytest.fixture(scope="session")
+def live_gateway(django_db_setup, django_db_blocker):
+    """The gateway under uvicorn on loopback, on the test database (tests that write data for it
+    use `transactional_db`). It reads the model registry afresh on every request."""
+    from tests.servers import web_process
+
+    with django_db_blocker.unblock():
+        with web_process(REGISTRY_TTL_SECONDS="0") as base:
+            yield base

@@ -35,10 +35,16 @@ def test_database_url() -> str:
 @contextlib.contextmanager
 def web_process(**extra_env: str):
     """Run the gateway under uvicorn on a free loopback port; yield its base URL."""
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "DJANGO_SETTINGS_MODULE": "gateway.settings", **extra_env}
     from django.conf import settings
 
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "DJANGO_SETTINGS_MODULE": "gateway.settings",
+        "PASSWORD_HASHERS": ",".join(settings.PASSWORD_HASHERS),  # the test run's fast hasher
+        **extra_env,
+    }
     log_path = Path(settings.VAR_DIR) / f"test-web-{port}.log"
     log = open(log_path, "wb")  # noqa: SIM115 — closed in the finally below
     proc = subprocess.Popen(

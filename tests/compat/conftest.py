@@ -8,15 +8,7 @@ import openai
 import pytest
 
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
-from tests.servers import web_process
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
-
-
-@pytest.fixture(scope="session")
-def live_gateway(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock():
-        with web_process(REGISTRY_TTL_SECONDS="0") as base:
-            yield base
 
 
 @pytest.fixture
