@@ -3,7 +3,7 @@
 from django import forms
 from django.contrib import admin
 
-from gateway.models import Model, ModelFallback, ModelServer
+from gateway.models import Model, ModelFallback, ModelServer, UsageRecord
 
 
 class ModelServerForm(forms.ModelForm):
@@ -68,3 +68,23 @@ class ModelAdmin(admin.ModelAdmin):
     list_filter = ["server", "enabled", "is_default", "supports_chat", "supports_embeddings", "supports_audio"]
     search_fields = ["name", "server__name"]
     inlines = [FallbackInline]
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(admin.ModelAdmin):
+    """Read-only: usage is written by the gateway, never by hand."""
+
+    list_display = ["created_at", "account", "model", "surface", "input_tokens", "output_tokens", "request_id"]
+    list_filter = ["surface", "model"]
+    search_fields = ["account__email", "model", "request_id"]
+    date_hierarchy = "created_at"
+    list_select_related = ["account"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

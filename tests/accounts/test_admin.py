@@ -175,3 +175,14 @@ def test_it_redirects_a_non_staff_account_to_the_admin_login(client):
         assert response.status_code == 302, url
         assert response["Location"].startswith(reverse("admin:login")), url
         assert "next=" in response["Location"], url
+
+
+def test_usage_is_listed_and_read_only(admin_client):
+    from gateway.metering import meter
+
+    account = AccountFactory(email="metered@example.test")
+    meter(account_id=account.pk, model="oa/echo-1", surface="messages", input_tokens=5, output_tokens=7)
+    listing = admin_client.get(reverse("admin:gateway_usagerecord_changelist"))
+    assert listing.status_code == 200
+    assert "metered@example.test" in listing.content.decode()
+    assert admin_client.get(reverse("admin:gateway_usagerecord_add")).status_code == 403
