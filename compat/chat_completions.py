@@ -7,23 +7,27 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from accounts.endpoints import endpoint
-from compat.proxy import Call
+from compat.proxy import Call, chat_call
 from gateway import ratelimit
 from gateway.errors import ApiError
-from gateway.http import read_json_object
 from gateway.sse import SSE_DONE, sse_data
 
 DROPPED = ("stream", "stream_options", "n")
 
 
-@endpoint("POST", limit=ratelimit.V1)
-async def chat_completions(request):
-    body = read_json_object(request)
-    stream = _flag(body, "stream")
-    include_usage = stream and bool((body.get("stream_options") or {}).get("include_usage"))
+def chat_form(body: dict[str, Any]) -> dict[str, Any]:
+    _flag(body, "stream")
     if body.get("n", 1) not in (1, None):
         raise ApiError(400, "Only n=1 is supported.", code="invalid_request_error", param="n")
-    call = Call(request, {k: v for k, v in body.items() if k not in DROPPED}, surface="chat.completions")
+    return {k: v for k, v in body.items() if k not in DROPPED}
+
+
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(chat_form))
+async def chat_completions(request):
+    body = request.prepared.body
+    stream = bool(body.get("stream"))
+    include_usage = stream and bool((body.get("stream_options") or {}).get("include_usage"))
+    call = Call(request, surface="chat.completions")
     await call.open()
     completion_id = f"chatcmpl-{call.inference_id}"
     if stream:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from django.http import JsonResponse
 
 from accounts.endpoints import endpoint
-from compat.proxy import Call
+from compat.proxy import Call, chat_call
 from gateway import ratelimit
 from gateway.calls import check_chat_size
 from gateway.formats.anthropic import chat_to_messages_response, messages_to_chat_request
@@ -22,12 +22,10 @@ from gateway.tokens import count_chat_request
 ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "disconnected": "api_error"}
 
 
-@endpoint("POST", limit=ratelimit.V1)
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request))
 async def messages(request):
-    body = read_json_object(request)
-    chat = messages_to_chat_request(body)
-    stream = bool(chat.pop("stream", False))
-    call = Call(request, chat, surface="messages")
+    stream = bool(request.prepared.body.get("stream"))
+    call = Call(request, surface="messages")
     await call.open()
     message_id = f"msg_{call.inference_id}"
     if stream:

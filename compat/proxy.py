@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 
 from gateway.calls import call_plan, check_chat_size
+from gateway.http import read_json_object
 from gateway.dispatch import open_reply
 from gateway.errors import ApiError, render_error
 from gateway.metering import AfterSendResponse, meter, usage_of
@@ -23,14 +26,36 @@ from gateway.providers.base import StreamCut
 from gateway.replies import ReplyAccumulator
 from gateway.routing import Target
 
-_plan = sync_to_async(call_plan)
+_meter_in_worker = partial(sync_to_async, thread_sensitive=False)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    body: dict[str, Any]  # the request as the client sent it
+    chat: dict[str, Any]  # its chat-completions form, sent to the chain
+    chain: list[Target]
+
+
+def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[HttpRequest], Prepared]:
+    """The `prepare` step of a chat surface (run by the endpoint wrapper in its worker hop):
+    read the body, translate it, check its size, plan the chain and check the quota."""
+
+    def prepare(request: HttpRequest) -> Prepared:
+        body = read_json_object(request)
+        chat = to_chat(body)
+        check_chat_size(chat)
+        chain = call_plan(account=request.principal.account, model_id=chat.get("model"))
+        return Prepared(body=body, chat=chat, chain=chain)
+
+    return prepare
 
 
 class Call:
-    def __init__(self, request: HttpRequest, body: dict[str, Any], *, surface: str) -> None:
-        check_chat_size(body)
+    def __init__(self, request: HttpRequest, *, surface: str) -> None:
+        prepared: Prepared = request.prepared
         self.request = request
-        self.body = body
+        self.body = prepared.chat
+        self.chain = prepared.chain
         self.surface = surface
         self.inference_id = uuid.uuid4().hex
         self.created = int(time.time())
@@ -45,10 +70,8 @@ class Call:
         return self.target.public_id if self.target else str(self.body.get("model"))
 
     async def open(self) -> None:
-        """Plan the chain and wait for the first chunk: every failure so far is an HTTP error."""
-        account = self.request.principal.account
-        chain = await _plan(account=account, model_id=self.body.get("model"))
-        opened = await open_reply(chain, self.body, refusals_fall_through=True)
+        """Wait for the first chunk of the chain: every failure so far is an HTTP error."""
+        opened = await open_reply(self.chain, self.body, refusals_fall_through=True)
         self.target, self._chunks = opened.target, opened.chunks
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
@@ -117,4 +140,4 @@ class Call:
             async for frame in frames:
                 yield frame
         finally:
-            await asyncio.shield(sync_to_async(self.meter_now)())
+            await asyncio.shield(_meter_in_worker(self.meter_now)())

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from django.http import JsonResponse
 
 from accounts.endpoints import endpoint
-from compat.proxy import Call
+from compat.proxy import Call, chat_call
 from gateway import ratelimit
 from gateway.calls import check_chat_size
 from gateway.formats.responses import ChatToResponsesStream, chat_to_response, responses_to_chat_request
@@ -17,12 +17,11 @@ from gateway.sse import sse_event
 from gateway.tokens import count_chat_request
 
 
-@endpoint("POST", limit=ratelimit.V1)
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(responses_to_chat_request))
 async def responses(request):
-    body = read_json_object(request)
-    chat = responses_to_chat_request(body)
-    stream = bool(chat.pop("stream", False))
-    call = Call(request, chat, surface="responses")
+    body = request.prepared.body
+    stream = bool(body.get("stream"))
+    call = Call(request, surface="responses")
     await call.open()
     response_id = f"resp_{call.inference_id}"
     if stream:

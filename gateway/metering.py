@@ -1,12 +1,10 @@
-"""Usage of a call, written after the reply (never before it): the quota counters of the
-account, then one usage record."""
+"""Usage of a call, counted after the reply (never before it): the quota counters of the
+account at once, then a usage record through the batched writer (gateway/usage_writer.py)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
-from django.db import IntegrityError
 from django.http import HttpResponse
 from django.utils import timezone
 
@@ -14,8 +12,7 @@ from gateway.models import UsageRecord
 from gateway.quotas import quota_add
 from gateway.replies import ReplyAccumulator
 from gateway.tokens import count_chat_request, count_text
-
-logger = logging.getLogger(__name__)
+from gateway.usage_writer import usage_writer
 
 
 def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
@@ -38,13 +35,10 @@ def meter(*, account_id: int, model: str, surface: str, input_tokens: int, outpu
     if total <= 0:
         return
     quota_add(account_id=account_id, tokens=total)
-    try:
-        UsageRecord.objects.create(
-            account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
-            output_tokens=output_tokens, request_id=request_id[:64], created_at=timezone.now(),
-        )
-    except IntegrityError:  # the account was deleted while its call ran: nothing to bill
-        logger.warning("usage of deleted account %s not recorded (%s, %s tokens)", account_id, model, total)
+    usage_writer.submit(UsageRecord(
+        account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
+        output_tokens=output_tokens, request_id=request_id[:64], created_at=timezone.now(),
+    ))
 
 
 class AfterSendResponse(HttpResponse):

@@ -10,6 +10,9 @@ from tests.factories import AccountFactory, AccountGroupFactory
 
 def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # In this process usage records are written inline, inside each test's transaction; the
+    # server processes that tests start keep the batched writer of production.
+    settings.USAGE_BATCHED = False
 
 
 def pytest_sessionfinish(session, exitstatus):

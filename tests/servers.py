@@ -14,6 +14,7 @@ import httpx
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
+USAGE_FLUSH_SECONDS_IN_TESTS = 0.02
 
 
 def free_port() -> int:
@@ -43,6 +44,7 @@ def web_process(**extra_env: str):
         "DATABASE_URL": test_database_url(),
         "DJANGO_SETTINGS_MODULE": "gateway.settings",
         "PASSWORD_HASHERS": ",".join(settings.PASSWORD_HASHERS),  # the test run's fast hasher
+        "USAGE_FLUSH_SECONDS": str(USAGE_FLUSH_SECONDS_IN_TESTS),
         **extra_env,
     }
     log_path = Path(settings.VAR_DIR) / f"test-web-{port}.log"
@@ -73,3 +75,22 @@ def web_process(**extra_env: str):
             proc.kill()
             proc.wait()
         log.close()
+
+
+def wait_for_quiet_database(timeout: float = 5.0) -> None:
+    """Wait until no other session works in the test database, so a transactional test's
+    teardown (TRUNCATE) does not meet a server process's late usage INSERT (a deadlock on
+    PostgreSQL). Server processes started here flush usage every USAGE_FLUSH_SECONDS_IN_TESTS."""
+    time.sleep(USAGE_FLUSH_SECONDS_IN_TESTS * 3)
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+            time.sleep(0.02)

@@ -121,7 +121,7 @@ async def server_events(request: httpx.Request):
     try:
         if response.status_code != 200:
             raise failure_from_response(response.status_code, await response.aread(), response.headers)
-        async for event, data in sse_read(response.aiter_lines()):
+        async for event, data in sse_read(response.aiter_raw()):
             yield event, data
             started = True
     except httpx.TimeoutException:

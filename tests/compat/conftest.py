@@ -7,6 +7,7 @@ import anthropic
 import openai
 import pytest
 
+from tests.servers import wait_for_quiet_database
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -22,9 +23,10 @@ def world(transactional_db, live_gateway, upstream):  # noqa: F811
     an = ModelServerFactory(name="an", kind="anthropic", base_url=upstream.url, read_timeout=2.0)
     default = ModelFactory(server=oa, name="echo-1", is_default=True)
     claude = ModelFactory(server=an, name="claude-echo")
-    return SimpleNamespace(
+    yield SimpleNamespace(
         base=live_gateway, upstream=upstream, group=group, account=account, key=key, oa=oa, an=an,
         default=default, claude=claude,
         openai=openai.OpenAI(base_url=f"{live_gateway}/v1", api_key=key, max_retries=0),
         anthropic=anthropic.Anthropic(base_url=live_gateway, api_key=key, max_retries=0),
     )
+    wait_for_quiet_database()

@@ -49,7 +49,9 @@ def test_a_model_without_audio_is_a_bad_request(world, whisper):
 
 
 @override_settings(MAX_AUDIO_UPLOAD_BYTES=1000)
-def test_an_upload_over_the_limit_is_413(client, owner):
+def test_an_upload_over_the_limit_is_413(client, transactional_db, owner):
+    """In-process: the async view's checks run on a worker thread's connection, so the data is
+    committed (transactional_db)."""
     from tests.factories import api_key_for
 
     ModelFactory(name="whisper-1", supports_audio=True)

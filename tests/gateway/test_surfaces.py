@@ -5,8 +5,15 @@ import httpx
 import pytest
 
 from tests.factories import AccountFactory, AccountGroupFactory, api_key_for
+from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_teardown():
+    yield
+    wait_for_quiet_database()
 
 
 def test_the_admin_works_under_asgi_with_sessions_csrf_and_static_files(live_gateway):
