@@ -2,15 +2,20 @@
 
 `Authorization: Bearer <token>` wins over `X-API-Key` whenever both are sent, even when the
 Bearer token is wrong. `X-API-Key` carries API keys only.
+
+`identify` reads who a credential belongs to (the database, or the process's cache of it);
+`authenticate` then applies the refusal rules, which depend on the surface and the endpoint.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.http import HttpRequest
 
-from accounts.keys import KEY_PREFIX, api_key_account
+from accounts import principal_cache
+from accounts.keys import KEY_PREFIX, api_key_row
 from accounts.models import Account, SessionToken
 from accounts.sessions import session_lookup
 from gateway.errors import ApiError, Unauthenticated, surface_of
@@ -27,6 +32,19 @@ class Principal:
     session: SessionToken | None = None
 
 
+@dataclass(frozen=True)
+class Identity:
+    principal: Principal
+    token: str
+    expires_at: datetime  # of the key or session itself
+    expected_versions: tuple[int, int] | None  # from the cache; None when just read from the database
+
+    @property
+    def version_keys(self) -> list[str]:
+        account = self.principal.account
+        return [principal_cache.account_version_key(account.pk), principal_cache.group_version_key(account.group_id)]
+
+
 def presented_credential(request: HttpRequest) -> tuple[str | None, str]:
     authorization = request.headers.get("Authorization", "")
     scheme, _, token = authorization.partition(" ")
@@ -36,28 +54,48 @@ def presented_credential(request: HttpRequest) -> tuple[str | None, str]:
     return (api_key or None), "x-api-key"
 
 
-def authenticate(
-    request: HttpRequest, *, key_allowed: bool = True, session_needs_api_access: bool = True
-) -> Principal:
-    """The caller, or the refusal of 5.3: 401 for any bad credential (the body does not say
-    which), 403 on `/api` for a session of a deactivated account or a group without API
-    access, 403 for a key on an operation a key cannot do."""
+def identify(request: HttpRequest, *, use_cache: bool = True) -> Identity:
+    """Who the presented credential belongs to; 401 when nobody (the body does not say why)."""
     token, source = presented_credential(request)
-    if token is None:
+    if token is None or (source != "bearer" and not token.startswith(KEY_PREFIX)):
         raise Unauthenticated()
+    if use_cache and (entry := principal_cache.cached(token)) is not None:
+        return Identity(entry.principal, token, entry.expires_at, entry.versions)
+    principal, expires_at = _read(token)
+    return Identity(principal, token, expires_at, None)
+
+
+def _read(token: str) -> tuple[Principal, datetime]:
     if token.startswith(KEY_PREFIX):
-        account = api_key_account(key=token)
-        if account is None or not account.is_active or not account.group.api_access:
+        row = api_key_row(key=token)
+        if row is None:
             raise Unauthenticated()
-        if not key_allowed:
-            raise ApiError(403, KEY_NOT_ALLOWED, code="permission_denied")
-        return Principal(account=account, via="apikey")
-    if source != "bearer":
-        raise Unauthenticated()
+        return Principal(account=row.account, via="apikey"), row.expires_at
     session = session_lookup(token=token)
     if session is None:
         raise Unauthenticated()
-    account = session.account
+    return Principal(account=session.account, via="sanctum", session=session), session.expires_at
+
+
+def remember(identity: Identity, versions: tuple[int, ...]) -> None:
+    """Keep a freshly read identity with the versions the counter step just returned."""
+    if identity.expected_versions is None:
+        principal_cache.remember(identity.token, identity.principal, identity.expires_at, (versions[0], versions[1]))
+
+
+def authenticate(
+    request: HttpRequest, identity: Identity, *, key_allowed: bool = True, session_needs_api_access: bool = True
+) -> Principal:
+    """The refusals of 5.3: 401 for a key of a deactivated account or of a group without API
+    access, 403 on `/api` for such a session, 403 for a key on an operation a key cannot do."""
+    principal = identity.principal
+    account = principal.account
+    if principal.via == "apikey":
+        if not account.is_active or not account.group.api_access:
+            raise Unauthenticated()
+        if not key_allowed:
+            raise ApiError(403, KEY_NOT_ALLOWED, code="permission_denied")
+        return principal
     if surface_of(request.path) in ("openai", "anthropic"):
         if not account.is_active or not account.group.api_access:
             raise Unauthenticated()
@@ -65,4 +103,4 @@ def authenticate(
         raise ApiError(403, DEACTIVATED, code="account_inactive")
     elif session_needs_api_access and not account.group.api_access:
         raise ApiError(403, NO_API_ACCESS, code="permission_denied")
-    return Principal(account=account, via="sanctum", session=session)
+    return principal

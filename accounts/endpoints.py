@@ -19,11 +19,14 @@ from functools import wraps
 from typing import Callable
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 
-from accounts.authentication import authenticate
+from accounts.authentication import Identity, authenticate, identify, remember
 from gateway import ratelimit
+from gateway.counters import window_hit
+from gateway.quotas import quota_window_keys
 from gateway.errors import ApiError, FrameworkError, render_error
 
 NONE = "none"  # no credential (login, webhooks)
@@ -46,18 +49,10 @@ def endpoint(
         """Method, credential, ceiling: the checks before the view. Returns the rate headers."""
         if request.method not in methods:
             raise FrameworkError(405, "Method Not Allowed.", headers={"Allow": allowed})
-        if auth != NONE:
-            request.principal = authenticate(
-                request, key_allowed=auth != SESSION, session_needs_api_access=session_needs_api_access
-            )
-        headers = {}
-        if limit is not None:
-            subject = (
-                f"ip:{ratelimit.client_address(request)}"
-                if limit.per_address
-                else f"acct:{request.principal.account.pk}"
-            )
-            headers = ratelimit.limit_hit(limit, subject=subject)
+        if auth == NONE:
+            headers = ratelimit.limit_hit(limit, subject=f"ip:{ratelimit.client_address(request)}") if limit else {}
+        else:
+            headers = _admit_caller(request)
         if prepare is not None:
             try:
                 request.prepared = prepare(request)
@@ -65,6 +60,42 @@ def endpoint(
                 exc.headers = {**headers, **exc.headers}
                 raise
         return headers
+
+    def _admit_caller(request: HttpRequest) -> dict[str, str]:
+        """Identify the caller (from the process's cache when it can), then check and count.
+        When the cached identity is refused, or its versions have moved (nothing was counted
+        then), the credential is read again from the database and checked once more."""
+        identity = identify(request)
+        outcome = _check_and_count(request, identity)
+        if outcome is None:
+            identity = identify(request, use_cache=False)
+            outcome = _check_and_count(request, identity)
+        principal, quota_keys, result = outcome
+        request.principal = principal
+        request.quota_used = [(window, used) for (_key, window), used in zip(quota_keys, result.amounts)]
+        headers = ratelimit.limit_headers(result)  # raises the 429 of a refusing counter
+        remember(identity, result.versions)
+        return headers
+
+    def _check_and_count(request: HttpRequest, identity: Identity):
+        """The refusal rules, then one atomic counter step: the ceilings, the identity's
+        versions, and the token-quota windows read for the call that follows. None when a
+        cached identity must be read again."""
+        cached = identity.expected_versions is not None
+        try:
+            principal = authenticate(request, identity, key_allowed=auth != SESSION,
+                                     session_needs_api_access=session_needs_api_access)
+        except ApiError:
+            if cached:
+                return None
+            raise
+        account_id = principal.account.pk
+        counters = ratelimit.limit_counters(limit, subject=f"acct:{account_id}") if limit else []
+        quota_keys = quota_window_keys(account_id=account_id)
+        expected = identity.expected_versions or (None, None)
+        result = window_hit(counters, settings.RATE_WINDOW_SECONDS, guards=list(zip(identity.version_keys, expected)),
+                            reads=[key for key, _window in quota_keys])
+        return None if result.stale else (principal, quota_keys, result)
 
     def admit_in_worker(request: HttpRequest) -> dict[str, str]:
         try:

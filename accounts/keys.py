@@ -47,9 +47,9 @@ def api_key_revoke(*, account: Account) -> bool:
     return deleted > 0
 
 
-def api_key_account(*, key: str) -> Account | None:
-    """The account a key belongs to, if the key is well formed, current and unexpired.
-    One query; the hash is compared in constant time."""
+def api_key_row(*, key: str) -> ApiKey | None:
+    """The stored key (with its account and group), if the key is well formed, current and
+    unexpired. One query; the hash is compared in constant time."""
     match = KEY_PATTERN.match(key)
     if not match:
         return None
@@ -58,4 +58,4 @@ def api_key_account(*, key: str) -> Account | None:
         return None
     if row.expires_at <= timezone.now():
         return None
-    return row.account
+    return row

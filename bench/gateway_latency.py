@@ -1,8 +1,9 @@
 """The gateway's added latency and throughput on /v1/chat/completions, against the reference upstream.
 
-    .venv/bin/python bench/gateway_latency.py            # full run (about 6 minutes)
+    .venv/bin/python bench/gateway_latency.py            # full run (about 4 minutes)
     .venv/bin/python bench/gateway_latency.py --quick    # small sanity run (under a minute)
     .venv/bin/python bench/gateway_latency.py --profile  # c=1 non-stream under py-spy -> results/profile.txt
+    .venv/bin/python bench/gateway_latency.py --help     # --stream, --client httpx, --env NAME=VALUE, --tag, --rounds
 
 Everything runs on loopback and stops itself: a fresh PostgreSQL database (dropped at the end), Redis
 database 12 (its gw:* keys flushed), the reference upstream (`python -m tests.upstream`) and ONE gateway
@@ -36,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+APP_ROOT = ROOT  # the code under test: this working tree, or an export of one commit (--commit)
 PY = sys.executable
 
 PG_ADMIN_URL = os.environ.get("BENCH_PG_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -90,7 +92,7 @@ class Proc:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.popen = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+        self.popen = subprocess.Popen(argv, cwd=APP_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
 
     def alive(self) -> bool:
@@ -134,7 +136,7 @@ def wait_http(url: str, proc: Proc, timeout: float = 30, headers: dict | None = 
 
 
 def run_checked(argv: list[str], env: dict, stdin: str | None = None, timeout: float = 120) -> str:
-    done = subprocess.run(argv, cwd=ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(argv, cwd=APP_ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     return done.stdout
@@ -300,7 +302,7 @@ def redis_cpu_seconds() -> float:
 
 def have(module: str, env: dict | None = None) -> bool:
     """Whether the gateway's interpreter (with the gateway's environment) can import `module`."""
-    return subprocess.run([PY, "-c", f"import {module}"], capture_output=True, env=env, cwd=ROOT).returncode == 0
+    return subprocess.run([PY, "-c", f"import {module}"], capture_output=True, env=env, cwd=APP_ROOT).returncode == 0
 
 
 def find_pyspy() -> str | None:
@@ -345,7 +347,10 @@ class Stack:
         # Every request ceiling stays on (counted in Redis), with a ceiling the run never reaches.
         self.gateway_env = {**self.env, "RATE_LIMIT_V1": str(HUGE), "RATE_LIMIT_GENERAL": str(HUGE),
                             "RATE_LIMIT_CHAT": str(HUGE), **extra_env}
-        # uvloop and httptools only when the gateway's interpreter has them (they are not dependencies).
+        self.refresh_server_flags()
+
+    def refresh_server_flags(self) -> None:
+        """uvloop and httptools only when the gateway's interpreter has them (they are not dependencies)."""
         self.server_flags = ["--no-access-log"]
         if have("uvloop", self.gateway_env):
             self.server_flags += ["--loop", "uvloop"]
@@ -814,15 +819,38 @@ def versions() -> str:
     return ", ".join(parts)
 
 
-def git_commit() -> str:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip().splitlines()
-        return commit + (f" (plus uncommitted changes to {len(dirty)} tracked files)" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+_commit: str | None = None
+
+
+def git_commit(rev: str | None = None) -> str:
+    """The code under test, read once at the start: HEAD and whether the product code (outside bench/)
+    differs from it, or the exported commit `rev`. Read-only git commands only."""
+    global _commit
+    if _commit is None:
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short", rev or "HEAD"], cwd=ROOT, capture_output=True,
+                                    text=True, timeout=10, check=True).stdout.strip()
+            if rev:
+                _commit = f"{commit} (exported with git archive; the working tree was not used)"
+            else:
+                dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", ".", ":!bench"],
+                                       cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip().splitlines()
+                _commit = commit + (f" (plus uncommitted changes to {len(dirty)} files outside bench/)" if dirty else "")
+        except (OSError, subprocess.SubprocessError):
+            _commit = "unknown"
+    return _commit
+
+
+def export_commit(rev: str, into: Path) -> Path:
+    """The tree of commit `rev` in a directory of its own (git archive: reads the repository, changes nothing).
+    Other people may be editing the working tree while the benchmark runs."""
+    target = into / "src"
+    target.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", rev], cwd=ROOT, capture_output=True, timeout=120)
+    if archive.returncode != 0:
+        raise RuntimeError(f"git archive {rev} failed: {archive.stderr.decode(errors='replace')}")
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True, timeout=120)
+    return target
 
 
 def backend_lines(per_request: dict, costs: dict) -> list[str]:
@@ -1174,7 +1202,9 @@ def run_profile(args, stack: Stack) -> None:
     proc = stack.start_gateway()
     pid = proc.popen.pid
     # Warm up, so the profile shows the steady state rather than first-request imports and caches.
-    asyncio.run(measure(args.client, stack.gateway, "bench/echo-1", stack.api_key, False, 1, 500, 2.0, 0.5))
+    stream = args.profile_stream
+    mode = "stream" if stream else "non-stream"
+    asyncio.run(measure(args.client, stack.gateway, "bench/echo-1", stack.api_key, stream, 1, 500, 2.0, 0.5))
     sections = []
     for view, flags in (("cpu", ["--gil", "--nonblocking"]), ("wall", ["--idle", "--threads", "--nonblocking"])):
         raw = stack.tmp / f"pyspy-{view}.txt"
@@ -1186,7 +1216,7 @@ def run_profile(args, stack: Stack) -> None:
         try:
             time.sleep(0.5)  # py-spy attaches
             cpu0 = proc_cpu_seconds(pid)
-            run = asyncio.run(measure(args.client, stack.gateway, "bench/echo-1", stack.api_key, False, 1, 100_000,
+            run = asyncio.run(measure(args.client, stack.gateway, "bench/echo-1", stack.api_key, stream, 1, 100_000,
                                       seconds, 0.1))
             cpu = proc_cpu_seconds(pid) - cpu0
             rec.wait(timeout=seconds + 60)
@@ -1206,7 +1236,7 @@ def run_profile(args, stack: Stack) -> None:
         head = [
             f"== {'CPU' if view == 'cpu' else 'Wall clock'} view: py-spy record --rate {rate} --function "
             f"{' '.join(flags)} ==",
-            f"c=1 non-stream, {requests} requests in {run.elapsed:.1f} s; p50 under the profiler {s['p50']:.2f} ms; "
+            f"c=1 {mode}, {requests} requests in {run.elapsed:.1f} s; p50 under the profiler {s['p50']:.2f} ms; "
             f"gateway process CPU (from /proc) {cpu / max(requests, 1) * 1000:.2f} ms per request.",
         ]
         body = cpu_report(raw, requests, rate) if view == "cpu" else wall_report(raw, requests, rate, s["p50"])
@@ -1267,7 +1297,8 @@ def run_cprofile(args, stack: Stack, seconds: float) -> None:
 
 def suffix(args) -> str:
     """Output names: latest.md / quick.md / profile.txt, plus -<client> and -<tag> when given."""
-    return (f"-{args.client}" if args.client != "raw" else "") + (f"-{args.tag}" if args.tag else "")
+    return ((f"-{args.client}" if args.client != "raw" else "") + ("-stream" if args.profile and args.profile_stream else "")
+            + (f"-{args.tag}" if args.tag else ""))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1277,8 +1308,12 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a small run (under a minute) as a sanity check")
     p.add_argument("--profile", action="store_true", help="profile the gateway (c=1 non-stream) with py-spy")
+    p.add_argument("--stream", dest="profile_stream", action="store_true",
+                   help="with --profile: profile streamed replies instead of non-streamed ones")
     p.add_argument("--client", choices=sorted(CLIENTS), default="raw", help="load generator client (default raw)")
     p.add_argument("--rounds", type=int, help="override the plan's rounds")
+    p.add_argument("--commit", metavar="REV",
+                   help="test this commit (exported with git archive) instead of the working tree, e.g. HEAD")
     p.add_argument("--tag", help="suffix for the result files (e.g. a what-if run: latest-<tag>.md)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the gateway process (e.g. DB_CONN_MAX_AGE=60); repeatable")
@@ -1291,8 +1326,14 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C, even if started with SIGINT ignored
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGHUP, on_term)
+    git_commit(args.commit)  # the code the run starts with
+    global APP_ROOT
     stack = Stack(extra_env)
     try:
+        if args.commit:
+            APP_ROOT = export_commit(args.commit, stack.tmp)
+            print(f"bench: testing commit {git_commit()} from {APP_ROOT}", flush=True)
+            stack.refresh_server_flags()
         stack.setup_database()
         stack.start_upstream()
         stack.configure()

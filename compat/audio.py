@@ -75,7 +75,8 @@ async def _upload(request: HttpRequest, path: str, *, surface: str) -> HttpRespo
 
 
 async def _forward(request, model_id, path, payload) -> tuple[Target, Any]:
-    chain = await _plan(account=request.principal.account, model_id=model_id, capability="audio")
+    chain = await _plan(account=request.principal.account, model_id=model_id, capability="audio",
+                        quota_used=request.quota_used)
     failures = []
     for target in chain:
         if target.server.kind != "openai":

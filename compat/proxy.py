@@ -44,7 +44,8 @@ def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[
         body = read_json_object(request)
         chat = to_chat(body)
         check_chat_size(chat)
-        chain = call_plan(account=request.principal.account, model_id=chat.get("model"))
+        chain = call_plan(account=request.principal.account, model_id=chat.get("model"),
+                          quota_used=request.quota_used)
         return Prepared(body=body, chat=chat, chain=chain)
 
     return prepare

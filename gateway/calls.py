@@ -13,9 +13,10 @@ MAX_MESSAGES = 200  # spec 8.6, fixed
 MAX_MESSAGE_CHARS = 200_000  # spec 8.6, fixed; a message of blocks: this many blocks
 
 
-def call_plan(*, account, model_id: Any, capability: str = "chat") -> list[Target]:
+def call_plan(*, account, model_id: Any, capability: str = "chat", quota_used=None) -> list[Target]:
+    """`quota_used`: the windows read with the request's ceilings, when the caller has them."""
     chain = plan_chain(model_id, group=account.group, capability=capability)
-    quota_check(account_id=account.pk, group=account.group)
+    quota_check(account_id=account.pk, group=account.group, used=quota_used)
     return chain
 
 

@@ -22,36 +22,48 @@ from django.core.cache import cache
 
 KEY_PREFIX = "gw:"
 
-# KEYS: the counters. ARGV[1]: now (ms), ARGV[2]: window (ms), ARGV[3..]: one ceiling per key.
-# Returns {0, count1, reset1, count2, reset2, ...} when allowed (counts after the hit),
-# or {i, count, reset} naming the first counter that refused (nothing written).
+# KEYS: n counters, then g guard keys (versions), then r keys to read (amounts).
+# ARGV: now (ms), window (ms), n, g, r, n ceilings, g expected versions ("" = any).
+# Returns {-1, v1..vg} when a guard differs from what was expected (nothing written);
+# {i, count, reset} naming the first counter that refused (nothing written);
+# or {0, count1, reset1, ..., v1..vg, amount1..amountr} when the hit was counted.
 _HIT_SCRIPT = """
-local now = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local counts = {}
-local resets = {}
-for i = 1, #KEYS do
+local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+local n, g, r = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local versions = {}
+local stale = false
+for j = 1, g do
+  local v = tonumber(redis.call('GET', KEYS[n + j]) or '0')
+  versions[j] = v
+  local expected = ARGV[5 + n + j]
+  if expected ~= '' and tonumber(expected) ~= v then stale = true end
+end
+if stale then
+  local out = {-1}
+  for j = 1, g do out[#out + 1] = versions[j] end
+  return out
+end
+local counts, resets = {}, {}
+for i = 1, n do
   local v = redis.call('HMGET', KEYS[i], 'c', 'r')
-  local c = tonumber(v[1])
-  local r = tonumber(v[2])
-  if (not c) or (not r) or now >= r then
+  local c, rs = tonumber(v[1]), tonumber(v[2])
+  if (not c) or (not rs) or now >= rs then
     c = 0
-    r = now + window
+    rs = now + window
   end
-  if c >= tonumber(ARGV[2 + i]) then
-    return {i, c, r}
-  end
-  counts[i] = c
-  resets[i] = r
+  if c >= tonumber(ARGV[5 + i]) then return {i, c, rs} end
+  counts[i], resets[i] = c, rs
 end
 local out = {0}
-for i = 1, #KEYS do
+for i = 1, n do
   local c = counts[i] + 1
   redis.call('HSET', KEYS[i], 'c', c, 'r', resets[i])
   redis.call('PEXPIRE', KEYS[i], resets[i] - now + 1000)
   out[#out + 1] = c
   out[#out + 1] = resets[i]
 end
+for j = 1, g do out[#out + 1] = versions[j] end
+for k = 1, r do out[#out + 1] = tonumber(redis.call('GET', KEYS[n + g + k]) or '0') end
 return out
 """
 
@@ -72,19 +84,50 @@ class Window:
 class HitResult:
     allowed: bool
     windows: tuple[Window, ...]  # all counters when allowed; only the refusing one otherwise
+    stale: bool = False  # a guard differed: nothing was counted
+    versions: tuple[int, ...] = ()  # the guards' current values (when allowed or stale)
+    amounts: tuple[int, ...] = ()  # the read keys' totals (when allowed)
 
     @property
     def refused_by(self) -> Window | None:
-        return None if self.allowed else self.windows[0]
+        return None if self.allowed or self.stale else self.windows[0]
 
 
-def window_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
-    """Count one hit against every `(key, ceiling)` pair, or against none of them."""
-    if not counters:
-        return HitResult(True, ())
+def window_hit(
+    counters: list[tuple[str, int]],
+    window: int,
+    *,
+    guards: list[tuple[str, int | None]] = (),
+    reads: list[str] = (),
+) -> HitResult:
+    """Count one hit against every `(key, ceiling)` pair, or against none of them.
+
+    In the same atomic step: `guards` are version keys compared with the values the caller
+    expects (None: any); when one differs nothing is counted and `stale` is set, so the caller
+    can refresh what it cached and try again. `reads` are amount keys whose totals come back."""
     if settings.REDIS_URL:
-        return _redis_hit(counters, window)
-    return _cache_hit(counters, window)
+        return _redis_hit(counters, window, list(guards), list(reads))
+    return _cache_hit(counters, window, list(guards), list(reads))
+
+
+def _redis_hit(counters, window, guards, reads) -> HitResult:
+    script = _redis_script(settings.REDIS_URL)
+    now_ms = int(time.time() * 1000)
+    n, g = len(counters), len(guards)
+    keys = [KEY_PREFIX + k for k, _ in counters] + [KEY_PREFIX + k for k, _ in guards] + [KEY_PREFIX + k for k in reads]
+    args = [now_ms, window * 1000, n, g, len(reads), *[c for _, c in counters],
+            *["" if v is None else v for _, v in guards]]
+    out = [int(x) for x in script(keys=keys, args=args)]
+    if out[0] == -1:
+        return HitResult(False, (), stale=True, versions=tuple(out[1:]))
+    if out[0]:
+        key, ceiling = counters[out[0] - 1]
+        return HitResult(False, (Window(key, ceiling, out[1], out[2] / 1000),))
+    windows = tuple(
+        Window(key, ceiling, out[1 + 2 * i], out[2 + 2 * i] / 1000) for i, (key, ceiling) in enumerate(counters)
+    )
+    rest = out[1 + 2 * n:]
+    return HitResult(True, windows, versions=tuple(rest[:g]), amounts=tuple(rest[g:]))
 
 
 @lru_cache(maxsize=None)
@@ -92,29 +135,19 @@ def _redis_script(url: str):
     return _redis_client(url).register_script(_HIT_SCRIPT)
 
 
-def _redis_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
-    script = _redis_script(settings.REDIS_URL)
-    now_ms = int(time.time() * 1000)
-    keys = [KEY_PREFIX + key for key, _ in counters]
-    args = [now_ms, window * 1000, *[ceiling for _, ceiling in counters]]
-    out = [int(x) for x in script(keys=keys, args=args)]
-    if out[0]:
-        key, ceiling = counters[out[0] - 1]
-        return HitResult(False, (Window(key, ceiling, out[1], out[2] / 1000),))
-    windows = tuple(
-        Window(key, ceiling, out[1 + 2 * i], out[2 + 2 * i] / 1000) for i, (key, ceiling) in enumerate(counters)
-    )
-    return HitResult(True, windows)
-
-
 _cache_lock = threading.Lock()
 
 
-def _cache_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
+def _cache_hit(counters, window, guards, reads) -> HitResult:
     now = time.time()
     keys = [KEY_PREFIX + key for key, _ in counters]
+    guard_keys = [KEY_PREFIX + key for key, _ in guards]
+    read_keys = [KEY_PREFIX + key for key in reads]
     with _cache_lock:
-        stored = cache.get_many(keys)
+        stored = cache.get_many(keys + guard_keys + read_keys)
+        versions = tuple(int(stored.get(k, 0)) for k in guard_keys)
+        if any(expected is not None and expected != v for (_, expected), v in zip(guards, versions)):
+            return HitResult(False, (), stale=True, versions=versions)
         current = []
         for (key, ceiling), cache_key in zip(counters, keys):
             count, reset_at = stored.get(cache_key, (0, 0.0))
@@ -125,7 +158,24 @@ def _cache_hit(counters: list[tuple[str, int]], window: int) -> HitResult:
             current.append((key, ceiling, count + 1, reset_at))
         for (key, ceiling, count, reset_at), cache_key in zip(current, keys):
             cache.set(cache_key, (count, reset_at), timeout=max(reset_at - now, 0) + 1)
-    return HitResult(True, tuple(Window(*row) for row in current))
+    amounts = tuple(_live_amount(stored.get(k), now) for k in read_keys)
+    return HitResult(True, tuple(Window(*row) for row in current), versions=versions, amounts=amounts)
+
+
+def version_bump(keys: list[str]) -> None:
+    """Move version keys on, so whatever was cached under the old values is refreshed."""
+    if not keys:
+        return
+    if settings.REDIS_URL:
+        pipe = _redis_client(settings.REDIS_URL).pipeline(transaction=False)
+        for key in keys:
+            pipe.incr(KEY_PREFIX + key)
+        pipe.execute()
+        return
+    with _cache_lock:
+        for key in keys:
+            full = KEY_PREFIX + key
+            cache.set(full, int(cache.get(full, 0)) + 1, timeout=None)
 
 
 # --- Amounts: running totals per window (token quotas) ------------------------------------

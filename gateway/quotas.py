@@ -45,20 +45,27 @@ def _key(account_id: int, window: Window) -> str:
     return f"tokens:{account_id}:{window.period}:{int(window.starts_at.timestamp())}"
 
 
+def quota_window_keys(*, account_id: int, now: datetime | None = None) -> list[tuple[str, Window]]:
+    """The counter key of each current window (read along with the request's ceilings)."""
+    return [(_key(account_id, w), w) for w in windows_at(now or datetime.now(timezone.utc))]
+
+
 def quota_used(*, account_id: int, now: datetime | None = None) -> list[tuple[Window, int]]:
-    current = windows_at(now or datetime.now(timezone.utc))
-    used = amounts_get([_key(account_id, w) for w in current])
-    return list(zip(current, used))
+    keyed = quota_window_keys(account_id=account_id, now=now)
+    used = amounts_get([key for key, _ in keyed])
+    return [(window, amount) for (_, window), amount in zip(keyed, used)]
 
 
-def quota_check(*, account_id: int, group) -> None:
-    """Refuse with 403 when any ceiling of the group is reached for this account."""
+def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None = None) -> None:
+    """Refuse with 403 when any ceiling of the group is reached for this account. `used` is
+    what was read already (with the request's ceilings); otherwise it is read here."""
     ceilings = ceilings_of(group)
     if all(c < 0 for c in ceilings.values()):
         return
-    for window, used in quota_used(account_id=account_id):
+    readings = used if used is not None else quota_used(account_id=account_id)
+    for window, amount in readings:
         ceiling = ceilings[window.period]
-        if ceiling >= 0 and used >= ceiling:
+        if ceiling >= 0 and amount >= ceiling:
             raise ApiError(
                 403,
                 f"Token quota reached: the {ADJECTIVE[window.period]} ceiling of {ceiling} tokens is used up "

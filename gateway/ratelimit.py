@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.http import HttpRequest
 
-from gateway.counters import window_hit
+from gateway.counters import HitResult, window_hit
 from gateway.errors import GeneralLimitReached, TooManyAttempts
 
 SHARED = "shared"
@@ -55,15 +55,20 @@ LOGIN = Limit("login", "login", per_address=True)
 HOOKS = Limit("hooks", "hooks", per_address=True)
 
 
-def limit_hit(limit: Limit, *, subject: str) -> dict[str, str]:
-    """Count one request of `subject` ("acct:<id>" or "ip:<address>"); return the
-    X-RateLimit-* headers of the endpoint's own ceiling, or raise the refusing counter's 429."""
+def limit_counters(limit: Limit, *, subject: str) -> list[tuple[str, int]]:
+    """The counters one request of `subject` ("acct:<id>" or "ip:<address>") adds to."""
     counters = [(f"{subject}:{limit.counter}", limit.ceiling)]
     if limit.also_general:
         counters.append((f"{subject}:{GENERAL}", settings.RATE_LIMITS["general"]))
-    result = window_hit(counters, settings.RATE_WINDOW_SECONDS)
+    return counters
+
+
+def limit_headers(result: HitResult) -> dict[str, str]:
+    """The X-RateLimit-* headers of the endpoint's own ceiling, or the refusing counter's 429."""
     refused = result.refused_by
     if refused is None:
+        if not result.windows:
+            return {}
         own = result.windows[0]
         return {"X-RateLimit-Limit": str(own.ceiling), "X-RateLimit-Remaining": str(own.remaining)}
     headers = {
@@ -75,6 +80,11 @@ def limit_hit(limit: Limit, *, subject: str) -> dict[str, str]:
     if refused.key.endswith(f":{GENERAL}"):
         raise GeneralLimitReached(headers)
     raise TooManyAttempts(headers)
+
+
+def limit_hit(limit: Limit, *, subject: str) -> dict[str, str]:
+    """Count one request against `limit` alone (no credential involved: login, webhooks)."""
+    return limit_headers(window_hit(limit_counters(limit, subject=subject), settings.RATE_WINDOW_SECONDS))
 
 
 def client_address(request: HttpRequest) -> str:

@@ -211,3 +211,7 @@ MAX_AUDIO_UPLOAD_BYTES = env.int("MAX_AUDIO_UPLOAD_BYTES", default=25 * 1024 * 1
 USAGE_BATCHED = env.bool("USAGE_BATCHED", default=True)
 USAGE_FLUSH_SECONDS = env.float("USAGE_FLUSH_SECONDS", default=0.5)
 USAGE_BATCH_SIZE = env.int("USAGE_BATCH_SIZE", default=500)
+
+# Seconds a process keeps who a credential belongs to; a change to the key, session, account or
+# group is seen at once anyway (see accounts/principal_cache.py). 0 turns the cache off.
+CREDENTIAL_CACHE_SECONDS = env.float("CREDENTIAL_CACHE_SECONDS", default=10.0)

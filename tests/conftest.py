@@ -43,12 +43,15 @@ def clear_counters():
 @pytest.fixture(autouse=True)
 def _fresh_state():
     """Every test starts with empty request windows and reads the model registry afresh."""
+    from accounts.principal_cache import forget_all
     from gateway.routing import registry_invalidate
 
     clear_counters()
     registry_invalidate()
+    forget_all()
     yield
     registry_invalidate()
+    forget_all()
 
 
 @pytest.fixture
