@@ -956,7 +956,7 @@ def write_report(args, plan, stack, rows, cells, costs, per_request, usage_writt
         f"and counted after each call), a usage record written per call. Effective settings: "
         f"{stack.settings_line}" + (f"; extra environment: {extra}" if extra else "") + ".",
         f"- Usage records written during the run: {usage_written} for {gateway_requests} gateway requests "
-        f"(warm-ups included).",
+        f"(warm-ups included)" + ("." if usage_written == gateway_requests else " — **they differ**."),
         *backend_lines(per_request, costs),
     ]
     body = [
@@ -1062,9 +1062,10 @@ def top_tables(samples, total: int, per_request: float, title: str, top: int = 3
     inclusive, own = Counter(), Counter()
     for frames, n in samples:
         for frame in set(frames):
-            inclusive[frame] += n
+            if not any(e in frame for e in ENTRY_FRAMES):
+                inclusive[frame] += n
         own[frames[-1]] += n
-    lines = [f"Top {top} by cumulative share ({title}):", f"{'cum%':>6} {'ms/req':>7} {'self%':>6}  function (file:line)"]
+    lines = [f"Top {top} by cumulative share ({title}; process and thread entry frames left out):", f"{'cum%':>6} {'ms/req':>7} {'self%':>6}  function (file:line)"]
     for frame, n in inclusive.most_common(top):
         lines.append(f"{100 * n / total:6.1f} {n * per_request:7.2f} {100 * own.get(frame, 0) / total:6.1f}  {frame}")
     lines += ["", f"Top 20 by self share ({title}):", f"{'self%':>6} {'ms/req':>7}  function (file:line)"]
@@ -1078,12 +1079,15 @@ def top_tables(samples, total: int, per_request: float, title: str, top: int = 3
 STAGES = [
     ("PostgreSQL: open a connection", ("BaseDatabaseWrapper.connect",)),
     ("PostgreSQL: close or return the connection", ("BaseDatabaseWrapper.close", "close_old_connections")),
-    ("rate limit: Redis Lua script (limit_hit)", ("limit_hit",)),
-    ("token quota check: Redis MGET (quota_check)", ("quota_check",)),
+    ("counters: Redis Lua step (ceilings; from 9d2c412 also credential versions and quota read)",
+     ("limit_hit", "window_hit", "_redis_hit", "limit_counters", "limit_headers")),
+    ("token quota check (quota_check, quota_window_keys)", ("quota_check", "quota_window_keys")),
     ("metering: quota counters, Redis MULTI (quota_add)", ("quota_add",)),
     ("metering: usage record INSERT (meter, usage writer)", ("meter", "UsageWriter._run", "_insert",
                                                               "UsageWriter.submit")),
-    ("auth: API key lookup query (api_key_account)", ("api_key_account", "authenticate")),
+    ("auth: credential lookup (api_key_account; from 9d2c412 a process cache)",
+     ("api_key_account", "authenticate", "identify", "remember", "endpoint.<locals>._admit_caller",
+      "endpoint.<locals>._check_and_count")),
     ("request body, model registry and chain (prepare, call_plan)",
      ("chat_call.<locals>.prepare", "plan_chain", "registry", "call_plan", "read_json_object", "check_chat_size",
       "chat_form")),
@@ -1106,7 +1110,16 @@ STAGES = [
                                                                "_WorkItem.run", "_worker")),
 ]
 _STAGE_OF = {name: stage for stage, names in STAGES for name in names}
-FALLBACK_STAGES = [("uvicorn / h11 HTTP server", ("uvicorn/", "h11/")), ("asyncio event loop", ("asyncio/", "selectors"))]
+FALLBACK_STAGES = [
+    ("upstream call: httpx request + SSE parsing (chat_stream)", ("httpx/", "httpcore/", "anyio/", "sniffio/")),
+    ("sync_to_async hops: thread hand-off, executor threads", ("asgiref/", "threading.py", "concurrent/futures")),
+    ("uvicorn / h11 HTTP server", ("uvicorn/", "h11/")),
+    ("asyncio event loop", ("asyncio/", "selectors")),
+]
+# Frames every sample of a thread has (process and thread entry): left out of the top-N lists.
+ENTRY_FRAMES = ("<frozen runpy>", "click/core.py", "uvicorn/main.py", "uvicorn/__main__.py", "uvicorn/_compat.py",
+                "Server.run (uvicorn/server.py", "asyncio/runners.py", "BaseEventLoop.run_until_complete",
+                "BaseEventLoop.run_forever", "Thread._bootstrap", "Thread.run (threading.py", "_worker (concurrent")
 
 
 def stage_of(frames: list[str]) -> str:
