@@ -307,8 +307,7 @@ def have(module: str, env: dict | None = None) -> bool:
 
 def find_pyspy() -> str | None:
     """py-spy on PATH, in BENCH_PYSPY, or installed into a throwaway venv under /tmp (never into .venv)."""
-    for candidate in (os.environ.get("BENCH_PYSPY"), shutil.which("py-spy"), "/tmp/bench-pyspy/bin/py-spy",
-                      "/tmp/pyspy-venv/bin/py-spy"):
+    for candidate in (os.environ.get("BENCH_PYSPY"), shutil.which("py-spy"), "/tmp/bench-pyspy/bin/py-spy"):
         if candidate and Path(candidate).exists():
             return candidate
     print("bench: installing py-spy into /tmp/bench-pyspy (a throwaway venv)", flush=True)
@@ -483,7 +482,11 @@ class Stack:
                 print(f"bench: could not drop {self.db_name}: {exc}", file=sys.stderr, flush=True)
         with contextlib.suppress(Exception):
             redis_flush_gw()
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        for _ in range(3):  # a child may still be closing a file in it
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            if not self.tmp.exists():
+                break
+            time.sleep(0.5)
 
 
 # ---------------------------------------------------------------------------------------------

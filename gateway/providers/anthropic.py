@@ -37,6 +37,8 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
     )
     started = False
     async for _event, data in server_events(request):
+        if translator.finished:
+            continue  # read to the end of the body, so the connection is kept for the next call
         try:
             chunks = translator.feed(json.loads(data))
         except ValueError:
@@ -46,6 +48,5 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         for chunk in chunks:
             started = True
             yield chunk
-        if translator.finished:
-            return
-    raise broken(started, "The model server ended the reply early.")
+    if not translator.finished:
+        raise broken(started, "The model server ended the reply early.")

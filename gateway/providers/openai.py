@@ -38,10 +38,13 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         "POST", f"{target.server.base_url}/chat/completions", json=payload, headers=_headers(target),
         timeout=timeouts(target.server),
     )
-    started = finished = False
+    started = finished = done = False
     async for _event, data in server_events(request):
+        if done:
+            continue  # read to the end of the body, so the connection is kept for the next call
         if data.startswith("[DONE]"):
-            return
+            done = True
+            continue
         try:
             chunk = json.loads(data)
         except ValueError:
@@ -55,7 +58,7 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
             finished = True
         started = True
         yield chunk
-    if not finished:
+    if not (done or finished):
         raise broken(started, "The model server ended the reply early.")
 
 

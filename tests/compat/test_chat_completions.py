@@ -71,3 +71,20 @@ def test_the_reply_carries_an_inference_request_id(world):
     assert raw.headers["x-inference-request-id"]
     assert raw.headers["x-request-id"]
     assert raw.headers["x-ratelimit-limit"] == "20"
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("stream", [False, True])
+def test_calls_reuse_the_connection_to_the_model_server(world, model, stream):
+    """The reply is read to the end of its body, so the pooled connection is kept: no new
+    TCP (and, for a cloud provider, TLS) handshake per call. The upstream ends each body a moment
+    after its last event, as a server on a real network does."""
+    world.upstream.configure(end_delay_ms=20)
+    for _ in range(3):
+        result = world.openai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}],
+                                                      stream=stream)
+        if stream:
+            list(result)
+    ports = {r.client for r in world.upstream.requests}
+    assert len(world.upstream.requests) == 3
+    assert len(ports) == 1

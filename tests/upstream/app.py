@@ -80,7 +80,8 @@ class UpstreamApp:
                 data = json.loads(body)
             except ValueError:
                 pass
-        req = RecordedRequest(method, path, scope.get("query_string", b"").decode("latin-1"), headers, body, data)
+        req = RecordedRequest(method, path, scope.get("query_string", b"").decode("latin-1"), headers, body, data,
+                              tuple(scope["client"]) if scope.get("client") else None)
         state = self.state
         knobs = state.knobs
         if knobs["record"]:
@@ -139,7 +140,12 @@ class UpstreamApp:
                     return
                 await send({"type": "http.response.body", "body": tokens[i], "more_body": True})
             if watcher is None or not watcher.done():
-                await send({"type": "http.response.body", "body": b"".join(stream.tail), "more_body": False})
+                if knobs["end_delay_ms"]:  # the last events first, the end of the body a moment later
+                    await send({"type": "http.response.body", "body": b"".join(stream.tail), "more_body": True})
+                    await asyncio.sleep(knobs["end_delay_ms"] / 1000)
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                else:
+                    await send({"type": "http.response.body", "body": b"".join(stream.tail), "more_body": False})
         finally:
             if watcher is not None:
                 watcher.cancel()

@@ -27,10 +27,11 @@ DEFAULTS: dict[str, Any] = {
     "cut_after_tokens": None,  # streams: drop the connection after N tokens; other POSTs: no response
     "stall_after_tokens": None,  # streams: hang after N tokens for stall_seconds
     "stall_seconds": 30,
+    "end_delay_ms": 0,  # streams: end the body this long after the last event
     "record": True,  # keep every request in `requests` (turn off for long benchmarks)
 }
 KINDS = ("openai", "anthropic", "both")
-_NUMBER_KNOBS = ("latency_ms", "tokens_per_second", "stall_seconds")
+_NUMBER_KNOBS = ("latency_ms", "tokens_per_second", "stall_seconds", "end_delay_ms")
 _INT_KNOBS = ("embedding_dim", "fail_status", "fail_times", "cut_after_tokens", "stall_after_tokens")
 
 
@@ -44,6 +45,7 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     json: Any = None
+    client: tuple[str, int] | None = None  # the caller's address and port: one per connection
 
     def __getitem__(self, name: str) -> Any:
         return getattr(self, name)
