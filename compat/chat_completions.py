@@ -32,12 +32,7 @@ async def chat_completions(request):
     completion_id = f"chatcmpl-{call.inference_id}"
     if stream:
         return call.stream_response(_frames(call, completion_id, include_usage))
-    reply = await call.collect()
-    completion = reply.completion(completion_id=completion_id, model=call.model, created=call.created,
-                                  usage=call.usage())
-    if call.cut:
-        return call.cut_response(completion)
-    return call.json_response(completion)
+    return await call.whole_reply(completion_id)
 
 
 async def _frames(call: Call, completion_id: str, include_usage: bool) -> AsyncIterator[bytes]:

@@ -30,13 +30,7 @@ async def messages(request):
     message_id = f"msg_{call.inference_id}"
     if stream:
         return call.stream_response(_frames(call, message_id))
-    reply = await call.collect()
-    completion = reply.completion(completion_id=message_id, model=call.model, created=call.created,
-                                  usage=call.usage())
-    message = chat_to_messages_response(completion)
-    if call.cut:
-        return call.cut_response(message)
-    return call.json_response(message)
+    return await call.whole_reply(message_id, chat_to_messages_response)
 
 
 async def _frames(call: Call, message_id: str) -> AsyncIterator[bytes]:

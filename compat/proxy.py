@@ -84,10 +84,15 @@ class Call:
         except StreamCut as cut:
             self.cut = cut
 
-    async def collect(self) -> ReplyAccumulator:
+    async def whole_reply(self, reply_id: str, shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
+        """Gather the reply into one chat.completion, put it in the surface's `shape`, and answer
+        with it, or with the error of a reply that stopped midway carrying it as `partial`."""
         async for _ in self.chunks():
             pass
-        return self.reply
+        completion = self.reply.completion(completion_id=reply_id, model=self.model, created=self.created,
+                                           usage=self.usage())
+        result = shape(completion) if shape else completion
+        return self.cut_response(result) if self.cut else self.json_response(result)
 
     def usage(self) -> dict[str, int]:
         return usage_of(self.reply, self.body)

@@ -26,13 +26,7 @@ async def responses(request):
     response_id = f"resp_{call.inference_id}"
     if stream:
         return call.stream_response(_frames(call, response_id, body))
-    reply = await call.collect()
-    completion = reply.completion(completion_id=response_id, model=call.model, created=call.created,
-                                  usage=call.usage())
-    result = chat_to_response(completion, request=body, response_id=response_id)
-    if call.cut:
-        return call.cut_response(result)
-    return call.json_response(result)
+    return await call.whole_reply(response_id, lambda c: chat_to_response(c, request=body, response_id=response_id))
 
 
 async def _frames(call: Call, response_id: str, body: dict) -> AsyncIterator[bytes]:
