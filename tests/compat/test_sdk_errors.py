@@ -107,6 +107,9 @@ def test_too_many_messages_is_a_bad_request(world):
 
 
 def test_a_message_over_200000_characters_is_a_bad_request(world):
+    last_allowed = world.openai.chat.completions.create(
+        model="oa/echo-1", messages=[{"role": "user", "content": "a" * 200000}])
+    assert last_allowed.choices[0].message.content.startswith("Echo: aaa")
     with pytest.raises(openai.BadRequestError):
         world.openai.chat.completions.create(model="oa/echo-1", messages=[{"role": "user", "content": "a" * 200001}])
     with pytest.raises(anthropic.BadRequestError):
