@@ -64,6 +64,8 @@ class Call:
         self.cut: StreamCut | None = None
         self.target: Target | None = None
         self._chunks: AsyncIterator[dict[str, Any]] | None = None
+        self._ended = False
+        self._usage: dict[str, int] | None = None
         self._meter_done = False
 
     @property
@@ -83,6 +85,8 @@ class Call:
                 yield chunk
         except StreamCut as cut:
             self.cut = cut
+        finally:
+            self._ended = True
 
     async def whole_reply(self, reply_id: str, shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
         """Gather the reply into one chat.completion, put it in the surface's `shape`, and answer
@@ -95,7 +99,13 @@ class Call:
         return self.cut_response(result) if self.cut else self.json_response(result)
 
     def usage(self) -> dict[str, int]:
-        return usage_of(self.reply, self.body)
+        """The call's usage; counted once, when the reply has ended (the tokenizer may run)."""
+        if self._usage is not None:
+            return self._usage
+        usage = usage_of(self.reply, self.body)
+        if self._ended:
+            self._usage = usage
+        return usage
 
     def meter_now(self) -> None:
         if self._meter_done or self.target is None:
