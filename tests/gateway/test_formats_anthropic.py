@@ -12,10 +12,10 @@ from anthropic.types import Message, RawMessageStreamEvent
 from anthropic.types.message_create_params import MessageCreateParams
 from anthropic.types.shared import ErrorResponse
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.chat.completion_create_params import CompletionCreateParams
 from pydantic import TypeAdapter
 
 from gateway.errors import ApiError
+from tests.sdk_types import CHAT_REQUEST, deep
 from gateway.formats import StreamError
 from gateway.formats.anthropic_stream import ChatToMessagesStream, MessagesToChatStream
 from gateway.formats.anthropic import (
@@ -26,20 +26,10 @@ from gateway.formats.anthropic import (
 )
 
 ANTHROPIC_REQUEST = TypeAdapter(MessageCreateParams)
-CHAT_REQUEST = TypeAdapter(CompletionCreateParams)
 ANTHROPIC_EVENT = TypeAdapter(RawMessageStreamEvent)
 PNG = "iVBORw0KGgo="
 IMAGE_BLOCK = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-
-
-def deep(value):
-    """Param TypedDicts validate lists lazily (ValidatorIterator): walk everything to force validation."""
-    if isinstance(value, dict):
-        return {k: deep(v) for k, v in value.items()}
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        return value
-    return [deep(v) for v in value]
 
 
 def valid_chat_request(req):

@@ -7,26 +7,16 @@ import httpx2
 import openai
 import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
-from openai.types.chat.completion_create_params import CompletionCreateParams
 from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.responses.response_create_params import ResponseCreateParams
 from pydantic import TypeAdapter
 
 from gateway.errors import ApiError
+from tests.sdk_types import CHAT_REQUEST, deep
 from gateway.formats.responses import ChatToResponsesStream, chat_to_response, responses_to_chat_request
 
-CHAT_REQUEST = TypeAdapter(CompletionCreateParams)
 RESPONSES_REQUEST = TypeAdapter(ResponseCreateParams)
 STREAM_EVENT = TypeAdapter(ResponseStreamEvent)
-
-
-def deep(value):
-    """Param TypedDicts validate lists lazily (ValidatorIterator): walk everything to force validation."""
-    if isinstance(value, dict):
-        return {k: deep(v) for k, v in value.items()}
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        return value
-    return [deep(v) for v in value]
 
 
 def translate(body):
