@@ -79,7 +79,9 @@ def redis_url(settings):
     try:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except redis.ConnectionError:
-        pytest.skip(f"no Redis at {url}")
+        pytest.fail(f"no Redis at {url}: these tests need one. Start it with "
+                    "`redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no`, "
+                    "or point REDIS_URL at one.")
     settings.REDIS_URL = url
     clear_counters()
     yield url
