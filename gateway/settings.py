@@ -34,6 +34,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "gateway",
     "accounts",
+    "native",
+    "routines",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,132 @@
+"""Routines, the events that start them, their runs and deliveries, the inbox, linked channels."""
+
+from django.db import models
+
+
+class Routine(models.Model):
+    class Trigger(models.TextChoices):
+        SCHEDULE = "schedule"
+        WEBHOOK = "webhook"
+        EMAIL = "email"
+
+    class DisabledReason(models.TextChoices):
+        USER = "user"
+        FAILURES = "failures"
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="routines")
+    name = models.CharField(max_length=120)
+    prompt = models.TextField(max_length=8000)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.SCHEDULE)
+    delivery_targets = models.JSONField(default=list)
+    uses_ai = models.BooleanField(default=True)
+    is_enabled = models.BooleanField(default=True)
+    webhook_secret = models.CharField(max_length=128, null=True, blank=True, help_text="Null: unsigned.")
+    webhook_token = models.CharField(max_length=64, unique=True)
+    schedule = models.CharField(max_length=120, blank=True, help_text="5-field cron, for the schedule trigger.")
+    timezone = models.CharField(max_length=64, default="UTC")
+    model = models.CharField(max_length=300, blank=True, help_text="Empty: the default model.")
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    disabled_reason = models.CharField(max_length=16, choices=DisabledReason.choices, blank=True)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+    next_run_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Event(models.Model):
+    """An accepted event (webhook call, e-mail), stored before the sender gets its 200."""
+
+    routine = models.ForeignKey(Routine, on_delete=models.CASCADE, related_name="events")
+    event_id = models.CharField(max_length=200)
+    source = models.CharField(max_length=16)
+    content_type = models.CharField(max_length=200, blank=True)
+    body = models.TextField(blank=True, help_text="As the routine sees it: pretty JSON or text.")
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+
+class Run(models.Model):
+    class Trigger(models.TextChoices):
+        WEBHOOK = "webhook"
+        SCHEDULE = "schedule"
+        EMAIL = "email"
+        MANUAL = "manual"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    routine = models.ForeignKey(Routine, on_delete=models.CASCADE, related_name="runs")
+    source_event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    event_id = models.CharField(max_length=200, blank=True)
+    trigger = models.CharField(max_length=16, choices=Trigger.choices)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    output = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    model = models.CharField(max_length=300, blank=True)
+    usage = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+
+class Delivery(models.Model):
+    class Status(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="deliveries")
+    target = models.CharField(max_length=600)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    attempts = models.PositiveIntegerField(default=1)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        verbose_name_plural = "deliveries"
+
+
+class InboxMessage(models.Model):
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="inbox")
+    routine = models.ForeignKey(Routine, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    title = models.CharField(max_length=200)
+    body = models.TextField(blank=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+
+class LinkedChannel(models.Model):
+    """A Telegram chat or a WhatsApp number an account linked, usable once verified."""
+
+    class Kind(models.TextChoices):
+        TELEGRAM = "telegram"
+        WHATSAPP = "whatsapp"
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="channels")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    address = models.CharField(max_length=64, blank=True, help_text="Telegram chat id, or WhatsApp number.")
+    code_hash = models.CharField(max_length=64, blank=True)
+    code_expires_at = models.DateTimeField(null=True, blank=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "kind", "address"], name="channel_once")]
