@@ -1,0 +1,43 @@
+"""Webhook tokens and the Telegram updates secret never reach an access log line."""
+
+import logging
+
+import pytest
+
+from gateway.logfilters import ACCESS_LOGGERS, RedactSecretPaths, install
+
+TOKEN = "a" * 48
+
+
+def _uvicorn_line(path: str) -> str:
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1,
+                               '%s - "%s %s HTTP/%s" %d', ("127.0.0.1:5000", "POST", path, "1.1", 200), None)
+    RedactSecretPaths().filter(record)
+    return record.getMessage()
+
+
+@pytest.mark.parametrize("path", [f"/api/v1/hooks/{TOKEN}", f"/api/v1/hooks/{TOKEN}?x=1",
+                                  "/api/v1/channels/telegram/updates/s3cret-value"])
+def test_secret_path_segments_are_redacted(path):
+    line = _uvicorn_line(path)
+    assert TOKEN not in line and "s3cret-value" not in line
+    assert "[redacted]" in line and line.endswith("200")
+
+
+def test_other_paths_are_left_alone():
+    assert "/api/v1/routines/12/runs" in _uvicorn_line("/api/v1/routines/12/runs")
+
+
+def test_gunicorn_dict_arguments_are_redacted():
+    record = logging.LogRecord("gunicorn.access", logging.INFO, __file__, 1, "%(r)s %(s)s",
+                               ({"r": f"POST /api/v1/hooks/{TOKEN} HTTP/1.1", "s": "200"},), None)
+    RedactSecretPaths().filter(record)
+    assert record.getMessage() == "POST /api/v1/hooks/[redacted] HTTP/1.1 200"
+
+
+def test_the_asgi_application_installs_the_filter_once():
+    import gateway.asgi  # noqa: F401
+
+    install()
+    for name in ACCESS_LOGGERS:
+        assert sum(isinstance(f, RedactSecretPaths) for f in logging.getLogger(name).filters) == 1
