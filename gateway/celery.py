@@ -4,6 +4,7 @@ import os
 
 from celery import Celery
 from celery.schedules import crontab
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
 
@@ -13,4 +14,8 @@ app.autodiscover_tasks()
 
 app.conf.beat_schedule = {
     "purge-expired-sessions": {"task": "accounts.tasks.purge_expired_sessions", "schedule": crontab(minute=17)},
+    # Routine runs left queued, or lost with a dead worker, are enqueued again (routines/runs.py).
+    "sweep-routine-runs": {"task": "routines.tasks.sweep_routine_runs", "schedule": settings.ROUTINE_SWEEP_SECONDS},
+    # Schedule routines that are due get one queued run each (routines/schedules.py); every minute.
+    "run-due-schedules": {"task": "routines.tasks.run_due_schedules", "schedule": crontab()},  # each minute, at :00
 }

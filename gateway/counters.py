@@ -225,3 +225,46 @@ def _redis_client(url: str):
     import redis
 
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+# --- Marks: "seen within the last N seconds" (webhook duplicate window) --------------------
+
+# KEYS: the mark. ARGV: now (ms), window (ms). Returns 1 when the mark was set (first sight),
+# 0 when a live mark was already there. The mark's end is stored with it, so the application's
+# clock (not Redis's) decides when it lapses.
+_MARK_SCRIPT = """
+local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ends = tonumber(redis.call('GET', KEYS[1]) or '0')
+if ends > now then return 0 end
+redis.call('SET', KEYS[1], now + window, 'PX', window + 1000)
+return 1
+"""
+
+
+def mark_once(key: str, window: int) -> bool:
+    """Set a mark that lives `window` seconds; False when a live one was already set."""
+    full = KEY_PREFIX + key
+    now = time.time()
+    if settings.REDIS_URL:
+        script = _redis_mark_script(settings.REDIS_URL)
+        return bool(int(script(keys=[full], args=[int(now * 1000), window * 1000])))
+    with _cache_lock:
+        ends = cache.get(full)
+        if ends is not None and ends > now:
+            return False
+        cache.set(full, now + window, timeout=window + 1)
+        return True
+
+
+def unmark(key: str) -> None:
+    """Forget a mark (an event that was not accepted after all)."""
+    if settings.REDIS_URL:
+        _redis_client(settings.REDIS_URL).delete(KEY_PREFIX + key)
+        return
+    with _cache_lock:
+        cache.delete(KEY_PREFIX + key)
+
+
+@lru_cache(maxsize=None)
+def _redis_mark_script(url: str):
+    return _redis_client(url).register_script(_MARK_SCRIPT)

@@ -6,6 +6,8 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("", include("native.urls")),
     path("", include("compat.urls")),
+    path("", include("routines.urls")),
+    path("", include("routines.channel_urls")),
 ]
 
 handler400 = "gateway.views.bad_request"

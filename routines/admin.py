@@ -1,3 +1,81 @@
 """The operator console for routines: routines, runs with their deliveries, the inbox."""
 
-from django.contrib import admin  # noqa: F401  (each part registers its own ModelAdmin below)
+from django.contrib import admin
+
+from django.contrib import messages
+
+from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
+from routines.runs import retry_run
+
+
+@admin.register(Routine)
+class RoutineAdmin(admin.ModelAdmin):
+    list_display = ["name", "account", "trigger", "is_enabled", "disabled_reason", "consecutive_failures",
+                    "last_run_at", "next_run_at"]
+    list_filter = ["trigger", "is_enabled", "disabled_reason"]
+    search_fields = ["name", "account__email"]
+    raw_id_fields = ["account"]
+    # The token and the secret are credentials: never shown on the page.
+    exclude = ["webhook_secret", "webhook_token"]
+    readonly_fields = ["consecutive_failures", "last_run_at", "next_run_at", "created_at", "updated_at"]
+
+    def has_add_permission(self, request):  # routines are made through the API (token, secret, limits)
+        return False
+
+
+class DeliveryInline(admin.TabularInline):
+    model = Delivery
+    extra = 0
+    can_delete = False
+    fields = ["target", "status", "attempts", "error", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = ["id", "routine", "trigger", "status", "model", "created_at", "finished_at"]
+    list_filter = ["status", "trigger"]
+    search_fields = ["routine__name", "event_id"]
+    inlines = [DeliveryInline]
+    readonly_fields = ["routine", "source_event", "event_id", "trigger", "status", "output", "error", "model",
+                       "usage", "created_at", "started_at", "finished_at"]
+    actions = ["retry_failed_runs"]
+
+    def has_add_permission(self, request):
+        return False
+
+    @admin.action(description="Retry the selected failed runs")
+    def retry_failed_runs(self, request, queryset):
+        failed = list(queryset.filter(status=Run.Status.FAILED).select_related("routine", "source_event"))
+        for run in failed:
+            retry_run(run)
+        skipped = queryset.count() - len(failed)
+        self.message_user(request, f"{len(failed)} run(s) queued again.", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"{skipped} run(s) skipped: only failed runs are retried.", messages.WARNING)
+
+
+@admin.register(InboxMessage)
+class InboxMessageAdmin(admin.ModelAdmin):
+    list_display = ["title", "account", "routine", "created_at", "read_at"]
+    search_fields = ["title", "account__email"]
+    raw_id_fields = ["account", "routine", "run"]
+
+
+@admin.register(LinkedChannel)
+class LinkedChannelAdmin(admin.ModelAdmin):
+    """Linked Telegram chats and WhatsApp numbers; the operator may look and remove, not link."""
+
+    list_display = ["account", "kind", "address", "verified_at", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["account__email", "address"]
+    # The linking code's hash stays off the page; a channel is linked by its owner only.
+    fields = ["account", "kind", "address", "verified_at", "code_expires_at", "code_attempts", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+

@@ -125,6 +125,7 @@ class LinkedChannel(models.Model):
     address = models.CharField(max_length=64, blank=True, help_text="Telegram chat id, or WhatsApp number.")
     code_hash = models.CharField(max_length=64, blank=True)
     code_expires_at = models.DateTimeField(null=True, blank=True)
+    code_attempts = models.PositiveSmallIntegerField(default=0, help_text="Wrong codes tried against the current code.")
     verified_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
-import httpx
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,13 +33,11 @@ def test_database_url() -> str:
     return f"postgres://{user}{password}@{s.get('HOST') or '127.0.0.1'}:{s.get('PORT') or 5432}/{s['NAME']}"
 
 
-@contextlib.contextmanager
-def web_process(**extra_env: str):
-    """Run the gateway under uvicorn on a free loopback port; yield its base URL."""
+def child_env(**extra_env: str) -> dict[str, str]:
+    """The environment of a child process that shares this test run's database."""
     from django.conf import settings
 
-    port = free_port()
-    env = {
+    return {
         **os.environ,
         "DATABASE_URL": test_database_url(),
         "DJANGO_SETTINGS_MODULE": "gateway.settings",
@@ -47,34 +45,56 @@ def web_process(**extra_env: str):
         "USAGE_FLUSH_SECONDS": str(USAGE_FLUSH_SECONDS_IN_TESTS),
         **extra_env,
     }
-    log_path = Path(settings.VAR_DIR) / f"test-web-{port}.log"
+
+
+@contextlib.contextmanager
+def server_process(args: list[str], *, name: str, ready: Callable[[Path], bool], env: dict[str, str],
+                   timeout: float = 30):
+    """Start `args` in the project folder, its output in VAR_DIR/test-<name>.log; wait until
+    `ready(log_path)` is true; yield the process; stop it at the end unless it already ended
+    (a test may kill it)."""
+    from django.conf import settings
+
+    log_path = Path(settings.VAR_DIR) / f"test-{name}.log"
     log = open(log_path, "wb")  # noqa: SIM115 — closed in the finally below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(base + "/api/v1/version", timeout=1)
-                break
-            except httpx.TransportError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    output = log_path.read_text(errors="replace")
-                    raise RuntimeError(f"the web process did not start:\n{output}") from None
-                time.sleep(0.1)
-        yield base
+        deadline = time.monotonic() + timeout
+        while not ready(log_path):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not start:\n{log_path.read_text(errors='replace')}")
+            time.sleep(0.1)
+        yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         log.close()
+
+
+def answers_on(port: int) -> Callable[[Path], bool]:
+    def ready(_log: Path) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    return ready
+
+
+@contextlib.contextmanager
+def web_process(**extra_env: str):
+    """Run the gateway under uvicorn on a free loopback port; yield its base URL."""
+    port = free_port()
+    args = [sys.executable, "-m", "uvicorn", "gateway.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+            "--log-level", "warning"]
+    with server_process(args, name=f"web-{port}", ready=answers_on(port), env=child_env(**extra_env)):
+        yield f"http://127.0.0.1:{port}"
 
 
 def wait_for_quiet_database(timeout: float = 5.0) -> None:

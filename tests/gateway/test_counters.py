@@ -56,3 +56,23 @@ def test_counters_are_independent(backend):
         assert window_hit([("t:x", 1)], 60).allowed
         assert window_hit([("t:y", 1)], 60).allowed
         assert not window_hit([("t:x", 1)], 60).allowed
+
+
+def test_the_embedded_cache_keeps_live_windows_when_it_fills_up(settings, db):
+    """Without Redis the windows live in the database cache, next to anything else cached there;
+    Django culls a third of that table when it passes MAX_ENTRIES (300 by default)."""
+    from django.core.cache import cache
+
+    from django.core.management import call_command
+
+    settings.CACHES = {"default": django_settings.EMBEDDED_CACHE}
+    settings.REDIS_URL = ""
+    call_command("createcachetable", verbosity=0)  # absent when the suite runs on Redis
+    cache.clear()
+    with time_machine.travel(1_800_000_000, tick=False):
+        window_hit([("t:full", 2)], 60)
+        cache.set_many({f"zz:{n}": n for n in range(400)})
+        cache.set("zz:one-more", 1)
+        results = [window_hit([("t:full", 2)], 60) for _ in range(2)]
+    cache.clear()
+    assert [r.allowed for r in results] == [True, False]

@@ -39,6 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cut-after-tokens", type=int)
     p.add_argument("--stall-after-tokens", type=int)
     p.add_argument("--stall-seconds", type=float, default=30)
+    p.add_argument("--ollama-only", action="store_true", help="list models on /api/tags only (/v1/models: 404)")
     p.add_argument("--no-record", dest="record", action="store_false",
                    help="keep no request log (long benchmarks)")
     return p.parse_args(argv)

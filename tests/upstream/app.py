@@ -31,6 +31,8 @@ def route(req: RecordedRequest, knobs: dict[str, Any], anthropic: bool) -> Reply
     if req.method == "POST" and req.path in AUDIO_TASKS:
         return extras.transcription(req.headers.get("content-type", ""), req.body, AUDIO_TASKS[req.path])
     if req.method == "GET":
+        if knobs["ollama_only"] and req.path.startswith("/v1/models"):
+            raise ClientError(404, "404 page not found")
         if req.path == "/v1/models":
             return extras.anthropic_models(knobs) if anthropic else extras.openai_models(knobs)
         if req.path.startswith("/v1/models/"):

@@ -18,6 +18,7 @@ DEFAULTS: dict[str, Any] = {
     "usage": True,  # False: no usage anywhere (the gateway must count itself)
     "tool_name": None,  # tool to call instead of the first one offered
     "tool_arguments": {},  # arguments of that call (a dict, or a raw JSON string)
+    "tool_script": None,  # OpenAI chat: a list of {"name", "arguments"}; round N after the last user message calls entry N
     "models": ["echo-1"],
     "embedding_dim": 64,
     "require_key": None,  # demand "Authorization: Bearer KEY" or "x-api-key: KEY"
@@ -29,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "stall_seconds": 30,
     "end_delay_ms": 0,  # streams: end the body this long after the last event
     "record": True,  # keep every request in `requests` (turn off for long benchmarks)
+    "ollama_only": False,  # list models only as Ollama does (`/api/tags`); `/v1/models` answers 404
 }
 KINDS = ("openai", "anthropic", "both")
 _NUMBER_KNOBS = ("latency_ms", "tokens_per_second", "stall_seconds", "end_delay_ms")
@@ -102,7 +104,7 @@ def _check(name: str, value: Any) -> None:
             ok = isinstance(value, int) and (value > 0 if name == "embedding_dim" else value >= -1)
     elif name == "kind":
         ok = value in KINDS
-    elif name in ("usage", "record"):
+    elif name in ("usage", "record", "ollama_only"):
         ok = isinstance(value, bool)
     elif name in ("fail_paths", "models"):
         ok = (value is None and name == "fail_paths") or (
@@ -111,6 +113,9 @@ def _check(name: str, value: Any) -> None:
         ok = value is None or isinstance(value, str)
     elif name == "tool_arguments":
         ok = isinstance(value, (dict, str))
+    elif name == "tool_script":
+        ok = value is None or (isinstance(value, (list, tuple)) and all(
+            isinstance(v, dict) and isinstance(v.get("arguments", {}), (dict, str)) for v in value))
     if not ok:
         raise ValueError(f"bad value for upstream knob {name}: {value!r}")
 

@@ -51,6 +51,25 @@ def _tool_to_call(body: dict[str, Any], knobs: dict[str, Any]) -> str | None:
     return (first.get("function") or {}).get("name") or first.get("name") or "tool"
 
 
+def _scripted_call(body: dict[str, Any], messages: list[dict[str, Any]], knobs: dict[str, Any]) -> tuple[str, str] | None:
+    """With `tool_script`: (name, arguments) of the entry for this round (the number of assistant
+    tool calls since the last user message), or None once the script is used up."""
+    script = knobs["tool_script"]
+    if script is None or not body.get("tools") or body.get("tool_choice") == "none":
+        return None
+    rounds = 0
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            break
+        rounds += message.get("role") == "assistant" and bool(message.get("tool_calls"))
+    if rounds >= len(script):
+        return None
+    entry = script[rounds]
+    name = entry.get("name") or _tool_to_call(body, {**knobs, "tool_name": None})
+    value = entry.get("arguments", {})
+    return name, value if isinstance(value, str) else dumps(value)
+
+
 def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     if not isinstance(body, dict):
         raise ClientError(400, "We could not parse the JSON body of your request.")
@@ -64,7 +83,10 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     prompt_tokens = sum(count_words(content_text(m.get("content"))) for m in messages)
     last = messages[-1]
     tool = None
-    if last.get("role") == "tool":
+    scripted = _scripted_call(body, messages, knobs)
+    if scripted is not None:
+        tool, text = scripted[0], ""
+    elif last.get("role") == "tool":
         text = "Tool said: " + content_text(last.get("content"))
     elif last.get("role") == "user" and (tool := _tool_to_call(body, knobs)):
         text = ""
@@ -77,7 +99,7 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
         limit = body.get("max_tokens")
     tokens, truncated = limit_tokens(split_tokens(text), limit)
     call_id = "call_" + uuid.uuid4().hex[:24]
-    arguments = tool_arguments(knobs) if tool else ""
+    arguments = (scripted[1] if scripted is not None else tool_arguments(knobs)) if tool else ""
     pieces = split_arguments(arguments) if tool else []
     completion_tokens = 1 + len(pieces) if tool else len(tokens)
     finish = "tool_calls" if tool else ("length" if truncated else "stop")

@@ -1,0 +1,184 @@
+"""Creating, changing, deleting routines and rotating their token and secret (spec 4.5, 4.8).
+
+Every write validates the whole routine as it would be after the change, and answers a
+validation failure with 422 `{message, errors: {field: [message]}}`."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from rest_framework import serializers
+
+from accounts.models import Account
+from gateway.errors import ApiError, ValidationFailed
+from gateway.routing import plan_chain
+from routines.models import Routine, Run
+from routines.runs import queue_run
+from routines.schedules import routine_next_run, schedule_errors
+from routines.targets import target_errors
+
+TOKEN_BYTES = 24  # 48 hex characters (spec 2.4)
+SECRET_BYTES = 32  # 64 hex characters (spec 4.5)
+UNSIGNED_WARNING = ("This webhook is unsigned: anyone who knows its URL can start the routine. "
+                    "Rotate the secret (POST .../rotate-secret) to require a signature.")
+
+
+class RoutineInput(serializers.Serializer):
+    name = serializers.CharField(max_length=120)
+    prompt = serializers.CharField(max_length=8000, trim_whitespace=False)
+    trigger = serializers.ChoiceField(choices=Routine.Trigger.values, required=False)
+    delivery_targets = serializers.JSONField()
+    uses_ai = serializers.BooleanField(required=False)
+    is_enabled = serializers.BooleanField(required=False)
+    webhook_secret = serializers.CharField(max_length=128, allow_null=True, required=False, trim_whitespace=False)
+    schedule = serializers.CharField(max_length=120, allow_blank=True, required=False)
+    timezone = serializers.CharField(max_length=64, required=False)
+    model = serializers.CharField(max_length=300, allow_null=True, allow_blank=True, required=False)
+
+    def validate_prompt(self, value: str) -> str:
+        if not value.strip():
+            raise serializers.ValidationError("This field may not be blank.")
+        return value
+
+
+@dataclass
+class Written:
+    routine: Routine
+    secret_shown: str | None = None  # a generated secret, returned once
+
+
+def new_token() -> str:
+    return secrets.token_hex(TOKEN_BYTES)
+
+
+def new_secret() -> str:
+    return secrets.token_hex(SECRET_BYTES)
+
+
+def routine_create(*, account: Account, data: dict[str, Any]) -> Written:
+    fields = _validated(account, data, current=None)
+    with transaction.atomic():
+        Account.objects.select_for_update().filter(pk=account.pk).first()  # one create at a time per account
+        if Routine.objects.filter(account=account).count() >= settings.ROUTINES_PER_ACCOUNT:
+            raise ApiError(403, f"You have reached the limit of {settings.ROUTINES_PER_ACCOUNT} routines. "
+                                "Delete one before creating another.", code="routine_limit")
+        shown = None
+        if "webhook_secret" not in data:
+            shown = fields["webhook_secret"] = new_secret()
+        routine = Routine(account=account, webhook_token=new_token(), **fields)
+        if not routine.is_enabled:
+            routine.disabled_reason = Routine.DisabledReason.USER
+        routine.next_run_at = routine_next_run(routine)
+        routine.save()
+    return Written(routine, shown)
+
+
+def routine_update(*, routine: Routine, data: dict[str, Any]) -> Written:
+    fields = _validated(routine.account, data, current=routine)
+    was_enabled = routine.is_enabled
+    schedule_before = (routine.trigger, routine.schedule, routine.timezone)
+    for name, value in fields.items():
+        setattr(routine, name, value)
+    if "is_enabled" in fields:
+        if routine.is_enabled and not was_enabled:
+            routine.consecutive_failures = 0
+            routine.disabled_reason = ""
+        elif not routine.is_enabled and was_enabled:
+            routine.disabled_reason = Routine.DisabledReason.USER
+    if (routine.trigger, routine.schedule, routine.timezone) != schedule_before or (
+            routine.is_enabled and not was_enabled):
+        routine.next_run_at = routine_next_run(routine)
+    routine.save()
+    return Written(routine)
+
+
+def routine_delete(*, routine: Routine) -> None:
+    routine.delete()
+
+
+def routine_rotate_token(*, routine: Routine) -> Routine:
+    routine.webhook_token = new_token()
+    routine.save(update_fields=["webhook_token", "updated_at"])
+    return routine
+
+
+def routine_rotate_secret(*, routine: Routine) -> str:
+    secret = new_secret()
+    routine.webhook_secret = secret
+    routine.save(update_fields=["webhook_secret", "updated_at"])
+    return secret
+
+
+def routine_run_now(*, routine: Routine) -> Run:
+    if not routine.is_enabled:
+        raise ValidationFailed({"is_enabled": ["The routine is paused: enable it before running it."]},
+                               "The routine is paused: enable it before running it.")
+    with transaction.atomic():
+        return queue_run(routine, trigger=Run.Trigger.MANUAL)
+
+
+def routine_for(*, account: Account, routine_id: int) -> Routine:
+    """The caller's routine; another account's, or none, is 404."""
+    routine = Routine.objects.filter(pk=routine_id, account=account).first()
+    if routine is None:
+        raise ApiError(404, "Routine not found.", code="not_found")
+    return routine
+
+
+def _validated(account: Account, data: dict[str, Any], *, current: Routine | None) -> dict[str, Any]:
+    """The fields to write. On update (`current`), only the fields sent, checked together with
+    the routine's other fields."""
+    serializer = RoutineInput(data=data, partial=current is not None)
+    errors: dict[str, list[str]] = {}
+    if not serializer.is_valid():
+        errors = {field: [str(m) for m in messages] for field, messages in serializer.errors.items()}
+    fields = dict(serializer.validated_data) if not errors else {k: v for k, v in data.items() if k not in errors}
+    merged = {
+        "trigger": (current.trigger if current else Routine.Trigger.SCHEDULE),
+        "schedule": current.schedule if current else "",
+        "timezone": current.timezone if current else "UTC",
+        **{k: fields[k] for k in ("trigger", "schedule", "timezone") if k in fields},
+    }
+    if "delivery_targets" in fields and "delivery_targets" not in errors:
+        problems = target_errors(account, fields["delivery_targets"])
+        if problems:
+            errors["delivery_targets"] = problems
+    if not errors.keys() & {"trigger", "schedule", "timezone"}:
+        errors.update(_schedule_errors(merged, explicit="trigger" in data or "schedule" in data))
+    if fields.get("model") and "model" not in errors:
+        try:
+            plan_chain(fields["model"], group=account.group)
+        except ApiError as exc:
+            errors["model"] = [exc.message]
+    if errors:
+        first = next(iter(errors.values()))[0]
+        total = sum(len(m) for m in errors.values())
+        raise ValidationFailed(errors, first if total == 1 else f"{first} (and {total - 1} more error"
+                                                                 f"{'s' if total > 2 else ''})")
+    if "model" in fields:
+        fields["model"] = fields["model"] or ""
+    if "schedule" in fields:
+        fields["schedule"] = " ".join(fields["schedule"].split())
+    return fields
+
+
+def _schedule_errors(merged: dict[str, str], *, explicit: bool) -> dict[str, list[str]]:
+    """A `schedule` routine needs a valid cron schedule; the time zone must be a known one.
+    A routine created without a trigger and without a schedule is accepted (spec 4.5 requires
+    only name, prompt and targets); it runs by webhook, e-mail or run-now until given a schedule."""
+    zone_problem = schedule_errors("* * * * *", merged["timezone"])
+    errors: dict[str, list[str]] = {"timezone": zone_problem} if zone_problem else {}
+    if merged["trigger"] != Routine.Trigger.SCHEDULE:
+        return errors
+    if not merged["schedule"]:
+        if explicit:
+            errors["schedule"] = ["A schedule (5-field cron) is required when the trigger is 'schedule'."]
+        return errors
+    problems = [p for p in schedule_errors(merged["schedule"], merged["timezone"]) if p not in zone_problem]
+    if problems:
+        errors["schedule"] = problems
+    return errors

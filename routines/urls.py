@@ -1,0 +1,16 @@
+from django.urls import path, re_path
+
+from routines import views
+
+urlpatterns = [
+    path("api/v1/routines", views.routines),
+    path("api/v1/routines/blueprints", views.blueprints),
+    path("api/v1/routines/<int:routine_id>", views.routine_detail),
+    path("api/v1/routines/<int:routine_id>/run-now", views.run_now),
+    path("api/v1/routines/<int:routine_id>/rotate-token", views.rotate_token),
+    path("api/v1/routines/<int:routine_id>/rotate-secret", views.rotate_secret),
+    path("api/v1/routines/<int:routine_id>/runs", views.runs),
+    path("api/v1/inbox", views.inbox),
+    # A token not of 32 to 64 lowercase hex characters matches no route: the plain 404 (spec 4.7).
+    re_path(r"^api/v1/hooks/(?P<token>[0-9a-f]{32,64})$", views.hook),
+]

@@ -1,0 +1,162 @@
+"""Routines on the native surface: management (spec 4.5, 4.8), the inbox, and the webhook
+(spec 4.6, 4.7). Views parse, call one function, render."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+
+from accounts.endpoints import NONE, endpoint
+from gateway import ratelimit
+from gateway.http import read_json_object
+from routines import routine_writes as writes
+from routines.blueprints import BLUEPRINTS
+from routines.inbox import inbox_messages
+from routines.ingest import ingest
+from routines.models import Routine, Run
+from routines.runs import recent_runs
+
+
+def _iso(moment):
+    return moment.isoformat() if moment else None
+
+
+def routine_record(routine: Routine, *, with_token: bool = False) -> dict:
+    """The routine as the API shows it: never its secret; its token (and the e-mail address
+    made of it) only in the answers to create, change and rotate."""
+    record = {
+        "id": routine.pk,
+        "name": routine.name,
+        "prompt": routine.prompt,
+        "trigger": routine.trigger,
+        "delivery_targets": routine.delivery_targets,
+        "uses_ai": routine.uses_ai,
+        "is_enabled": routine.is_enabled,
+        "webhook_assinado": bool(routine.webhook_secret),
+        "schedule": routine.schedule or None,
+        "timezone": routine.timezone,
+        "model": routine.model or None,
+        "consecutive_failures": routine.consecutive_failures,
+        "disabled_reason": routine.disabled_reason or None,
+        "last_run_at": _iso(routine.last_run_at),
+        "next_run_at": _iso(routine.next_run_at),
+        "created_at": _iso(routine.created_at),
+    }
+    if with_token:
+        record["webhook_token"] = routine.webhook_token
+        domain = getattr(settings, "INBOUND_EMAIL_DOMAIN", "")
+        record["email_address"] = (f"{routine.webhook_token}@{domain}"
+                                   if routine.trigger == Routine.Trigger.EMAIL and domain else None)
+    return record
+
+
+def run_record(run: Run) -> dict:
+    return {
+        "id": run.pk,
+        "event_id": run.event_id or None,
+        "trigger": run.trigger,
+        "status": run.status,
+        "output": run.output,
+        "error": run.error or None,
+        "model": run.model or None,
+        "usage": run.usage,
+        "created_at": _iso(run.created_at),
+        "started_at": _iso(run.started_at),
+        "finished_at": _iso(run.finished_at),
+        "deliveries": [
+            {"target": d.target, "status": d.status, "attempts": d.attempts, "error": d.error or None}
+            for d in run.deliveries.all()
+        ],
+    }
+
+
+def webhook_url(request, routine: Routine) -> str:
+    base = settings.PUBLIC_BASE_URL.rstrip("/") or request.build_absolute_uri("/").rstrip("/")
+    return f"{base}/api/v1/hooks/{routine.webhook_token}"
+
+
+def _webhook_fields(request, routine: Routine) -> dict:
+    signed = bool(routine.webhook_secret)
+    return {
+        "webhook_url": webhook_url(request, routine),
+        "webhook_assinado": signed,
+        "webhook_aviso": None if signed else writes.UNSIGNED_WARNING,
+    }
+
+
+@endpoint("GET", "POST")
+def routines(request):
+    account = request.principal.account
+    if request.method == "GET":
+        mine = Routine.objects.filter(account=account).order_by("id")
+        return JsonResponse({"routines": [routine_record(r) for r in mine]})
+    written = writes.routine_create(account=account, data=read_json_object(request))
+    routine = written.routine
+    return JsonResponse({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine),
+                         "webhook_secret": written.secret_shown}, status=201)
+
+
+@endpoint("GET", "PUT", "DELETE")
+def routine_detail(request, routine_id: int):
+    routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
+    if request.method == "GET":  # like the list: no token, no secret
+        return JsonResponse({"routine": routine_record(routine)})
+    if request.method == "DELETE":
+        writes.routine_delete(routine=routine)
+        return HttpResponse(status=204)
+    routine = writes.routine_update(routine=routine, data=read_json_object(request)).routine
+    return JsonResponse({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine)})
+
+
+@endpoint("POST")
+def run_now(request, routine_id: int):
+    routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
+    run = writes.routine_run_now(routine=routine)
+    return JsonResponse({"run": run_record(run)}, status=202)
+
+
+@endpoint("POST")
+def rotate_token(request, routine_id: int):
+    routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
+    routine = writes.routine_rotate_token(routine=routine)
+    return JsonResponse({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine)})
+
+
+@endpoint("POST")
+def rotate_secret(request, routine_id: int):
+    routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
+    secret = writes.routine_rotate_secret(routine=routine)
+    return JsonResponse({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine),
+                         "webhook_secret": secret})
+
+
+@endpoint("GET")
+def runs(request, routine_id: int):
+    routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
+    return JsonResponse({"runs": [run_record(r) for r in recent_runs(routine)]})
+
+
+@endpoint("GET")
+def blueprints(request):
+    return JsonResponse({"blueprints": BLUEPRINTS})
+
+
+@endpoint("GET")
+def inbox(request):
+    messages = inbox_messages(request.principal.account)
+    return JsonResponse({"messages": [
+        {"id": m.pk, "title": m.title, "body": m.body, "routine_id": m.routine_id, "run_id": m.run_id,
+         "read_at": _iso(m.read_at), "created_at": _iso(m.created_at)}
+        for m in messages
+    ]})
+
+
+@endpoint("POST", auth=NONE, limit=ratelimit.HOOKS)
+def hook(request, token: str):
+    """Spec 4.7. The per-address ceiling ran before this (the endpoint wrapper); then check 1
+    here, and checks 2 to 8 in `ingest`. At most one byte over the cap is read from the body."""
+    if not settings.WEBHOOKS_ENABLED:
+        return JsonResponse({"ok": True, "ignored": "disabled"})
+    body = request.read(settings.WEBHOOK_MAX_BODY_BYTES + 1)
+    status, answer = ingest(token, body, request.headers)
+    return JsonResponse(answer, status=status)

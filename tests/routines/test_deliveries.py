@@ -1,0 +1,174 @@
+"""Deliveries (DESIGN.md, Routines): `inapp`, `email:` and `webhook:https://…` (signed JSON, https
+only, private addresses refused unless allowed, retried with backoff on 5xx and timeouts)."""
+
+import socket
+import threading
+import time
+
+import pytest
+from django.core import mail
+
+from routines.deliveries import deliver
+from routines.deliveries.base import DeliveryFailed
+from routines.deliveries.webhook import refuse_private_host
+from routines.models import InboxMessage, Routine, Run
+from routines.routine_writes import new_token
+from tests.routines.https_receiver import https_receiver
+
+SECRET = "outbound-secret"
+
+
+@pytest.fixture
+def routine(owner):
+    return Routine.objects.create(account=owner, name="Digest", prompt="p", trigger="webhook",
+                                  delivery_targets=["inapp"], webhook_secret=SECRET, webhook_token=new_token())
+
+
+@pytest.fixture
+def run(routine):
+    return Run.objects.create(routine=routine, trigger="webhook", event_id="evt-7", status="running")
+
+
+@pytest.fixture
+def receiver(settings):
+    settings.DELIVERY_ALLOW_PRIVATE_ADDRESSES = True
+    settings.DELIVERY_RETRY_BACKOFF_SECONDS = 0.01
+    with https_receiver() as r:
+        settings.DELIVERY_CA_BUNDLE = r.ca_bundle
+        yield r
+
+
+def test_inapp_puts_the_result_in_the_owners_inbox(run, owner):
+    assert deliver(run, "inapp", "the result") == (1, "")
+    message = InboxMessage.objects.get()
+    assert (message.account, message.title, message.body, message.run) == (owner, "Digest", "the result", run)
+
+
+def test_email_sends_the_result(run):
+    assert deliver(run, "email:ops@example.com", "the result") == (1, "")
+    (sent,) = mail.outbox
+    assert sent.to == ["ops@example.com"]
+    assert sent.body == "the result"
+    assert "Digest" in sent.subject
+
+
+def test_an_unreachable_mail_server_is_retried_then_fails(run, settings):
+    port = _closed_port()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", port
+    settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
+    settings.DELIVERY_RETRY_BACKOFF_SECONDS = 0.01
+    attempts, error = deliver(run, "email:ops@example.com", "x")
+    assert attempts == 3 and "could not be reached" in error
+
+
+def test_webhook_posts_signed_json(run, receiver):
+    assert deliver(run, f"webhook:{receiver.url}/in?x=1", "the result") == (1, "")
+    (got,) = receiver.received
+    assert got.path == "/in?x=1"
+    assert got.headers["content-type"] == "application/json"
+    assert got.json == {"routine_id": run.routine_id, "run_id": run.pk, "event_id": "evt-7", "trigger": "webhook",
+                        "output": "the result", "created_at": run.created_at.isoformat()}
+    assert got.signature_valid(SECRET)
+
+
+def test_webhook_without_a_secret_is_unsigned(run, receiver):
+    Routine.objects.filter(pk=run.routine_id).update(webhook_secret=None)
+    run.refresh_from_db()
+    assert deliver(run, f"webhook:{receiver.url}/in", "x") == (1, "")
+    assert "x-svc-signature" not in receiver.received[0].headers
+
+
+def test_webhook_retries_a_5xx_with_backoff(run, receiver, settings):
+    settings.DELIVERY_RETRY_BACKOFF_SECONDS = 0.05
+    receiver.statuses = [502, 503]
+    started = time.monotonic()
+    assert deliver(run, f"webhook:{receiver.url}/in", "x") == (3, "")
+    assert time.monotonic() - started >= 0.05 + 0.1  # 0.05, then 0.1
+    assert len(receiver.received) == 3
+
+
+def test_webhook_gives_up_after_the_attempts(run, receiver, settings):
+    settings.DELIVERY_RETRY_ATTEMPTS = 2
+    receiver.statuses = [500, 500, 500]
+    attempts, error = deliver(run, f"webhook:{receiver.url}/in", "x")
+    assert (attempts, error) == (2, "The webhook target answered 500.")
+
+
+def test_webhook_does_not_retry_a_4xx(run, receiver):
+    receiver.statuses = [404]
+    assert deliver(run, f"webhook:{receiver.url}/in", "x") == (1, "The webhook target answered 404.")
+
+
+def test_webhook_retries_a_timeout(run, settings):
+    settings.DELIVERY_ALLOW_PRIVATE_ADDRESSES = True
+    settings.DELIVERY_RETRY_BACKOFF_SECONDS = 0.01
+    settings.DELIVERY_TIMEOUT_SECONDS = 0.2
+    with _silent_server() as port:
+        attempts, error = deliver(run, f"webhook:https://127.0.0.1:{port}/in", "x")
+    assert attempts == 3 and error == "The webhook target did not answer in time."
+
+
+def test_webhook_trusts_only_the_configured_ca(run, receiver, settings):
+    settings.DELIVERY_CA_BUNDLE = ""
+    settings.DELIVERY_RETRY_ATTEMPTS = 1
+    attempts, error = deliver(run, f"webhook:{receiver.url}/in", "x")
+    assert attempts == 1 and "could not be reached" in error
+    assert receiver.received == []
+
+
+def test_webhook_refuses_private_addresses_unless_allowed(run, receiver, settings):
+    settings.DELIVERY_ALLOW_PRIVATE_ADDRESSES = False
+    attempts, error = deliver(run, f"webhook:{receiver.url}/in", "x")
+    assert attempts == 1 and "non-public address" in error
+    assert receiver.received == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "10.0.0.8", "192.168.1.1", "169.254.169.254", "::1",
+                                  "fe80::1", "0.0.0.0", "100.64.0.1"])
+def test_non_public_hosts_are_refused(host):
+    with pytest.raises(DeliveryFailed) as refused:
+        refuse_private_host(host, 443)
+    assert refused.value.retryable is False
+
+
+def test_a_public_address_passes():
+    refuse_private_host("93.184.216.34", 443)
+
+
+def test_webhook_is_https_only(run, settings):
+    settings.DELIVERY_ALLOW_PRIVATE_ADDRESSES = True
+    assert deliver(run, "webhook:http://127.0.0.1:9/x", "x")[1].startswith("Not a delivery target")
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class _silent_server:
+    """Accepts connections and never answers (not even the TLS handshake)."""
+
+    def __enter__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.held = []
+        self.stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self.sock.getsockname()[1]
+
+    def _accept(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def __exit__(self, *exc):
+        self.stop = True
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
