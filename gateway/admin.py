@@ -1,8 +1,9 @@
 """The operator console for the model registry. A server's API key is write-only."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from gateway import discovery
 from gateway.models import Model, ModelFallback, ModelServer, UsageRecord
 
 
@@ -38,6 +39,8 @@ class ModelServerForm(forms.ModelForm):
 class ModelInline(admin.TabularInline):
     model = Model
     fields = ["name", "supports_chat", "supports_embeddings", "supports_audio", "enabled", "is_default"]
+    fields += ["unlisted_since"]
+    readonly_fields = ["unlisted_since"]
     extra = 0
 
 
@@ -45,6 +48,8 @@ class ModelInline(admin.TabularInline):
 class ModelServerAdmin(admin.ModelAdmin):
     form = ModelServerForm
     list_display = ["name", "kind", "base_url", "is_remote", "enabled", "has_api_key"]
+    list_display += ["discovered_at", "discovery_error"]
+    actions = ["discover_models"]
     list_filter = ["kind", "is_remote", "enabled"]
     search_fields = ["name", "base_url"]
     inlines = [ModelInline]
@@ -52,6 +57,11 @@ class ModelServerAdmin(admin.ModelAdmin):
     @admin.display(boolean=True, description="API key set")
     def has_api_key(self, server):
         return bool(server.api_key)
+
+    @admin.action(description="Discover models (ask the selected servers what they serve)")
+    def discover_models(self, request, queryset):
+        for report in discovery.discover_models(servers=queryset):
+            self.message_user(request, report.summary(), messages.ERROR if report.error else messages.SUCCESS)
 
 
 class FallbackInline(admin.TabularInline):

@@ -44,6 +44,10 @@ class ModelServer(models.Model):
     read_timeout = models.FloatField(
         default=120.0, validators=[MinValueValidator(0.1)], help_text="Seconds without a byte from the server."
     )
+    discovered_at = models.DateTimeField(null=True, blank=True, help_text="When model discovery last asked it.")
+    discovery_error = models.CharField(
+        max_length=300, blank=True, help_text="Why the last model discovery failed; empty when it succeeded."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -62,6 +66,14 @@ class Model(models.Model):
     enabled = models.BooleanField(default=True)
     is_default = models.BooleanField(
         default=False, help_text="Answers bare names no server has, and ends every fallback chain."
+    )
+    context_window = models.PositiveIntegerField(
+        default=8192, validators=[MinValueValidator(256)],
+        help_text="Tokens the model reads at once; native chat trims a conversation's history to fit.",
+    )
+    unlisted_since = models.DateTimeField(
+        null=True, blank=True,
+        help_text="Set by model discovery while the server does not list this model (nothing else changes).",
     )
     fallbacks = models.ManyToManyField(
         "self", through="ModelFallback", through_fields=("model", "fallback"), symmetrical=False, blank=True

@@ -88,6 +88,15 @@ class Collection(models.Model):
     embedding_model = models.CharField(
         max_length=300, blank=True, help_text="The model (server/model) the stored vectors were made with."
     )
+    vectors_version = models.PositiveBigIntegerField(
+        default=0, editable=False,
+        help_text="Moved on by every write, delete and reindex: search processes refresh their cached vectors.",
+    )
+    vectors_generation = models.PositiveBigIntegerField(
+        default=0, editable=False,
+        help_text="Moved on when stored vectors change or go (delete, reindex): processes reload them all "
+                  "rather than adding the new chunks.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

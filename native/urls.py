@@ -1,8 +1,21 @@
 from django.urls import path
 
-from native import views
+from native import chat, collection_views, conversation_views, embeddings, profile_views, views
 
 urlpatterns = [
     path("api/v1/version", views.version),
     path("api/v1/usage", views.usage),
+    path("api/v1/chat", chat.chat),
+    path("api/v1/conversations", conversation_views.conversations),
+    path("api/v1/conversations/<int:conversation_id>", conversation_views.conversation),
+    path("api/v1/conversations/<int:conversation_id>/permanent", conversation_views.conversation_permanent),
+    path("api/v1/embeddings", embeddings.embeddings),
+    path("api/v1/collections", collection_views.collections),
+    path("api/v1/collections/<int:collection_id>", collection_views.collection),
+    path("api/v1/collections/<int:collection_id>/documents", collection_views.documents),
+    path("api/v1/collections/<int:collection_id>/documents/<int:document_id>", collection_views.document_delete),
+    path("api/v1/collections/<int:collection_id>/search", collection_views.collection_search),
+    path("api/v1/collections/<int:collection_id>/reindex", collection_views.collection_reindex),
+    path("api/v1/profiles", profile_views.profile_list),
+    path("api/v1/profiles/refresh", profile_views.profile_refresh),
 ]

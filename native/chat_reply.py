@@ -1,0 +1,152 @@
+"""The reply of one native chat turn, as the events of DESIGN.md (native chat stream):
+
+    meta  {request_id, conversation_id, model}
+    delta {request_id, text}            (any number)
+    error {request_id, codigo, message} (a refusal or a failure; at most one)
+    done  {request_id, message_id, usage, citations}
+
+`ChatReply.events()` yields them as (name, payload) pairs; the view writes them as Server-Sent
+Events or gathers them into one JSON object. The reply is saved in the conversation before
+`done` (a reply cut midway as `partial`), and metered once, after the last event (or when the
+client goes away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from gateway.dispatch import open_reply
+from gateway.errors import ApiError
+from gateway.metering import meter, usage_of
+from gateway.providers.base import StreamCut
+from gateway.replies import ReplyAccumulator
+from native.chat_turn import Turn, chat_request, citations_of
+from native.conversations import assistant_message_save, user_message_save
+from native.models import Message
+
+SURFACE = "native_chat"
+QUOTA_REACHED = "limite_perfil"  # spec 8.4
+UNAVAILABLE = "modelo_indisponivel"  # every model of the chain failed before answering
+REFUSED = "requisicao_recusada"  # the model server refused the request as invalid
+INTERRUPTED = "resposta_interrompida"  # the reply stopped midway (spec 6.2)
+NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+
+_in_worker = sync_to_async(thread_sensitive=False)
+
+
+class ChatReply:
+    def __init__(self, request, turn: Turn) -> None:
+        self.request = request
+        self.turn = turn
+        self.request_id = uuid.uuid4().hex  # also the X-Inference-Request-Id header
+        self.body: dict[str, Any] = {}
+        self.conversation_id: int | None = turn.conversation.pk if turn.conversation else None
+        self.citations: list[dict[str, Any]] = []
+        self.reply = ReplyAccumulator()
+        self.model = turn.chain[0].public_id
+        self.answered = False  # a model began its reply
+        self.cut: StreamCut | None = None
+        self.failure: ApiError | None = None  # a refusal, or the chain failing before the first byte
+        self.message: Message | None = None
+        self._finished = False
+        self._usage: dict[str, int] | None = None
+
+    async def start(self, hits: list[dict[str, Any]]) -> None:
+        """Build the model request and save the user's message (a used-up quota saves nothing)."""
+        if self.turn.refusal is None:
+            self.citations = citations_of(hits)
+            await _in_worker(self._start)(hits)
+
+    def _start(self, hits: list[dict[str, Any]]) -> None:
+        try:
+            self.body = chat_request(self.turn, hits)
+            message = user_message_save(
+                account=self.turn.account, conversation=self.turn.conversation, text=self.turn.message,
+                attachments=[a.stored() for a in self.turn.attachments], profile=self.turn.profile,
+                request_id=self.request_id,
+            )
+            self.conversation_id = message.conversation_id
+        finally:
+            close_old_connections()
+
+    def _event(self, name: str, **fields: Any) -> tuple[str, dict[str, Any]]:
+        return name, {"request_id": self.request_id, **fields}
+
+    def _meta(self):
+        return self._event("meta", conversation_id=self.conversation_id, model=self.model)
+
+    async def events(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        try:
+            if self.turn.refusal is not None:
+                self.failure = self.turn.refusal
+                yield self._meta()
+                yield self._event("error", codigo=QUOTA_REACHED, message=self.failure.message)
+                yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
+                return
+            try:
+                opened = await open_reply(self.turn.chain, self.body, refusals_fall_through=False)
+            except ApiError as exc:
+                self.failure = exc
+                yield self._meta()
+                codigo = UNAVAILABLE if exc.status >= 500 else REFUSED
+                yield self._event("error", codigo=codigo, message=exc.message)
+                yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
+                return
+            self.answered, self.model = True, opened.target.public_id
+            yield self._meta()
+            try:
+                async for chunk in opened.chunks:
+                    self.reply.feed(chunk)
+                    for choice in chunk.get("choices") or ():
+                        text = (choice.get("delta") or {}).get("content") if choice.get("index", 0) == 0 else None
+                        if text:
+                            yield self._event("delta", text=text)
+            except StreamCut as cut:
+                self.cut = cut
+            await self._finish()
+            if self.cut is not None:
+                yield self._event("error", codigo=INTERRUPTED, message=self.cut.message)
+            yield self._event("done", message_id=self.message.pk if self.message else None, usage=self.usage(),
+                              citations=self.citations)
+        finally:
+            if self.answered and not self._finished:  # the client went away mid-reply: keep what arrived
+                self.cut = self.cut or StreamCut("disconnected", "The client closed the connection mid-reply.")
+                await asyncio.shield(self._finish())
+
+    def usage(self) -> dict[str, int]:
+        """Counted once, when the reply has ended (the tokenizer may run)."""
+        if self._usage is None:
+            self._usage = usage_of(self.reply, self.body)
+        return self._usage
+
+    async def _finish(self) -> None:
+        """Save the reply and meter it, once, in one worker-thread hop."""
+        if self._finished:
+            return
+        self._finished = True
+        await _in_worker(self._save_and_meter)()
+
+    def _save_and_meter(self) -> None:
+        try:
+            self._save()
+        finally:
+            close_old_connections()
+
+    def _save(self) -> None:
+        usage = self.usage()
+        text = self.reply.text
+        if self.cut is None or text:
+            status = Message.Status.PARTIAL if self.cut is not None else Message.Status.COMPLETE
+            self.message = assistant_message_save(
+                conversation_id=self.conversation_id, text=text, model=self.model, status=status, usage=usage,
+                citations=self.citations, request_id=self.request_id,
+            )
+        meter(account_id=self.turn.account.pk, model=self.model, surface=SURFACE,
+              input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
+              request_id=self.request.request_id)

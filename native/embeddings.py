@@ -1,0 +1,63 @@
+"""POST /api/v1/embeddings: one string or a list of strings embedded by the embedding model
+(or the one named), with its fallbacks; OpenAI-like reply; usage metered after the reply."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import JsonResponse
+
+from accounts.endpoints import endpoint
+from gateway import ratelimit
+from gateway.embeddings import embed, embedding_chain
+from gateway.errors import ValidationFailed
+from gateway.http import read_json_object
+from gateway.metering import AfterSendResponse, meter
+
+SURFACE = "native_embeddings"
+
+
+def parse_input(body: dict) -> tuple[list[str], str | None]:
+    """The texts and the requested model, or 422 `{message, errors}`."""
+    value = body.get("input")
+    texts = [value] if isinstance(value, str) else value
+    most, longest = settings.EMBEDDINGS_MAX_ITEMS, settings.EMBEDDINGS_MAX_CHARS
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise ValidationFailed({"input": ["The input must be a string or a non-empty list of strings."]})
+    if len(texts) > most:
+        raise ValidationFailed({"input": [f"The input may hold at most {most} items; it has {len(texts)}."]})
+    for index, text in enumerate(texts):
+        if not text:
+            raise ValidationFailed({"input": [f"Item {index} is empty."]})
+        if len(text) > longest:
+            raise ValidationFailed({"input": [f"Item {index} is longer than {longest} characters ({len(text)})."]})
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ValidationFailed({"model": ["The model must be a non-empty string."]})
+    return texts, model
+
+
+def _prepare(request):
+    """Body, group limits, quota: in the endpoint's worker hop, before anything is sent upstream."""
+    texts, model = parse_input(read_json_object(request))
+    chain = embedding_chain(account=request.principal.account, model_id=model, quota_used=request.quota_used)
+    return texts, chain
+
+
+@endpoint("POST", limit=ratelimit.EMBEDDINGS, prepare=_prepare)
+async def embeddings(request):
+    texts, chain = request.prepared
+    result = await embed(chain, texts)
+    account_id = request.principal.account.pk
+    model = result.target.public_id
+
+    def record() -> None:
+        meter(account_id=account_id, model=model, surface=SURFACE, input_tokens=result.prompt_tokens,
+              output_tokens=0, request_id=request.request_id)
+
+    body = {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(result.vectors)],
+        "model": model,
+        "usage": {"prompt_tokens": result.prompt_tokens, "total_tokens": result.prompt_tokens},
+    }
+    return AfterSendResponse(JsonResponse(body).content, after_send=record, content_type="application/json")

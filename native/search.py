@@ -1,0 +1,63 @@
+"""Searching a collection: the query is embedded with the collection's model and the chunks are
+ranked by cosine similarity over the collection's cached matrix (native/vectors.py).
+
+    hits = await search_collection(collection, "how do I reset my password", k=5)
+
+Used by the search endpoint and by native chat, the agent and MCP for retrieval. Raises
+`ApiError`: 409 `reindex_required` when the embedding model is no longer the collection's,
+403 for group limits or a used-up token quota, 502/503 when the embedding model failed.
+"""
+
+from __future__ import annotations
+
+from gateway.embeddings import embed
+from gateway.metering import meter
+from gateway.routing import Target
+from native import vectors as vector_store
+from native.collections import SURFACE, in_worker, model_for_collection
+from native.models import Chunk, Collection
+
+
+async def search_collection(collection: Collection, query: str, *, k: int = 5, account=None, request_id: str = "",
+                            quota_used=None) -> list[dict]:
+    """The `k` chunks closest to `query`, best first: `{chunk_id, document_id, document_name,
+    position, text, score}` (score: cosine similarity, -1..1). An empty collection gives [].
+
+    `account` is who searches (group limits, quota, metering): by default the collection's owner;
+    pass the caller when a profile lends its collection to other accounts."""
+    target, matrix = await in_worker(_prepare)(collection, account, quota_used)
+    if not len(matrix.ids) or k <= 0:
+        return []
+    embedded = await embed([target], [query])
+    return await in_worker(_rank_and_meter)(
+        collection, account, matrix, embedded.vectors[0], k, target, embedded.prompt_tokens, request_id)
+
+
+def _prepare(collection: Collection, account, quota_used) -> tuple[Target, vector_store.Matrix]:
+    target = model_for_collection(collection, account=account, quota_used=quota_used)
+    return target, vector_store.matrix_for(collection)
+
+
+def _rank_and_meter(collection: Collection, account, matrix: vector_store.Matrix, query_vector: list[float], k: int,
+                    target: Target, tokens: int, request_id: str) -> list[dict]:
+    meter(account_id=account.pk if account is not None else collection.account_id, model=target.public_id,
+          surface=SURFACE, input_tokens=tokens, output_tokens=0, request_id=request_id)
+    ranked = vector_store.top_k(matrix, query_vector, k)
+    chunks = {
+        c.pk: c for c in Chunk.objects.filter(pk__in=[chunk_id for chunk_id, _ in ranked]).select_related("document")
+        .only("id", "position", "text", "document__id", "document__name")
+    }
+    hits = []
+    for chunk_id, score in ranked:
+        chunk = chunks.get(chunk_id)
+        if chunk is None:  # deleted since the matrix was read
+            continue
+        hits.append({
+            "chunk_id": chunk.pk,
+            "document_id": chunk.document.pk,
+            "document_name": chunk.document.name,
+            "position": chunk.position,
+            "text": chunk.text,
+            "score": round(score, 6),
+        })
+    return hits
