@@ -1,6 +1,7 @@
 from django.urls import path
 
-from native import chat, collection_views, conversation_views, embeddings, profile_views, views
+from native import (agent_views, chat, collection_views, conversation_views, embeddings, mcp_server, profile_views,
+                    views)
 
 urlpatterns = [
     path("api/v1/version", views.version),
@@ -18,4 +19,7 @@ urlpatterns = [
     path("api/v1/collections/<int:collection_id>/reindex", collection_views.collection_reindex),
     path("api/v1/profiles", profile_views.profile_list),
     path("api/v1/profiles/refresh", profile_views.profile_refresh),
+    path("api/v1/agent/chat", agent_views.agent_chat),
+    path("api/v1/agent/run", agent_views.agent_run),
+    path("api/v1/mcp", mcp_server.mcp),
 ]

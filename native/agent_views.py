@@ -1,0 +1,106 @@
+"""POST /api/v1/agent/chat and POST /api/v1/agent/run (errors `{detail}`, spec 7.1–7.3).
+
+The checks run in the endpoint's `prepare` step (worker hop): the body (422), the model (400 for
+one that does not exist, 403 for the group's limits and the token quota) and the tools (400/403).
+The view then runs the tool loop and answers; the usage of every model round is metered after
+the response has gone out, also when a later round failed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpResponse, JsonResponse
+from rest_framework import serializers
+
+from accounts.endpoints import endpoint
+from gateway import ratelimit
+from gateway.calls import MAX_MESSAGE_CHARS, MAX_MESSAGES
+from gateway.errors import ApiError, render_error
+from gateway.http import read_json_object
+from gateway.metering import AfterSendResponse
+from gateway.validation import validated
+from native.agent import AgentRequest, Ledger, agent_chain, agent_chat_turn
+from native.agent_run import agent_run_task
+from native.tools import tool_plan
+
+AGENT_MESSAGE_MAX_CHARS = 32000  # spec 8.6: fixed on agent chat, not a setting
+
+
+class Text(serializers.CharField):
+    """A string, and only a string (a number is not taken for its digits)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class Turn(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["system", "user", "assistant"])
+    content = Text(trim_whitespace=False, allow_blank=True, max_length=MAX_MESSAGE_CHARS)
+
+
+class ChatInput(serializers.Serializer):
+    message = Text(trim_whitespace=False, max_length=AGENT_MESSAGE_MAX_CHARS)
+    model = Text(required=False, allow_null=True, max_length=300)
+    messages = Turn(many=True, required=False, allow_null=True, max_length=MAX_MESSAGES - 1)
+    tools = serializers.ListField(child=Text(max_length=200), required=False, allow_null=True)
+
+
+class RunInput(serializers.Serializer):
+    task = Text(trim_whitespace=False, max_length=AGENT_MESSAGE_MAX_CHARS)
+    model = Text(required=False, allow_null=True, max_length=300)
+    tools = serializers.ListField(child=Text(max_length=200), required=False, allow_null=True)
+    max_steps = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+
+    def validate_max_steps(self, value: int | None) -> int | None:
+        ceiling = settings.AGENT_RUN_MAX_STEPS
+        if value is not None and value > ceiling:
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {ceiling}.")
+        return value
+
+
+def _prepare(request, data: dict[str, Any], messages: list[dict[str, Any]], max_steps: int = 0) -> AgentRequest:
+    account = request.principal.account
+    chain = agent_chain(account=account, model_id=data.get("model"), quota_used=request.quota_used)
+    tools = tool_plan(account=account, wanted=data.get("tools"))
+    return AgentRequest(account_id=account.pk, messages=messages, chain=chain, tools=tools, max_steps=max_steps)
+
+
+def prepare_chat(request) -> AgentRequest:
+    data = validated(ChatInput, read_json_object(request))
+    prior = [{"role": m["role"], "content": m["content"]} for m in data.get("messages") or ()]
+    return _prepare(request, data, [*prior, {"role": "user", "content": data["message"]}])
+
+
+def prepare_run(request) -> AgentRequest:
+    data = validated(RunInput, read_json_object(request))
+    return _prepare(request, data, [{"role": "user", "content": data["task"]}],
+                    max_steps=data.get("max_steps") or settings.AGENT_RUN_MAX_STEPS)
+
+
+@endpoint("POST", limit=ratelimit.AGENT_CHAT, prepare=prepare_chat)
+async def agent_chat(request):
+    return await _answer(request, agent_chat_turn)
+
+
+@endpoint("POST", limit=ratelimit.AGENT_RUN, prepare=prepare_run)
+async def agent_run(request):
+    return await _answer(request, agent_run_task)
+
+
+async def _answer(request, service) -> HttpResponse:
+    ledger = Ledger()
+    try:
+        result = await service(request.prepared, ledger)
+        rendered = JsonResponse({**result, "request_id": request.request_id})
+    except ApiError as exc:
+        rendered = render_error(request, exc)
+    account_id = request.principal.account.pk
+    response = AfterSendResponse(rendered.content, status=rendered.status_code, content_type=rendered["Content-Type"],
+                                 after_send=lambda: ledger.meter(account_id=account_id, request_id=request.request_id))
+    for name, value in rendered.items():
+        if name.lower() != "content-type":
+            response[name] = value
+    return response

@@ -1,0 +1,274 @@
+"""The tools `/api/v1/mcp` offers: list the caller's models and chat with one, search one of the
+caller's collections, list and start the caller's routines.
+
+Each tool has a JSON Schema for its arguments and returns an MCP `tools/call` result: one text
+block (the reply, or the JSON of what was asked) plus `structuredContent` for the data tools.
+A failure the caller can act on (a model not allowed, a quota used up, a collection or routine
+that is not theirs, a paused routine) is a tool error, `isError: true`, whose text says why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from gateway.calls import call_plan, check_chat_size
+from gateway.completion import complete
+from gateway.errors import ApiError
+from gateway.metering import meter
+from gateway.routing import registry, usable_targets
+from native.collections import collection_get
+from native.search import search_collection as search
+from routines.models import Routine, Run
+from routines.runs import queue_run
+
+SURFACE = "mcp"
+MAX_SEARCH_RESULTS = 20
+
+
+@dataclass(frozen=True)
+class Caller:
+    account: Any  # accounts.Account, with its group loaded
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    run: Callable[[Caller, dict[str, Any]], Awaitable[dict[str, Any]]]
+    read_only: bool = True
+
+    def listed(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "inputSchema": self.input_schema,
+                "annotations": {"readOnlyHint": self.read_only}}
+
+
+def in_worker(function: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """Run a function that reads the database in a worker thread, giving its connection back."""
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(run, thread_sensitive=False)
+
+
+def tool_result(text: str, structured: dict[str, Any] | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": False}
+    if structured is not None:
+        result["structuredContent"] = structured
+    return result
+
+
+def data_result(structured: dict[str, Any]) -> dict[str, Any]:
+    """Structured content, with its JSON in the text block for clients that read only text."""
+    return tool_result(json.dumps(structured, ensure_ascii=False), structured)
+
+
+def tool_error(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def argument_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:
+    """What is wrong with `arguments` by the tool's schema, in one line; None when nothing is."""
+    error = best_match(Draft202012Validator(tool.input_schema).iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+# -- list_models -------------------------------------------------------------------------------
+
+
+def _models(account) -> list[dict[str, Any]]:
+    default = registry().default
+    return [
+        {"id": t.public_id, "server": t.server.name, "capabilities": sorted(t.capabilities),
+         "default": default is not None and t.id == default.id}
+        for t in usable_targets(account.group)
+    ]
+
+
+async def list_models(caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+    return data_result({"models": await in_worker(_models)(caller.account)})
+
+
+# -- chat --------------------------------------------------------------------------------------
+
+
+def _chat_plan(account, arguments: dict[str, Any]) -> tuple[list, dict[str, Any]]:
+    """The chain and the chat body; ApiError for what the caller may not do."""
+    if ("prompt" in arguments) == ("messages" in arguments):
+        raise ApiError(400, "Give either 'prompt' or 'messages', not both and not neither.")
+    messages = list(arguments.get("messages") or [{"role": "user", "content": arguments["prompt"]}])
+    if arguments.get("system"):
+        messages.insert(0, {"role": "system", "content": arguments["system"]})
+    body: dict[str, Any] = {"messages": messages}
+    for name in ("temperature", "max_tokens"):
+        if name in arguments:
+            body[name] = arguments[name]
+    check_chat_size(body)
+    model_id = arguments.get("model")
+    if model_id is None:
+        default = registry().default
+        if default is None:
+            raise ApiError(400, "No default model is configured; name one in 'model'.")
+        model_id = default.public_id
+    body["model"] = model_id
+    return call_plan(account=account, model_id=model_id), body
+
+
+async def chat(caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+    try:
+        chain, body = await in_worker(_chat_plan)(caller.account, arguments)
+        completion = await complete(chain, body, refusals_fall_through=False)
+    except ApiError as refused:
+        return tool_error(refused.message)
+    usage = completion.usage
+    await in_worker(meter)(account_id=caller.account.pk, model=completion.model, surface=SURFACE,
+                           input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
+                           request_id=caller.request_id)
+    if completion.cut is not None:
+        stopped = ("The model stopped answering mid-reply." if completion.cut.reason == "read_timeout"
+                   else f"The model server failed mid-reply: {completion.cut.message}")
+        return tool_error(f"{stopped} Partial reply: {completion.text}" if completion.text else stopped)
+    return tool_result(completion.text, {"model": completion.model, "text": completion.text,
+                                         "finish_reason": completion.finish_reason, "usage": usage})
+
+
+# -- search_collection -------------------------------------------------------------------------
+
+
+async def search_collection(caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Another account's collection is not found, as on /api/v1/collections."""
+    try:
+        collection = await in_worker(collection_get)(account=caller.account, collection_id=arguments["collection_id"])
+        hits = await search(collection, arguments["query"], k=arguments.get("k", 5), request_id=caller.request_id)
+    except ApiError as refused:
+        return tool_error(refused.message)
+    return data_result({"collection_id": collection.pk, "query": arguments["query"], "results": hits})
+
+
+# -- routines ----------------------------------------------------------------------------------
+
+
+def _routines(account) -> list[dict[str, Any]]:
+    return [
+        {"id": r.pk, "name": r.name, "trigger": r.trigger, "is_enabled": r.is_enabled,
+         "disabled_reason": r.disabled_reason or None, "schedule": r.schedule or None,
+         "last_run_at": r.last_run_at.isoformat() if r.last_run_at else None,
+         "next_run_at": r.next_run_at.isoformat() if r.next_run_at else None}
+        for r in Routine.objects.filter(account=account).order_by("id")
+    ]
+
+
+async def list_routines(caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+    return data_result({"routines": await in_worker(_routines)(caller.account)})
+
+
+def _start(account, routine_id: int) -> dict[str, Any]:
+    routine = Routine.objects.filter(pk=routine_id, account=account).first()
+    if routine is None:
+        raise ApiError(404, f"Routine {routine_id} not found.")
+    if not routine.is_enabled:
+        raise ApiError(422, f"Routine {routine_id} is paused; enable it before starting it.")
+    run = queue_run(routine, trigger=Run.Trigger.MANUAL)
+    return {"routine_id": routine.pk, "run_id": run.pk, "status": run.status, "trigger": run.trigger}
+
+
+async def start_routine(caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return data_result(await in_worker(_start)(caller.account, arguments["routine_id"]))
+    except ApiError as refused:
+        return tool_error(refused.message)
+
+
+# -- the list ----------------------------------------------------------------------------------
+
+_ID = {"type": "integer", "minimum": 1}
+_NO_ARGUMENTS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
+    Tool(
+        "list_models",
+        "The models you may use through this gateway, as server/model ids, with what each can do "
+        "and which one answers when no model is named.",
+        _NO_ARGUMENTS,
+        list_models,
+    ),
+    Tool(
+        "chat",
+        "Ask a model for a whole reply. Give 'prompt' (one user message) or 'messages' (a "
+        "conversation); 'model' is a server/model id from list_models (the default model when "
+        "omitted). Metered against your token quota.",
+        {
+            "type": "object",
+            "properties": {
+                "model": {"type": "string", "minLength": 1, "description": "server/model, or a bare model name."},
+                "prompt": {"type": "string", "minLength": 1},
+                "messages": {
+                    "type": "array", "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {"role": {"enum": ["system", "user", "assistant"]},
+                                       "content": {"type": "string"}},
+                        "required": ["role", "content"],
+                        "additionalProperties": False,
+                    },
+                },
+                "system": {"type": "string", "description": "A system prompt put before the messages."},
+                "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+                "max_tokens": {"type": "integer", "minimum": 1},
+            },
+            "additionalProperties": False,
+        },
+        chat,
+        read_only=False,
+    ),
+    Tool(
+        "search_collection",
+        "Search one of your document collections for the passages closest in meaning to 'query'; "
+        f"returns up to 'k' passages (default 5, at most {MAX_SEARCH_RESULTS}).",
+        {
+            "type": "object",
+            "properties": {
+                "collection_id": _ID,
+                "query": {"type": "string", "minLength": 1},
+                "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS},
+            },
+            "required": ["collection_id", "query"],
+            "additionalProperties": False,
+        },
+        search_collection,
+    ),
+    Tool(
+        "list_routines",
+        "Your routines: id, name, trigger, whether each is enabled, last and next run.",
+        _NO_ARGUMENTS,
+        list_routines,
+    ),
+    Tool(
+        "start_routine",
+        "Queue a run of one of your routines now (like run-now); a paused routine is refused.",
+        {"type": "object", "properties": {"routine_id": _ID}, "required": ["routine_id"],
+         "additionalProperties": False},
+        start_routine,
+        read_only=False,
+    ),
+)}
+
+
+def listing() -> list[dict[str, Any]]:
+    return [tool.listed() for tool in TOOLS.values()]

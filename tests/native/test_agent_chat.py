@@ -1,0 +1,421 @@
+"""`POST /api/v1/agent/chat` through a running gateway: a model on the reference upstream calls
+the tools of a real MCP server on loopback (and the built-in tools), gets their results, and
+answers; tools restricted by name; group isolation of MCP servers; the fixed message limit, the
+400s of spec 7.2, the 20-per-minute ceiling, and metering."""
+
+import json
+import secrets
+import time
+
+import pytest
+
+from tests.factories import ModelFactory
+from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture, offered, wait_for_usage  # noqa: F401
+
+ADD = {"name": "calc__add", "arguments": {"a": 2, "b": 3}}
+
+
+def test_it_calls_an_mcp_tool_and_answers_with_its_result(agent):
+    agent.upstream.configure(tool_script=[ADD])
+    r = agent.api.post(AGENT_CHAT, {"message": "What is 2 + 3?"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["reply"] == "Tool said: 5"
+    assert body["tool_calls"] == [{"name": "calc__add", "arguments": {"a": 2, "b": 3}, "result": "5"}]
+    assert agent.mcp.calls == [("add", {"a": 2, "b": 3})]
+    assert body["model"] == "oa/echo-1"
+    assert body["request_id"] == r.headers["X-Request-Id"]
+    first, second = agent.upstream.requests
+    assert "calc__add" in offered(first)
+    assert second.json["messages"][-1]["role"] == "tool"
+    assert second.json["messages"][-1]["content"] == "5"
+    assert body["skipped_servers"] == []
+    assert set(body) == {"reply", "tool_calls", "request_id", "model", "usage", "skipped_servers"}
+
+
+def test_the_usage_of_every_round_is_summed_and_metered(agent):
+    agent.upstream.configure(tool_script=[ADD])
+    r = agent.api.post(AGENT_CHAT, {"message": "one two three"})
+    usage = r.json()["usage"]
+    # the upstream counts words: round 1 reads 3 and calls a tool (2 tokens: name + 2 argument pieces = 3),
+    # round 2 reads 3 + the tool result "5" and answers "Tool said: 5" (3 tokens)
+    assert usage == {"prompt_tokens": 3 + 4, "completion_tokens": 3 + 3, "total_tokens": 13}
+    records = wait_for_usage(agent.world.account, 2)
+    request_id = r.headers["X-Request-Id"]
+    assert {(u.surface, u.model, u.request_id) for u in records} == {("native_agent", "oa/echo-1", request_id)}
+    assert sum(u.input_tokens for u in records) == 7 and sum(u.output_tokens for u in records) == 6
+
+
+def test_it_calls_tools_several_times_before_answering(agent):
+    agent.upstream.configure(tool_script=[ADD, {"name": "calc__weather", "arguments": {"city": "Lisbon"}}])
+    body = agent.api.post(AGENT_CHAT, {"message": "Add, then the weather."}).json()
+    assert [c["name"] for c in body["tool_calls"]] == ["calc__add", "calc__weather"]
+    assert body["tool_calls"][1]["result"] == "Lisbon: sunny, 21 C"
+    assert body["reply"] == "Tool said: Lisbon: sunny, 21 C"
+    assert agent.mcp.calls == [("add", {"a": 2, "b": 3}), ("weather", {"city": "Lisbon"})]
+    assert len(agent.upstream.requests) == 3
+
+
+def test_tool_rounds_are_bounded_then_the_model_must_answer(agent, settings):
+    rounds = settings.AGENT_MAX_TOOL_ROUNDS  # the gateway process runs with the default, 5
+    assert rounds == 5
+    agent.upstream.configure(tool_script=[ADD] * 20)
+    body = agent.api.post(AGENT_CHAT, {"message": "Keep adding."}).json()
+    assert len(body["tool_calls"]) == rounds
+    requests = agent.upstream.requests
+    assert len(requests) == rounds + 1
+    assert all("tool_choice" not in q.json for q in requests[:-1])
+    assert requests[-1].json["tool_choice"] == "none"
+    assert body["reply"] == "Tool said: 5"
+
+
+def test_a_failing_tool_is_reported_to_the_model_and_in_the_reply(agent):
+    agent.upstream.configure(tool_script=[{"name": "calc__explode", "arguments": {}}])
+    body = agent.api.post(AGENT_CHAT, {"message": "Break it."}).json()
+    [call] = body["tool_calls"]
+    assert call["name"] == "calc__explode" and call["arguments"] == {} and "result" not in call
+    assert call["error"]
+    tool_message = agent.upstream.requests[-1].json["messages"][-1]
+    assert tool_message["role"] == "tool" and tool_message["content"] == f"Error: {call['error']}"
+
+
+def test_a_call_to_a_tool_that_does_not_exist_is_an_error_for_the_model(agent):
+    agent.upstream.configure(tool_script=[{"name": "calc__nothing", "arguments": {"x": 1}}])
+    body = agent.api.post(AGENT_CHAT, {"message": "Try."}).json()
+    assert body["tool_calls"] == [{"name": "calc__nothing", "arguments": {"x": 1},
+                                   "error": "There is no tool named 'calc__nothing'."}]
+    assert agent.mcp.calls == []
+
+
+def test_the_auth_header_is_sent_and_a_wrong_one_gets_the_server_skipped(agent):
+    agent.calc.auth_header_value = "wrong-secret-value"
+    agent.calc.save()
+    agent.upstream.configure(tool_script=[ADD])
+    r = agent.api.post(AGENT_CHAT, {"message": "What is 2 + 3?"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["skipped_servers"] == [{"server": "calc", "error": "MCP server 'calc' answered HTTP 401."}]
+    assert agent.mcp.refused >= 1 and agent.mcp.calls == []
+    assert "wrong-secret-value" not in r.text
+    assert all(not name.startswith("calc__") for name in offered(agent.upstream.requests[0]))
+
+
+def test_an_unreachable_mcp_server_is_skipped_and_reported(agent):
+    from native.models import McpServer
+    from tests.servers import free_port
+
+    McpServer.objects.create(name="gone", url=f"http://127.0.0.1:{free_port()}/mcp", timeout=2)
+    agent.upstream.configure(tool_script=[ADD])
+    r = agent.api.post(AGENT_CHAT, {"message": "What is 2 + 3?"})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["skipped_servers"] == [{"server": "gone", "error": "MCP server 'gone' could not be reached."}]
+    assert body["tool_calls"][0]["result"] == "5"  # the other server still works
+
+
+def test_prior_turns_go_to_the_model_before_the_message(agent):
+    prior = [{"role": "user", "content": "My name is Ana."}, {"role": "assistant", "content": "Hello Ana."}]
+    r = agent.api.post(AGENT_CHAT, {"message": "What is my name?", "messages": prior, "tools": []})
+    assert r.status_code == 200
+    assert r.json()["reply"] == "Echo: What is my name?"
+    assert agent.upstream.last.json["messages"] == [*prior, {"role": "user", "content": "What is my name?"}]
+    assert "tools" not in agent.upstream.last.json
+
+
+# ---- choosing tools ------------------------------------------------------------------------------
+
+def test_every_tool_is_offered_by_default_in_the_function_form(agent):
+    agent.api.post(AGENT_CHAT, {"message": "hi"})
+    tools = {t["function"]["name"]: t for t in agent.upstream.requests[0].json["tools"]}
+    assert set(tools) == {"search_collection", "start_routine", "calc__add", "calc__weather", "calc__explode"}
+    add = tools["calc__add"]
+    assert add["type"] == "function"
+    assert add["function"]["description"] == "Add two integers."
+    assert add["function"]["parameters"]["properties"]["a"]["type"] == "integer"
+    assert add["function"]["parameters"]["required"] == ["a", "b"]
+
+
+@pytest.mark.parametrize("wanted, expected", [
+    (["calc__add"], ["calc__add"]),
+    (["calc"], ["calc__add", "calc__weather", "calc__explode"]),
+    (["start_routine", "calc__weather"], ["start_routine", "calc__weather"]),
+])
+def test_tools_can_be_restricted_by_name(agent, wanted, expected):
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "tools": wanted})
+    assert r.status_code == 200, r.text
+    assert sorted(offered(agent.upstream.requests[0])) == sorted(expected)
+
+
+@pytest.mark.parametrize("name", ["nothing", "nothing__add", "calc__nothing"])
+def test_a_tool_or_server_that_does_not_exist_is_400(agent, name):
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "tools": [name]})
+    assert r.status_code == 400
+    assert set(r.json()) == {"detail"}
+    assert name in r.json()["detail"]
+    assert agent.upstream.requests == []
+
+
+# ---- models ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["no-such-model", "oa/no-such-model", "nosuchserver/echo-1"])
+def test_a_model_or_model_server_that_does_not_exist_is_400_not_the_default(agent, model):
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "model": model})
+    assert r.status_code == 400
+    assert set(r.json()) == {"detail"} and model in r.json()["detail"]
+    assert agent.upstream.requests == []
+
+
+@pytest.mark.parametrize("model", ["echo-1", "oa/echo-1"])
+def test_a_model_named_either_way_answers(agent, model):
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "model": model, "tools": []})
+    assert r.status_code == 200
+    assert r.json()["model"] == "oa/echo-1"
+
+
+def test_a_model_the_group_may_not_use_is_403(agent):
+    agent.world.group.all_models = False
+    agent.world.group.save()
+    r = agent.api.post(AGENT_CHAT, {"message": "hi"})
+    assert r.status_code == 403 and set(r.json()) == {"detail"}
+
+
+def test_a_used_up_token_quota_is_403_with_detail(agent):
+    from gateway.quotas import quota_add
+
+    agent.world.group.daily_tokens = 10
+    agent.world.group.save()
+    quota_add(account_id=agent.world.account.pk, tokens=10)
+    r = agent.api.post(AGENT_CHAT, {"message": "hi"})
+    assert r.status_code == 403 and set(r.json()) == {"detail"}
+    assert agent.upstream.requests == []
+
+
+# ---- the request ---------------------------------------------------------------------------------
+
+def test_a_message_of_32000_characters_is_taken_and_32001_is_refused(agent):
+    r = agent.api.post(AGENT_CHAT, {"message": "x" * 32000, "tools": []})
+    assert r.status_code == 200
+    r = agent.api.post(AGENT_CHAT, {"message": "x" * 32001, "tools": []})
+    assert r.status_code == 422
+    body = r.json()
+    assert set(body) == {"message", "errors"} and list(body["errors"]) == ["message"]
+    assert len(agent.upstream.requests) == 1
+
+
+@pytest.mark.parametrize("body", [{}, {"message": ""}, {"message": 5}, {"message": "hi", "messages": "no"},
+                                  {"message": "hi", "messages": [{"role": "tool", "content": "x"}]},
+                                  {"message": "hi", "tools": "calc"}])
+def test_a_malformed_request_is_422(agent, body):
+    r = agent.api.post(AGENT_CHAT, body)
+    assert r.status_code == 422
+    assert set(r.json()) == {"message", "errors"}
+
+
+def test_a_body_that_is_not_json_is_400(agent):
+    r = agent.api.client.post(AGENT_CHAT, content=b"{not json", headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and set(r.json()) == {"detail"}
+
+
+def test_without_a_credential_it_is_401(agent):
+    import httpx
+
+    from tests.contract import assert_native_unauthenticated
+
+    assert_native_unauthenticated(httpx.post(agent.world.base + AGENT_CHAT, json={"message": "hi"}))
+
+
+def test_the_20th_call_in_a_minute_is_answered_and_the_21st_is_429(agent):
+    for n in range(1, 21):
+        r = agent.api.post(AGENT_CHAT, {"message": "hi", "tools": []})
+        assert r.status_code == 200, (n, r.text)
+    assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"]) == ("20", "0")
+    now = int(time.time())
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "tools": []})
+    assert r.status_code == 429
+    assert r.json() == {"message": "Too Many Attempts."}
+    assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"]) == ("20", "0")
+    assert 1 <= int(r.headers["Retry-After"]) <= 60
+    assert now < int(r.headers["X-RateLimit-Reset"]) <= now + 61
+    assert len(agent.upstream.requests) == 20
+
+
+def test_the_shared_counter_is_used(agent):
+    """20 calls to the version endpoint (ceiling 60) leave agent chat (ceiling 20) nothing."""
+    for _ in range(20):
+        assert agent.api.get("/api/v1/version").status_code == 200
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "tools": []})
+    assert r.status_code == 429 and r.json() == {"message": "Too Many Attempts."}
+
+
+# ---- which MCP servers a group sees --------------------------------------------------------------
+
+def test_a_server_granted_to_other_groups_is_neither_offered_nor_usable(agent):
+    agent.calc.groups.add(agent.world.others)
+    r = agent.api.post(AGENT_CHAT, {"message": "hi"})
+    assert r.status_code == 200
+    assert sorted(offered(agent.upstream.requests[0])) == ["search_collection", "start_routine"]
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "tools": ["calc__add"]})
+    assert r.status_code == 403 and set(r.json()) == {"detail"}
+    agent.upstream.reset()
+    r = agent.world.outsider_api.post(AGENT_CHAT, {"message": "hi", "tools": ["calc"]})
+    assert r.status_code == 200
+    assert sorted(offered(agent.upstream.requests[0])) == ["calc__add", "calc__explode", "calc__weather"]
+
+
+def test_a_server_granted_to_the_group_is_offered(agent):
+    agent.calc.groups.add(agent.world.group)
+    agent.api.post(AGENT_CHAT, {"message": "hi"})
+    assert "calc__add" in offered(agent.upstream.requests[0])
+
+
+def test_a_group_without_remote_servers_gets_only_local_ones(agent):
+    agent.calc.is_remote = True
+    agent.calc.save()
+    agent.world.group.remote_servers_allowed = False
+    agent.world.group.save()
+    r = agent.api.post(AGENT_CHAT, {"message": "hi"})
+    assert r.status_code == 200
+    assert sorted(offered(agent.upstream.requests[0])) == ["search_collection", "start_routine"]
+    assert agent.mcp.calls == [] and agent.mcp.refused == 0
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "tools": ["calc"]})
+    assert r.status_code == 403
+    assert r.json() == {"detail": "Your account group may not use remote servers ('calc')."}
+
+
+def test_a_disabled_server_does_not_exist(agent):
+    agent.calc.enabled = False
+    agent.calc.save()
+    r = agent.api.post(AGENT_CHAT, {"message": "hi", "tools": ["calc"]})
+    assert r.status_code == 400
+
+
+# ---- built-in tools ------------------------------------------------------------------------------
+
+def _collection_with_a_document(account):
+    import asyncio
+
+    from gateway.embeddings import embedding_model_for
+    from native.collections import NewDocument, document_write
+    from native.models import Collection
+
+    collection = Collection.objects.create(account=account, name="Handbook")
+    text = "To reset your password open the settings page and choose reset password."
+    asyncio.run(document_write(collection=collection, target=embedding_model_for(account=account),
+                               document=NewDocument(name="faq.txt", content_type="text/plain", size=len(text),
+                                                    text=text)))
+    return collection
+
+
+def test_search_collection_searches_the_callers_collection(agent):
+    ModelFactory(server=agent.world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
+    mine = _collection_with_a_document(agent.world.account)
+    agent.upstream.reset()
+    agent.upstream.configure(tool_script=[{"name": "search_collection",
+                                           "arguments": {"collection_id": mine.pk, "query": "reset password"}}])
+    body = agent.api.post(AGENT_CHAT, {"message": "How do I reset my password?"}).json()
+    [call] = body["tool_calls"]
+    hits = json.loads(call["result"])
+    assert hits[0]["document_name"] == "faq.txt"
+    assert "reset your password" in hits[0]["text"]
+    assert "/v1/embeddings" in [q.path for q in agent.upstream.requests]
+
+
+def test_search_collection_refuses_another_accounts_collection(agent):
+    ModelFactory(server=agent.world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
+    theirs = _collection_with_a_document(agent.world.outsider)
+    agent.upstream.reset()
+    agent.upstream.configure(tool_script=[{"name": "search_collection",
+                                           "arguments": {"collection_id": theirs.pk, "query": "reset password"}}])
+    body = agent.api.post(AGENT_CHAT, {"message": "Search theirs."}).json()
+    assert body["tool_calls"] == [{"name": "search_collection",
+                                   "arguments": {"collection_id": theirs.pk, "query": "reset password"},
+                                   "error": f"Collection {theirs.pk} does not exist."}]
+    assert "/v1/embeddings" not in [q.path for q in agent.upstream.requests]
+    assert "reset your password" not in json.dumps(body)
+
+
+def _routine(account):
+    from routines.models import Routine
+
+    return Routine.objects.create(account=account, name="Digest", prompt="Summarise the news.",
+                                  delivery_targets=["inapp"], webhook_token=secrets.token_hex(24))
+
+
+def test_start_routine_queues_a_run_of_the_callers_routine(agent):
+    from routines.models import Run
+
+    routine = _routine(agent.world.account)
+    agent.upstream.configure(tool_script=[{"name": "start_routine", "arguments": {"routine_id": routine.pk}}])
+    body = agent.api.post(AGENT_CHAT, {"message": "Run my digest."}).json()
+    [call] = body["tool_calls"]
+    [run] = Run.objects.filter(routine=routine)
+    assert run.trigger == "manual"
+    assert json.loads(call["result"]) == {"routine_id": routine.pk, "run_id": run.pk, "status": "queued"}
+
+
+def test_start_routine_refuses_another_accounts_routine(agent):
+    from routines.models import Run
+
+    theirs = _routine(agent.world.outsider)
+    agent.upstream.configure(tool_script=[{"name": "start_routine", "arguments": {"routine_id": theirs.pk}}])
+    body = agent.api.post(AGENT_CHAT, {"message": "Run their digest."}).json()
+    assert body["tool_calls"] == [{"name": "start_routine", "arguments": {"routine_id": theirs.pk},
+                                   "error": f"Routine {theirs.pk} does not exist."}]
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("arguments", [{}, {"routine_id": "abc"}, {"routine_id": 0}, {"routine_id": True}])
+def test_start_routine_needs_a_routine_id(agent, arguments):
+    agent.upstream.configure(tool_script=[{"name": "start_routine", "arguments": arguments}])
+    [call] = agent.api.post(AGENT_CHAT, {"message": "Run."}).json()["tool_calls"]
+    assert call["error"] == "'routine_id' must be a positive integer."
+
+
+# ---- the operator registers MCP servers ----------------------------------------------------------
+
+MCP_SECRET = "Bearer mcp-stored-secret-0123456789"
+
+
+@pytest.fixture
+def admin_client(client, db):
+    from tests.factories import AccountFactory
+
+    client.force_login(AccountFactory(is_staff=True, is_superuser=True, email="operator@example.test"))
+    return client
+
+
+def _mcp_form(server, **overrides):
+    data = {"name": server.name, "url": server.url, "auth_header_name": server.auth_header_name,
+            "auth_header_value": "", "is_remote": "", "enabled": "on", "timeout": "30"}
+    data.update(overrides)
+    return data
+
+
+def test_the_admin_never_shows_the_auth_header_value_and_keeps_it_when_left_empty(admin_client):
+    from native.models import McpServer
+
+    server = McpServer.objects.create(name="tools", url="http://127.0.0.1:9000/mcp", auth_header_value=MCP_SECRET)
+    page = admin_client.get(f"/admin/native/mcpserver/{server.pk}/change/")
+    assert page.status_code == 200
+    assert MCP_SECRET not in page.content.decode() and "mcp-stored-secret" not in page.content.decode()
+    assert MCP_SECRET not in admin_client.get("/admin/native/mcpserver/").content.decode()
+    r = admin_client.post(f"/admin/native/mcpserver/{server.pk}/change/", _mcp_form(server, timeout="12"))
+    assert r.status_code == 302
+    server.refresh_from_db()
+    assert (server.auth_header_value, server.timeout) == (MCP_SECRET, 12.0)
+    r = admin_client.post(f"/admin/native/mcpserver/{server.pk}/change/",
+                          _mcp_form(server, clear_auth_header_value="on"))
+    assert r.status_code == 302
+    server.refresh_from_db()
+    assert server.auth_header_value == ""
+
+
+@pytest.mark.parametrize("field, value", [("url", "ftp://example.test/mcp"), ("timeout", "0"), ("name", "no spaces")])
+def test_the_admin_refuses_a_bad_mcp_server(admin_client, field, value):
+    from native.models import McpServer
+
+    r = admin_client.post("/admin/native/mcpserver/add/",
+                          {"name": "tools", "url": "http://127.0.0.1:9000/mcp", "auth_header_name": "Authorization",
+                           "enabled": "on", "timeout": "30", field: value})
+    assert r.status_code == 200  # the form again, with the error
+    assert not McpServer.objects.exists()
