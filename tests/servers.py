@@ -114,3 +114,15 @@ def wait_for_quiet_database(timeout: float = 5.0) -> None:
             if cursor.fetchone()[0] == 0:
                 return
             time.sleep(0.02)
+
+
+def wait_for_usage(account, count: int = 1, timeout: float = 5.0) -> list:
+    """The account's usage records, oldest first, once at least `count` are written (server
+    processes write them in batches, after the reply)."""
+    from gateway.models import UsageRecord
+
+    deadline = time.monotonic() + timeout
+    while len(records := list(UsageRecord.objects.filter(account=account).order_by("id"))) < count:
+        assert time.monotonic() < deadline, f"{len(records)} usage records written, expected {count}"
+        time.sleep(0.02)
+    return records

@@ -1,14 +1,14 @@
 """Failure rows of spec 6.2, 7.2 and 7.3 on the /v1 surfaces, through a running gateway."""
 
-import time
 
 import anthropic
 import httpx
 import openai
 import pytest
 
-from gateway.models import ModelFallback, UsageRecord
+from gateway.models import ModelFallback
 from gateway.tokens import count_text
+from tests.servers import wait_for_usage
 
 CHAT_PATH = "/v1/chat/completions"  # what the `oa` server is asked
 MESSAGES_PATH = "/v1/messages"  # what the `an` server is asked
@@ -145,7 +145,7 @@ def test_a_cut_stream_counts_the_tokens_delivered(world):
     world.upstream.configure(cut_after_tokens=3, usage=False)
     r = raw_chat(world, stream=True)
     assert '"error"' in r.text
-    record = _wait_for_usage(world.account)
+    record = wait_for_usage(world.account)[0]
     assert record.output_tokens == count_text("Echo: one two ")  # the three tokens that arrived
     assert record.input_tokens > 0
     assert record.model == "oa/echo-1"
@@ -153,17 +153,7 @@ def test_a_cut_stream_counts_the_tokens_delivered(world):
 
 def test_a_successful_call_is_metered_with_the_servers_usage(world):
     completion = chat(world)
-    record = _wait_for_usage(world.account)
+    record = wait_for_usage(world.account)[0]
     assert (record.input_tokens, record.output_tokens) == (
         completion.usage.prompt_tokens, completion.usage.completion_tokens)
     assert record.surface == "chat.completions"
-
-
-def _wait_for_usage(account, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        record = UsageRecord.objects.filter(account=account).first()
-        if record:
-            return record
-        time.sleep(0.05)
-    raise AssertionError("no usage record was written")

@@ -14,7 +14,6 @@ import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
-from gateway.models import UsageRecord
 from native.models import McpServer
 from tests.servers import free_port
 
@@ -108,13 +107,3 @@ def agent_fixture(world, mcp_server):
 def offered(request) -> list[str]:
     """The tool names an upstream request offered the model."""
     return [tool["function"]["name"] for tool in request.json.get("tools") or ()]
-
-
-def wait_for_usage(account, count, timeout=5.0):
-    """The account's usage records, once `count` have been written (the gateway writes in batches)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        records = list(UsageRecord.objects.filter(account=account))
-        if len(records) >= count or time.monotonic() > deadline:
-            return records
-        time.sleep(0.02)

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from tests.factories import ModelFactory
-from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture, offered, wait_for_usage  # noqa: F401
+from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture, offered  # noqa: F401
+from tests.servers import wait_for_usage
 
 ADD = {"name": "calc__add", "arguments": {"a": 2, "b": 3}}
 

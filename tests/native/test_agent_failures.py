@@ -8,7 +8,8 @@ import pytest
 
 from gateway.models import ModelFallback, UsageRecord
 from tests.factories import ModelFactory, ModelServerFactory
-from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture, wait_for_usage  # noqa: F401
+from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture  # noqa: F401
+from tests.servers import wait_for_usage
 
 HELLO = {"message": "one two three", "tools": []}
 

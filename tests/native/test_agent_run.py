@@ -8,7 +8,8 @@ import httpx
 import pytest
 
 from tests.factories import api_key_for
-from tests.native.agent_support import AGENT_RUN, agent_fixture, mcp_server_fixture, wait_for_usage  # noqa: F401
+from tests.native.agent_support import AGENT_RUN, agent_fixture, mcp_server_fixture  # noqa: F401
+from tests.servers import wait_for_usage
 
 ADD = {"name": "calc__add", "arguments": {"a": 2, "b": 3}}
 WEATHER = {"name": "calc__weather", "arguments": {"city": "Porto"}}

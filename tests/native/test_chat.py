@@ -12,6 +12,7 @@ from gateway.tokens import count_chat_request
 from native.models import Conversation, Message, Profile
 from tests.factories import ModelFactory
 from tests.native.conftest import sse_events
+from tests.servers import wait_for_usage
 
 CHAT = "/api/v1/chat"
 UPSTREAM_CHAT = "/v1/chat/completions"
@@ -26,14 +27,6 @@ def assert_detail(response, status):
     body = response.json()
     assert set(body) == {"detail"}, body
     return body["detail"]
-
-
-def wait_for_usage(account, count=1, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while UsageRecord.objects.filter(account=account).count() < count:
-        assert time.monotonic() < deadline, "no usage record was written"
-        time.sleep(0.02)
-    return list(UsageRecord.objects.filter(account=account).order_by("id"))
 
 
 # ---- the stream --------------------------------------------------------------------------------

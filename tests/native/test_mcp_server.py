@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any
@@ -23,7 +22,6 @@ from mcp.shared.exceptions import MCPError
 
 from accounts.keys import api_key_revoke
 from gateway.embeddings import embedding_model_for
-from gateway.models import UsageRecord
 from native.collections import NewDocument, collection_create, document_write
 from native.models import Collection
 from routines.models import Routine, Run
@@ -37,7 +35,7 @@ from tests.factories import (
     bearer,
     session_for,
 )
-from tests.servers import wait_for_quiet_database
+from tests.servers import wait_for_quiet_database, wait_for_usage
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 PATH = "/api/v1/mcp"
@@ -156,7 +154,7 @@ def test_chat_answers_from_the_upstream_and_is_metered_as_mcp(world):
     sent = world.upstream.last.json
     assert sent["model"] == "echo-1"
     assert sent["messages"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello there"}]
-    record = _wait_for_usage(world.account)
+    record = wait_for_usage(world.account)[0]
     usage = result.structured_content["usage"]
     assert (record.surface, record.model) == ("mcp", "oa/echo-1")
     assert (record.input_tokens, record.output_tokens) == (usage["prompt_tokens"], usage["completion_tokens"])
@@ -216,7 +214,7 @@ def test_a_reply_cut_midway_is_a_tool_error_with_what_arrived_and_is_metered(wor
     assert text.startswith("The model server failed mid-reply: ")
     partial = text.split("Partial reply: ", 1)[1]
     assert partial and "alpha beta gamma delta epsilon zeta".startswith(partial)
-    record = _wait_for_usage(world.account)
+    record = wait_for_usage(world.account)[0]
     assert record.surface == "mcp" and record.output_tokens > 0
 
 
@@ -339,16 +337,6 @@ def test_a_revoked_key_mid_session_fails_the_next_call(world):
     first, error = run(scenario())
     assert first.is_error is False
     assert error.code == -32603
-
-
-def _wait_for_usage(account, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        record = UsageRecord.objects.filter(account=account).first()
-        if record:
-            return record
-        time.sleep(0.05)
-    raise AssertionError("no usage record was written")
 
 
 # --- The wire, message by message --------------------------------------------------------------------
