@@ -30,7 +30,8 @@ from gateway.models import Model, ModelFallback, ModelServer
 TOP_KEYS = ("servers", "default_model", "groups")
 SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote", "enabled", "connect_timeout",
                "read_timeout", "models")
-MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "fallbacks")
+MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
+MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", "fallbacks")
 GROUP_KEYS = ("name", "api_access", "allowed_models", "daily_tokens", "weekly_tokens", "monthly_tokens",
               "remote_servers_allowed", "attachments_per_message")
 
@@ -262,6 +263,8 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
             field_name: _bool(model_entry.get(key, _default(Model, field_name)), f"{place}.{key}")
             for key, field_name in (*MODEL_FIELDS.items(), ("enabled", "enabled"))
         }
+        wanted["context_window"] = _int(model_entry.get("context_window", _default(Model, "context_window")),
+                                        f"{place}.context_window", MIN_CONTEXT_WINDOW)
         model = Model.objects.filter(server=server, name=model_name).first() or Model(server=server, name=model_name)
         status = _save(model, wanted, place, {v: k for k, v in MODEL_FIELDS.items()})
         written.append((model, model_entry, place, status))

@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/routines/<int:routine_id>/rotate-secret", views.rotate_secret),
     path("api/v1/routines/<int:routine_id>/runs", views.runs),
     path("api/v1/inbox", views.inbox),
+    path("api/v1/inbox/<int:message_id>/read", views.inbox_read),
     # A token not of 32 to 64 lowercase hex characters matches no route: the plain 404 (spec 4.7).
     re_path(r"^api/v1/hooks/(?P<token>[0-9a-f]{32,64})$", views.hook),
 ]

@@ -11,7 +11,7 @@ from gateway import ratelimit
 from gateway.http import read_json_object
 from routines import routine_writes as writes
 from routines.blueprints import BLUEPRINTS
-from routines.inbox import inbox_messages
+from routines.inbox import inbox_messages, mark_read
 from routines.ingest import ingest
 from routines.models import Routine, Run
 from routines.runs import recent_runs
@@ -141,14 +141,19 @@ def blueprints(request):
     return JsonResponse({"blueprints": BLUEPRINTS})
 
 
+def inbox_record(message) -> dict:
+    return {"id": message.pk, "title": message.title, "body": message.body, "routine_id": message.routine_id,
+            "run_id": message.run_id, "read_at": _iso(message.read_at), "created_at": _iso(message.created_at)}
+
+
 @endpoint("GET")
 def inbox(request):
-    messages = inbox_messages(request.principal.account)
-    return JsonResponse({"messages": [
-        {"id": m.pk, "title": m.title, "body": m.body, "routine_id": m.routine_id, "run_id": m.run_id,
-         "read_at": _iso(m.read_at), "created_at": _iso(m.created_at)}
-        for m in messages
-    ]})
+    return JsonResponse({"messages": [inbox_record(m) for m in inbox_messages(request.principal.account)]})
+
+
+@endpoint("POST")
+def inbox_read(request, message_id: int):
+    return JsonResponse({"message": inbox_record(mark_read(request.principal.account, message_id))})
 
 
 @endpoint("POST", auth=NONE, limit=ratelimit.HOOKS)

@@ -124,14 +124,14 @@ def test_updates_in_place(apply):
     changed = (SAMPLE
                .replace("base_url: http://127.0.0.1:11434/v1", "base_url: http://127.0.0.1:8000/v1\n    enabled: false")
                .replace("daily_tokens: 200000", "daily_tokens: 5000")
-               .replace("        fallbacks: [cloud/gpt-4o-mini]\n", "        audio: true\n"))
+               .replace("        fallbacks: [cloud/gpt-4o-mini]\n", "        audio: true\n        context_window: 131072\n"))
 
     out = apply(changed)
 
     local = ModelServer.objects.get(name="local")
     assert (local.pk, local.base_url, local.enabled) == (ids[0][1]["id"], "http://127.0.0.1:8000/v1", False)
     llama = model("local/llama3.1:8b")
-    assert llama.supports_audio is True
+    assert llama.supports_audio is True and llama.context_window == 131072
     assert list(llama.fallbacks.all()) == []  # left out of the file: none
     assert AccountGroup.objects.get(name="staff").daily_tokens == 5000
     assert ModelServer.objects.count() == 2 and Model.objects.count() == 3 and AccountGroup.objects.count() == 2
@@ -250,6 +250,8 @@ BAD = [
     (SAMPLE.replace("daily_tokens: 200000", "daily_tokens: lots"), "groups[0].daily_tokens: must be a whole number"),
     (SAMPLE.replace("daily_tokens: 200000", "daily_tokens: -2"), "groups[0].daily_tokens: must be a whole number"),
     (SAMPLE.replace("is_remote: true", "is_remote: maybe"), "servers[1].is_remote: must be true or false"),
+    (SAMPLE.replace("fallbacks: [cloud/gpt-4o-mini]", "context_window: 255"),
+     "servers[0].models[0].context_window: must be a whole number of at least 256"),
     (SAMPLE.replace("read_timeout: 60", "read_timeout: 0"), "servers[1].read_timeout: Ensure this value"),
     (SAMPLE.replace("base_url: https://api.openai.com/v1", "base_url: not a url"),
      "servers[1].base_url: Enter a valid"),

@@ -4,6 +4,7 @@ runs, blueprints, the inbox; validation and the per-account limit; isolation bet
 import re
 
 import pytest
+import time_machine
 from django.utils import timezone
 
 from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
@@ -414,3 +415,22 @@ def test_the_inbox_shows_the_callers_messages_newest_first(api, owner, outsider)
     assert [m["id"] for m in messages] == [second.pk, first.pk]
     assert messages[0]["title"] == "second" and messages[0]["body"] == "two"
     assert InboxMessage.objects.count() == 3
+
+
+def test_a_message_is_marked_read_once_and_only_by_its_owner(api, owner, outsider):
+    from routines.inbox import notify
+
+    mine, theirs = notify(owner, "mine", "one"), notify(outsider, "theirs", "x")
+    with time_machine.travel("2026-11-22T10:00:00Z", tick=False):
+        r = api.post(f"/api/v1/inbox/{mine.pk}/read")
+    assert r.status_code == 200
+    assert r.json()["message"]["read_at"] == "2026-11-22T10:00:00+00:00"
+    with time_machine.travel("2026-11-22T11:00:00Z", tick=False):
+        again = api.post(f"/api/v1/inbox/{mine.pk}/read")
+    assert again.json()["message"]["read_at"] == "2026-11-22T10:00:00+00:00"
+    assert api.get("/api/v1/inbox").json()["messages"][0]["read_at"] == "2026-11-22T10:00:00+00:00"
+    for missing in (theirs.pk, 999999):
+        r = api.post(f"/api/v1/inbox/{missing}/read")
+        assert r.status_code == 404 and r.json() == {"detail": "Message not found."}
+    theirs.refresh_from_db()
+    assert theirs.read_at is None
