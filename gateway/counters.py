@@ -4,7 +4,8 @@
 ceiling, all in one atomic step. A window starts at its first hit and lasts `window` seconds; a
 refused request adds nothing. With `REDIS_URL` set the step is one Lua script on Redis, so any
 number of web processes share one count. Without it (the embedded default: one web process) the
-Django cache holds the windows and a process lock makes the step atomic.
+Django cache holds the windows, and a process lock with a database transaction makes the step
+atomic across the processes of the embedded default (`_cache_step`).
 
 Time is read from `time.time()` in the application, not from Redis, so every process agrees with
 the clock the rest of the service uses, and tests can move it.
@@ -14,11 +15,13 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db import transaction
 
 KEY_PREFIX = "gw:"
 
@@ -138,12 +141,21 @@ def _redis_script(url: str):
 _cache_lock = threading.Lock()
 
 
+@contextmanager
+def _cache_step():
+    """One atomic step on the Django cache: the lock orders this process's threads, and the
+    transaction orders processes (the web process and the Celery worker's) on the database
+    cache, since SQLite begins it IMMEDIATE and so takes the database's write lock first."""
+    with _cache_lock, transaction.atomic():
+        yield
+
+
 def _cache_hit(counters, window, guards, reads) -> HitResult:
     now = time.time()
     keys = [KEY_PREFIX + key for key, _ in counters]
     guard_keys = [KEY_PREFIX + key for key, _ in guards]
     read_keys = [KEY_PREFIX + key for key in reads]
-    with _cache_lock:
+    with _cache_step():
         stored = cache.get_many(keys + guard_keys + read_keys)
         versions = tuple(int(stored.get(k, 0)) for k in guard_keys)
         if any(expected is not None and expected != v for (_, expected), v in zip(guards, versions)):
@@ -172,7 +184,7 @@ def version_bump(keys: list[str]) -> None:
             pipe.incr(KEY_PREFIX + key)
         pipe.execute()
         return
-    with _cache_lock:
+    with _cache_step():
         for key in keys:
             full = KEY_PREFIX + key
             cache.set(full, int(cache.get(full, 0)) + 1, timeout=None)
@@ -206,7 +218,7 @@ def amounts_add(entries: list[tuple[str, float]], amount: int) -> None:
             pipe.expire(KEY_PREFIX + key, max(int(expires_at - now) + 60, 1))
         pipe.execute()
         return
-    with _cache_lock:
+    with _cache_step():
         for key, expires_at in entries:
             full = KEY_PREFIX + key
             total = _live_amount(cache.get(full), now) + amount
@@ -248,7 +260,7 @@ def mark_once(key: str, window: int) -> bool:
     if settings.REDIS_URL:
         script = _redis_mark_script(settings.REDIS_URL)
         return bool(int(script(keys=[full], args=[int(now * 1000), window * 1000])))
-    with _cache_lock:
+    with _cache_step():
         ends = cache.get(full)
         if ends is not None and ends > now:
             return False
@@ -261,7 +273,7 @@ def unmark(key: str) -> None:
     if settings.REDIS_URL:
         _redis_client(settings.REDIS_URL).delete(KEY_PREFIX + key)
         return
-    with _cache_lock:
+    with _cache_step():
         cache.delete(KEY_PREFIX + key)
 
 

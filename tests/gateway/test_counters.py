@@ -76,3 +76,34 @@ def test_the_embedded_cache_keeps_live_windows_when_it_fills_up(settings, db):
         results = [window_hit([("t:full", 2)], 60) for _ in range(2)]
     cache.clear()
     assert [r.allowed for r in results] == [True, False]
+
+
+HAMMER = """
+import os, sys, time
+import django
+django.setup()
+from gateway.counters import window_hit
+start = float(sys.argv[1])
+while time.time() < start:
+    time.sleep(0.001)
+print(sum(window_hit([("t:shared", 50)], 60).allowed for _ in range(40)))
+"""
+
+
+def test_the_embedded_cache_counts_exactly_across_processes(tmp_path):
+    """Without Redis, a web process and the Celery worker's processes share the database cache:
+    80 hits from two processes at once on a ceiling of 50 let exactly 50 through."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.servers import ROOT
+
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'cache.sqlite3'}", "REDIS_URL": "",
+           "GATEWAY_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "gateway.settings"}
+    subprocess.run([sys.executable, "manage.py", "createcachetable"], cwd=ROOT, env=env, check=True)
+    start = str(time.time() + 3)
+    procs = [subprocess.Popen([sys.executable, "-c", HAMMER, start], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    allowed = [int(p.communicate(timeout=120)[0]) for p in procs]
+    assert sum(allowed) == 50, allowed
