@@ -33,7 +33,7 @@ def read_json_object(request: HttpRequest) -> dict[str, Any]:
         raise ApiError(400, "The request body is not valid UTF-8.", code="invalid_encoding") from None
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also an integer of more than 4300 digits
         raise ApiError(400, "The request body is not valid JSON.", code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")

@@ -1,6 +1,7 @@
 """Access logs must not carry the secrets some paths hold: a routine's webhook token (spec 4.5:
 the whole URL is a secret) and the Telegram updates secret. `install()` puts a filter on the
-loggers uvicorn and gunicorn write access lines to; it rewrites those path segments."""
+loggers uvicorn and gunicorn write access lines to, and on Django's own request loggers (an
+answer of 500 logs the path); it rewrites those path segments."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 
 SECRET_PATH = re.compile(r"(/api/v1/hooks/|/api/v1/channels/telegram/updates/)[^/?#\s\"]+")
 ACCESS_LOGGERS = ("uvicorn.access", "gunicorn.access")
+REQUEST_LOGGERS = ("django.request", "django.server")
 
 
 def redact(text: str) -> str:
@@ -27,7 +29,7 @@ class RedactSecretPaths(logging.Filter):
 
 
 def install() -> None:
-    for name in ACCESS_LOGGERS:
+    for name in ACCESS_LOGGERS + REQUEST_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, RedactSecretPaths) for f in logger.filters):
             logger.addFilter(RedactSecretPaths())

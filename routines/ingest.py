@@ -9,9 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from gateway.counters import mark_once, unmark, window_hit
 from routines.models import Event, Routine
@@ -22,6 +24,7 @@ EVENT_ID_HEADERS = ("x-event-id", "x-request-id", "x-delivery-id", "x-repo-deliv
 EVENT_ID_FIELDS = ("id", "event_id", "uuid")
 EVENT_ID_MAX = 200  # longer ids are kept as their SHA-256
 RATE_WINDOW_SECONDS = 60
+PENDING_SECONDS = 30  # how long a delivery being stored holds its id against a concurrent one
 
 
 def ingest(token: str, body: bytes, headers: Mapping[str, str], *, source: str = "webhook",
@@ -42,13 +45,22 @@ def ingest(token: str, body: bytes, headers: Mapping[str, str], *, source: str =
                      "message": "The signature is missing or wrong: send the HMAC-SHA256 of the exact body, "
                                 "in hex, in X-Svc-Signature (or X-Hub-Signature-256)."}
     parsed = _json_of(body)
-    event_id = _bounded(event_id or event_id_of(lower, parsed, body))
-    seen_key = f"hook-seen:{routine.pk}:{hashlib.sha256(event_id.encode('utf-8', 'replace')).hexdigest()}"
-    if not mark_once(seen_key, settings.WEBHOOK_DUPLICATE_WINDOW_SECONDS):  # 6
-        return 200, {"ok": True, "ignored": "duplicate", "event_id": event_id}
+    event_id = _bounded(_storable(event_id or event_id_of(lower, parsed, body)))
+    # 6: the stored events decide (a mark set before the event is stored would, if the process
+    # died in between, answer every retry "duplicate" and lose the event). A short mark serializes
+    # deliveries of the same id arriving together; it ends by itself if nothing is stored.
+    window = settings.WEBHOOK_DUPLICATE_WINDOW_SECONDS
+    pending_key = f"hook-pending:{routine.pk}:{hashlib.sha256(event_id.encode('utf-8')).hexdigest()}"
+    duplicate = {"ok": True, "ignored": "duplicate", "event_id": event_id}
+    if not mark_once(pending_key, min(PENDING_SECONDS, window)):
+        return 200, duplicate
+    since = timezone.now() - timedelta(seconds=window)
+    if Event.objects.filter(routine=routine, event_id=event_id, received_at__gt=since).exists():
+        unmark(pending_key)
+        return 200, duplicate
     rate = window_hit([(f"routine:{routine.pk}:events", settings.WEBHOOK_EVENTS_PER_MINUTE)], RATE_WINDOW_SECONDS)
     if not rate.allowed:  # 7: not remembered as seen
-        unmark(seen_key)
+        unmark(pending_key)
         return 200, {"ok": True, "ignored": "rate_limited"}
     try:  # 8
         with transaction.atomic():
@@ -57,7 +69,7 @@ def ingest(token: str, body: bytes, headers: Mapping[str, str], *, source: str =
                                          body=event_text(body, parsed))
             queue_run(routine, trigger=source, event=event)
     except Exception:
-        unmark(seen_key)
+        unmark(pending_key)
         raise
     return 200, {"ok": True, "queued": True, "event_id": event_id}
 
@@ -84,7 +96,9 @@ def event_text(body: bytes, parsed=None) -> str:
     if parsed is None:
         parsed = _json_of(body)
     if isinstance(parsed, (dict, list)):
-        return json.dumps(parsed, indent=2, ensure_ascii=False)
+        text = json.dumps(parsed, indent=2, ensure_ascii=False)
+        # a lone surrogate (JSON "\ud800") cannot be stored as UTF-8: such a body stays escaped
+        return text if _storable(text) is text else json.dumps(parsed, indent=2)
     return body.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
@@ -97,7 +111,17 @@ def _json_of(body: bytes):
         return None
 
 
+def _storable(text: str) -> str:
+    """`text` itself when it can be stored (UTF-8, no NUL); otherwise with lone surrogates and
+    NUL written as their escapes (an id from a JSON body may hold either)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
+
+
 def _bounded(event_id: str) -> str:
     if len(event_id) <= EVENT_ID_MAX:
         return event_id
-    return "sha256:" + hashlib.sha256(event_id.encode("utf-8", "replace")).hexdigest()
+    return "sha256:" + hashlib.sha256(event_id.encode("utf-8")).hexdigest()

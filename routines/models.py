@@ -51,6 +51,7 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["-id"]
+        indexes = [models.Index(fields=["routine", "event_id"], name="routines_event_seen")]  # duplicates
 
 
 class Run(models.Model):

@@ -27,17 +27,35 @@ UNSIGNED_WARNING = ("This webhook is unsigned: anyone who knows its URL can star
                     "Rotate the secret (POST .../rotate-secret) to require a signature.")
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string only (DRF's CharField would take 5 as "5")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """true or false only (DRF's BooleanField would take "yes", 1 or "on")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
 class RoutineInput(serializers.Serializer):
-    name = serializers.CharField(max_length=120)
-    prompt = serializers.CharField(max_length=8000, trim_whitespace=False)
+    name = StrictCharField(max_length=120)
+    prompt = StrictCharField(max_length=8000, trim_whitespace=False)
     trigger = serializers.ChoiceField(choices=Routine.Trigger.values, required=False)
     delivery_targets = serializers.JSONField()
-    uses_ai = serializers.BooleanField(required=False)
-    is_enabled = serializers.BooleanField(required=False)
-    webhook_secret = serializers.CharField(max_length=128, allow_null=True, required=False, trim_whitespace=False)
-    schedule = serializers.CharField(max_length=120, allow_blank=True, required=False)
-    timezone = serializers.CharField(max_length=64, required=False)
-    model = serializers.CharField(max_length=300, allow_null=True, allow_blank=True, required=False)
+    uses_ai = StrictBooleanField(required=False)
+    is_enabled = StrictBooleanField(required=False)
+    webhook_secret = StrictCharField(max_length=128, allow_null=True, required=False, trim_whitespace=False)
+    schedule = StrictCharField(max_length=120, allow_blank=True, required=False)
+    timezone = StrictCharField(max_length=64, required=False)
+    model = StrictCharField(max_length=300, allow_null=True, allow_blank=True, required=False)
 
     def validate_prompt(self, value: str) -> str:
         if not value.strip():
@@ -79,20 +97,30 @@ def routine_create(*, account: Account, data: dict[str, Any]) -> Written:
 
 def routine_update(*, routine: Routine, data: dict[str, Any]) -> Written:
     fields = _validated(routine.account, data, current=routine)
-    was_enabled = routine.is_enabled
-    schedule_before = (routine.trigger, routine.schedule, routine.timezone)
-    for name, value in fields.items():
-        setattr(routine, name, value)
-    if "is_enabled" in fields:
-        if routine.is_enabled and not was_enabled:
-            routine.consecutive_failures = 0
-            routine.disabled_reason = ""
-        elif not routine.is_enabled and was_enabled:
-            routine.disabled_reason = Routine.DisabledReason.USER
-    if (routine.trigger, routine.schedule, routine.timezone) != schedule_before or (
-            routine.is_enabled and not was_enabled):
-        routine.next_run_at = routine_next_run(routine)
-    routine.save()
+    with transaction.atomic():
+        # The row as it is now, locked: a worker (failures, pause) or the beat tick (next_run_at)
+        # may have written it since it was read, and only what this change touches is saved.
+        routine = Routine.objects.select_for_update().filter(pk=routine.pk).first()
+        if routine is None:
+            raise ApiError(404, "Routine not found.", code="not_found")
+        was_enabled = routine.is_enabled
+        schedule_before = (routine.trigger, routine.schedule, routine.timezone)
+        for name, value in fields.items():
+            setattr(routine, name, value)
+        changed = {*fields, "updated_at"}
+        if "is_enabled" in fields:
+            if routine.is_enabled and not was_enabled:
+                routine.consecutive_failures = 0
+                routine.disabled_reason = ""
+                changed |= {"consecutive_failures", "disabled_reason"}
+            elif not routine.is_enabled and was_enabled:
+                routine.disabled_reason = Routine.DisabledReason.USER
+                changed.add("disabled_reason")
+        if (routine.trigger, routine.schedule, routine.timezone) != schedule_before or (
+                routine.is_enabled and not was_enabled):
+            routine.next_run_at = routine_next_run(routine)
+            changed.add("next_run_at")
+        routine.save(update_fields=sorted(changed))
     return Written(routine)
 
 
@@ -136,7 +164,11 @@ def _validated(account: Account, data: dict[str, Any], *, current: Routine | Non
     errors: dict[str, list[str]] = {}
     if not serializer.is_valid():
         errors = {field: [str(m) for m in messages] for field, messages in serializer.errors.items()}
-    fields = dict(serializer.validated_data) if not errors else {k: v for k, v in data.items() if k not in errors}
+    if not errors:
+        fields = dict(serializer.validated_data)
+    else:  # the valid fields, as validated (never the raw values: a `schedule` of 5 is no text)
+        fields = {name: field.run_validation(data[name]) for name, field in serializer.fields.items()
+                  if name in data and name not in errors}
     merged = {
         "trigger": (current.trigger if current else Routine.Trigger.SCHEDULE),
         "schedule": current.schedule if current else "",

@@ -1,4 +1,4 @@
-from django.urls import path, re_path
+from django.urls import path
 
 from routines import views
 
@@ -12,6 +12,6 @@ urlpatterns = [
     path("api/v1/routines/<int:routine_id>/runs", views.runs),
     path("api/v1/inbox", views.inbox),
     path("api/v1/inbox/<int:message_id>/read", views.inbox_read),
-    # A token not of 32 to 64 lowercase hex characters matches no route: the plain 404 (spec 4.7).
-    re_path(r"^api/v1/hooks/(?P<token>[0-9a-f]{32,64})$", views.hook),
+    # Any token: with webhooks off it is not looked at; its form is checked after (spec 4.7).
+    path("api/v1/hooks/<str:token>", views.hook),
 ]

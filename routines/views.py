@@ -3,18 +3,23 @@
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 
 from accounts.endpoints import NONE, endpoint
 from gateway import ratelimit
 from gateway.http import read_json_object
+from gateway.views import not_found
 from routines import routine_writes as writes
 from routines.blueprints import BLUEPRINTS
 from routines.inbox import inbox_messages, mark_read
 from routines.ingest import ingest
 from routines.models import Routine, Run
 from routines.runs import recent_runs
+
+TOKEN_FORM = re.compile(r"[0-9a-f]{32,64}")
 
 
 def _iso(moment):
@@ -156,12 +161,34 @@ def inbox_read(request, message_id: int):
     return JsonResponse({"message": inbox_record(mark_read(request.principal.account, message_id))})
 
 
+class _NoSuchRoute(HttpResponse):
+    status_code = 404
+
+
 @endpoint("POST", auth=NONE, limit=ratelimit.HOOKS)
-def hook(request, token: str):
+def _hook(request, token: str):
     """Spec 4.7. The per-address ceiling ran before this (the endpoint wrapper); then check 1
-    here, and checks 2 to 8 in `ingest`. At most one byte over the cap is read from the body."""
+    here, the token's form, and checks 2 to 8 in `ingest`. At most one byte over the cap is read
+    from the body."""
     if not settings.WEBHOOKS_ENABLED:
         return JsonResponse({"ok": True, "ignored": "disabled"})
+    if not TOKEN_FORM.fullmatch(token):
+        return _NoSuchRoute()
     body = request.read(settings.WEBHOOK_MAX_BODY_BYTES + 1)
     status, answer = ingest(token, body, request.headers)
     return JsonResponse(answer, status=status)
+
+
+def hook(request, token: str):
+    """A token not of 32 to 64 lowercase hex characters gets the framework's plain 404, the answer
+    of an unknown route (without rate headers), though a POST was counted like any other."""
+    if request.method == "POST":
+        response = _hook(request, token)
+        if not isinstance(response, _NoSuchRoute):
+            return response
+    elif TOKEN_FORM.fullmatch(token):
+        return _hook(request, token)  # 405
+    return not_found(request)
+
+
+hook.csrf_exempt = True

@@ -13,7 +13,8 @@ from routines.deliveries.base import DeliveryFailed
 
 def send(run, target: str, text: str) -> None:
     address = target.partition(":")[2]
-    subject = f"[{run.routine.name}] routine result"[:200]
+    name = " ".join(run.routine.name.split())  # a line break in a header is refused by the mailer
+    subject = f"[{name}] routine result"[:200]
     try:
         send_mail(subject, text, settings.DEFAULT_FROM_EMAIL, [address], fail_silently=False)
     except smtplib.SMTPRecipientsRefused as exc:

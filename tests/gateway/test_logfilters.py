@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from gateway.logfilters import ACCESS_LOGGERS, RedactSecretPaths, install
+from gateway.logfilters import ACCESS_LOGGERS, REQUEST_LOGGERS, RedactSecretPaths, install
 
 TOKEN = "a" * 48
 
@@ -39,5 +39,30 @@ def test_the_asgi_application_installs_the_filter_once():
     import gateway.asgi  # noqa: F401
 
     install()
-    for name in ACCESS_LOGGERS:
+    for name in ACCESS_LOGGERS + REQUEST_LOGGERS:
         assert sum(isinstance(f, RedactSecretPaths) for f in logging.getLogger(name).filters) == 1
+
+
+@pytest.mark.django_db
+def test_a_server_error_on_a_webhook_url_is_logged_without_the_token(client, caplog, monkeypatch):
+    """Django logs the path of an answer of 500 through `django.request`."""
+    install()
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("routines.views.ingest", fails)
+    client.raise_request_exception = False
+    with caplog.at_level(logging.ERROR, logger="django.request"):
+        assert client.post(f"/api/v1/hooks/{TOKEN}", b"{}", content_type="application/json").status_code == 500
+    lines = [r.getMessage() for r in caplog.records if r.name == "django.request"]
+    assert lines == ["Internal Server Error: /api/v1/hooks/[redacted]"]
+
+
+def test_django_server_lines_are_redacted():
+    install()
+    record = logging.getLogger("django.server").makeRecord(
+        "django.server", logging.INFO, __file__, 1, '"%s" %s %s', (f"POST /api/v1/hooks/{TOKEN} HTTP/1.1", "200", "2"),
+        None)
+    assert all(f.filter(record) for f in logging.getLogger("django.server").filters)
+    assert record.getMessage() == '"POST /api/v1/hooks/[redacted] HTTP/1.1" 200 2'

@@ -52,6 +52,13 @@ def test_email_sends_the_result(run):
     assert "Digest" in sent.subject
 
 
+def test_a_name_with_line_breaks_makes_a_one_line_subject(run):
+    Routine.objects.filter(pk=run.routine_id).update(name="Daily\nreport\r\n\tfor  ops")
+    run.refresh_from_db()
+    assert deliver(run, "email:ops@example.com", "the result") == (1, "")
+    assert mail.outbox[0].subject == "[Daily report for ops] routine result"
+
+
 def test_an_unreachable_mail_server_is_retried_then_fails(run, settings):
     port = _closed_port()
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
@@ -132,8 +139,68 @@ def test_non_public_hosts_are_refused(host):
     assert refused.value.retryable is False
 
 
-def test_a_public_address_passes():
-    refuse_private_host("93.184.216.34", 443)
+@pytest.mark.parametrize("host", ["::ffff:10.0.0.1", "::127.0.0.1", "::a9fe:a9fe", "64:ff9b::a00:1", "64:ff9b::7f00:1",
+                                  "2002:a9fe:a9fe::1", "2002:7f00:1::1", "64:ff9b:1::a00:1"])
+def test_ipv4_carried_in_ipv6_is_checked_as_ipv4(host):
+    with pytest.raises(DeliveryFailed):
+        refuse_private_host(host, 443)
+
+
+@pytest.mark.parametrize("host", ["93.184.216.34", "::ffff:93.184.216.34", "64:ff9b::5db8:d822", "2002:5db8:d822::1"])
+def test_a_public_address_passes(host):
+    refuse_private_host(host, 443)
+
+
+def _fake_dns(monkeypatch, answers):
+    """`localhost` resolves to the next of `answers` at each lookup (an exception is raised)."""
+    real = socket.getaddrinfo
+    lookups = []
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host != "localhost":
+            return real(host, port, *args, **kwargs)
+        lookups.append(host)
+        answer = answers[min(len(lookups), len(answers)) - 1]
+        if isinstance(answer, Exception):
+            raise answer
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer, port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return lookups
+
+
+def test_webhook_connects_to_the_address_that_was_checked(run, receiver, settings, monkeypatch):
+    """DNS rebinding: a name that answers a public address to the check and a loopback one to
+    the connection must not reach the loopback service."""
+    settings.DELIVERY_ALLOW_PRIVATE_ADDRESSES = False
+    settings.DELIVERY_RETRY_ATTEMPTS = 1
+    port = int(receiver.url.rsplit(":", 1)[1])
+    lookups = _fake_dns(monkeypatch, ["93.184.216.34", "127.0.0.1"])
+    connected = []
+
+    def create_connection(address, *args, **kwargs):
+        connected.append(address)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    attempts, error = deliver(run, f"webhook:https://localhost:{port}/in", "x")
+    assert (attempts, error) == (1, "The webhook target could not be reached.")
+    assert lookups == ["localhost"] and connected == [("93.184.216.34", port)]
+    assert receiver.received == []
+
+
+def test_webhook_to_the_checked_address_keeps_the_name_for_host_and_certificate(run, receiver, monkeypatch):
+    port = int(receiver.url.rsplit(":", 1)[1])
+    _fake_dns(monkeypatch, ["127.0.0.1", socket.gaierror(socket.EAI_NONAME, "no second lookup")])
+    assert deliver(run, f"webhook:https://localhost:{port}/in", "x") == (1, "")
+    assert receiver.received[0].headers["host"] == f"localhost:{port}"
+
+
+def test_a_refused_connection_is_reported_without_the_system_error(run, settings):
+    settings.DELIVERY_ALLOW_PRIVATE_ADDRESSES = True
+    settings.DELIVERY_RETRY_ATTEMPTS = 1
+    attempts, error = deliver(run, f"webhook:https://127.0.0.1:{_closed_port()}/in", "x")
+    assert (attempts, error) == (1, "The webhook target could not be reached.")
 
 
 def test_webhook_is_https_only(run, settings):

@@ -2,6 +2,7 @@
 runs, blueprints, the inbox; validation and the per-account limit; isolation between accounts."""
 
 import re
+from datetime import timedelta
 
 import pytest
 import time_machine
@@ -200,6 +201,25 @@ def test_schedule_and_timezone_are_checked(api):
     assert_validation(api.post(ROUTINES, minimal(trigger="sometimes")), "trigger")
 
 
+@pytest.mark.parametrize("field, value", [
+    ("uses_ai", "yes"), ("uses_ai", 1), ("is_enabled", 1), ("is_enabled", "false"), ("name", 5), ("prompt", 5),
+    ("webhook_secret", 5), ("schedule", 5), ("timezone", 0), ("model", 1), ("name", ["n"]), ("is_enabled", None),
+])
+def test_values_of_the_wrong_type_are_refused_not_converted(api, field, value):
+    assert_validation(api.post(ROUTINES, minimal(**{field: value})), field)
+    rid = create(api, trigger="webhook")["routine"]["id"]
+    assert_validation(api.put(f"{ROUTINES}/{rid}", {field: value}), field)
+
+
+@pytest.mark.parametrize("schedule", [5, 1.5, True, ["0 8 * * *"], {"cron": "0 8 * * *"}])
+def test_a_schedule_that_is_not_text_next_to_another_error_is_422(api, schedule):
+    body = assert_validation(api.post(ROUTINES, minimal(name="", schedule=schedule)), "schedule")
+    assert "name" in body["errors"]
+    rid = create(api)["routine"]["id"]
+    body = assert_validation(api.put(f"{ROUTINES}/{rid}", {"name": "", "schedule": schedule}), "schedule")
+    assert "name" in body["errors"]
+
+
 def test_several_errors_come_together(api):
     body = api.post(ROUTINES, {"name": "", "prompt": "p" * 8001, "delivery_targets": []}).json()
     assert set(body["errors"]) == {"name", "prompt", "delivery_targets"}
@@ -209,6 +229,15 @@ def test_several_errors_come_together(api):
 def test_a_body_that_is_not_a_json_object_is_refused(client, owner):
     r = client.post(ROUTINES, "[1]", content_type="application/json", headers=bearer(api_key_for(owner)))
     assert_detail(r, 400)
+
+
+def test_an_integer_too_long_to_read_is_the_same_400_as_malformed_json(api):
+    malformed = api.post(ROUTINES, '{"name": ')
+    assert_detail(malformed, 400)
+    rid = create(api)["routine"]["id"]
+    huge = '{"name": 1' + "2" * 5000 + "}"
+    for r in (api.post(ROUTINES, huge), api.put(f"{ROUTINES}/{rid}", huge)):
+        assert (r.status_code, r.json()) == (400, malformed.json())
 
 
 def test_the_per_account_routine_limit(api, settings, client, outsider):
@@ -302,6 +331,30 @@ def test_pausing_and_enabling_again(api):
     assert body["is_enabled"] is True
     assert body["consecutive_failures"] == 0
     assert body["disabled_reason"] is None
+
+
+def test_put_keeps_what_a_worker_or_the_tick_wrote_since_the_routine_was_read(api, monkeypatch):
+    from routines import routine_writes
+    from routines.schedules import enqueue_due
+
+    rid = create(api, schedule="0 * * * *")["routine"]["id"]
+    Routine.objects.filter(pk=rid).update(next_run_at=timezone.now() - timedelta(minutes=1),
+                                          consecutive_failures=2)
+    real = routine_writes.target_errors
+
+    def meanwhile(account, targets):  # runs between the PUT's read of the routine and its save
+        assert enqueue_due() == 1
+        Routine.objects.filter(pk=rid).update(consecutive_failures=3, is_enabled=False, disabled_reason="failures")
+        return real(account, targets)
+
+    monkeypatch.setattr(routine_writes, "target_errors", meanwhile)
+    r = api.put(f"{ROUTINES}/{rid}", {"name": "Renamed", "delivery_targets": ["inapp"]})
+    assert r.status_code == 200, r.content
+    routine = Routine.objects.get(pk=rid)
+    assert routine.name == "Renamed"
+    assert (routine.consecutive_failures, routine.is_enabled, routine.disabled_reason) == (3, False, "failures")
+    assert routine.next_run_at > timezone.now()  # as the tick moved it: not queued again
+    assert r.json()["routine"]["consecutive_failures"] == 3 and r.json()["routine"]["is_enabled"] is False
 
 
 def test_delete(api):

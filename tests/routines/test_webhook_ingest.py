@@ -8,9 +8,10 @@ import json
 import pytest
 import time_machine
 
-from routines.ingest import event_text, ingest
+from routines.ingest import PENDING_SECONDS, event_text, ingest
 from routines.models import Event, Routine, Run
 from routines.routine_writes import new_token
+from routines.runs import queue_run
 from tests.contract import assert_too_many_attempts
 from tests.factories import AccountFactory
 
@@ -47,7 +48,7 @@ def hook(client, routine_or_token, body=b"{}", *, signed=True, headers=None, con
 
 def test_1_webhooks_switched_off_answer_without_looking_at_the_token(client, routine, settings):
     settings.WEBHOOKS_ENABLED = False
-    for token in (routine.webhook_token, "0" * 48):
+    for token in (routine.webhook_token, "0" * 48, "A" * 48, "abc", "g" * 48, "a" * 65):
         r = hook(client, token, b"{}", signed=False)
         assert r.status_code == 200
         assert r.json() == {"ok": True, "ignored": "disabled"}
@@ -63,11 +64,27 @@ def test_2_an_unknown_token_is_404_not_found(client, routine):
 
 
 @pytest.mark.parametrize("token", ["a" * 31, "a" * 65, "A" * 48, "g" * 48, "abc", "a" * 47 + "-"])
-def test_2_a_token_of_the_wrong_form_gets_the_plain_404(client, token):
+def test_2_a_token_of_the_wrong_form_gets_the_plain_404(client, db, token):
     r = client.post(f"/api/v1/hooks/{token}", b"{}", content_type="application/json")
     assert r.status_code == 404
     assert r.json() == {"message": "Not Found."}
     assert "X-RateLimit-Limit" not in r.headers
+
+
+@pytest.mark.parametrize("token", ["a" * 31, "A" * 48, "a" * 47 + "-"])
+def test_2_the_plain_404_is_the_answer_of_an_unknown_route(client, db, token):
+    unknown = client.post("/api/v1/no-such-route", b"{}", content_type="application/json")
+    for method in ("POST", "GET", "PUT"):
+        r = client.generic(method, f"/api/v1/hooks/{token}", b"{}", content_type="application/json")
+        assert (r.status_code, r.content) == (unknown.status_code, unknown.content)
+        assert sorted(r.headers) == sorted(unknown.headers)
+
+
+def test_a_token_of_the_wrong_form_counts_against_the_per_address_ceiling(client, db, settings):
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "hooks": 1}
+    with time_machine.travel(T0, tick=False):
+        assert client.post("/api/v1/hooks/abc", b"", content_type="text/plain").status_code == 404
+        assert_too_many_attempts(client.post("/api/v1/hooks/abc", b"", content_type="text/plain"), 1, now=T0)
 
 
 @pytest.mark.parametrize("length", [32, 64])
@@ -276,6 +293,37 @@ def test_the_duplicate_window_on_redis(client, unsigned, redis_url):
     test_the_duplicate_window_at_its_edges(client, unsigned)
 
 
+def test_an_event_lost_between_the_check_and_the_store_is_accepted_when_sent_again(client, unsigned, monkeypatch):
+    """The process dies after the duplicate check and before the event is stored (nothing
+    undoes the check): a retry is not answered "duplicate" for the whole window."""
+    def dies(*args, **kwargs):
+        raise SystemExit(1)
+
+    with time_machine.travel(T0, tick=False) as traveller:
+        monkeypatch.setattr("routines.ingest.queue_run", dies)
+        with pytest.raises(SystemExit):
+            hook(client, unsigned, b'{"id": "lost"}')
+        monkeypatch.undo()
+        assert not Event.objects.exists()
+        traveller.shift(PENDING_SECONDS)
+        assert hook(client, unsigned, b'{"id": "lost"}').json() == {"ok": True, "queued": True, "event_id": "lost"}
+        assert hook(client, unsigned, b'{"id": "lost"}').json()["ignored"] == "duplicate"
+
+
+def test_the_same_id_arriving_while_the_first_is_being_stored_is_a_duplicate(unsigned, monkeypatch):
+    real = queue_run
+    answers = []
+
+    def meanwhile(routine, **kwargs):
+        answers.append(ingest(unsigned.webhook_token, b'{"id": "twice"}', {}))
+        return real(routine, **kwargs)
+
+    monkeypatch.setattr("routines.ingest.queue_run", meanwhile)
+    assert ingest(unsigned.webhook_token, b'{"id": "twice"}', {})[1]["queued"] is True
+    assert answers == [(200, {"ok": True, "ignored": "duplicate", "event_id": "twice"})]
+    assert Event.objects.count() == 1
+
+
 # --- bodies as the routine sees them ---------------------------------------------------------
 
 
@@ -285,6 +333,16 @@ def test_json_is_pretty_printed_other_content_is_text_empty_is_a_ping():
     assert event_text(b'"just a string"') == '"just a string"'
     assert event_text(b"") == ""
     assert event_text(b"\xff\xfe bad utf-8") == "\ufffd\ufffd bad utf-8"
+
+
+def test_lone_surrogates_in_json_are_stored_escaped(client, unsigned):
+    r = hook(client, unsigned, b'{"a": "\\ud800", "b": "\xc3\xa9"}')
+    assert r.status_code == 200 and r.json()["queued"] is True
+    assert Event.objects.get().body == '{\n  "a": "\\ud800",\n  "b": "\\u00e9"\n}'
+    r = hook(client, unsigned, b'{"id": "\\udfff-1"}')
+    assert r.json() == {"ok": True, "queued": True, "event_id": "\\udfff-1"}
+    assert Event.objects.filter(event_id="\\udfff-1").exists()
+    assert hook(client, unsigned, b'{"id": "\\udfff-1"}').json()["ignored"] == "duplicate"
 
 
 # --- the per-address ceiling (120 per minute) -------------------------------------------------
