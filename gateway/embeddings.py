@@ -2,16 +2,19 @@
 
 `embedding_chain` (sync: registry, group limits, quota) picks the models; `embed` (async) asks
 them in turn, the first usable answer wins; `embed_batched` sends a long list in batches to one
-model, for collections, whose vectors must all come from the same model.
+model, for collections, whose vectors must all come from the same model, and keeps them packed
+as float32 bytes.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from gateway.calls import call_plan
@@ -72,18 +75,34 @@ async def embed(chain: list[Target], texts: list[str]) -> Embedded:
     raise exhausted(failures)
 
 
-async def embed_batched(target: Target, texts: list[str], *, batch_size: int | None = None) -> Embedded:
-    """All of `texts` embedded by `target` alone, `batch_size` texts per call."""
+@dataclass(frozen=True)
+class Packed:
+    blobs: list[bytes]  # one per text, in the order of the texts, as `pack` made them
+    target: Target
+    prompt_tokens: int
+
+
+def float32_blobs(vectors: list[list[float]]) -> list[bytes]:
+    """Vectors as little-endian float32 bytes, unchanged otherwise."""
+    return [np.asarray(vector, dtype="<f4").tobytes() for vector in vectors]
+
+
+async def embed_batched(target: Target, texts: list[str], *, batch_size: int | None = None,
+                        pack: Callable[[list[list[float]]], list[bytes]] = float32_blobs) -> Packed:
+    """All of `texts` embedded by `target` alone, `batch_size` texts per call. Each batch's
+    vectors are packed (`pack`: one bytes per vector) as they arrive and only the bytes kept:
+    a vector of Python floats takes about eight times the memory of its float32 bytes."""
     size = batch_size or settings.EMBEDDING_BATCH_SIZE
-    vectors: list[list[float]] = []
+    blobs: list[bytes] = []
     tokens = 0
     for start in range(0, len(texts), size):
         part = await embed([target], texts[start:start + size])
-        if vectors and len(part.vectors[0]) != len(vectors[0]):
+        packed = pack(part.vectors)
+        if blobs and len(packed[0]) != len(blobs[0]):
             raise ApiError(502, "The embedding model changed its vector size midway.", code="bad_gateway")
-        vectors.extend(part.vectors)
+        blobs.extend(packed)
         tokens += part.prompt_tokens
-    return Embedded(vectors, target, tokens)
+    return Packed(blobs, target, tokens)
 
 
 async def _ask(target: Target, texts: list[str]) -> Embedded:

@@ -7,8 +7,9 @@
 
 `ChatReply.events()` yields them as (name, payload) pairs; the view writes them as Server-Sent
 Events or gathers them into one JSON object. The reply is saved in the conversation before
-`done` (a reply cut midway as `partial`), and metered once, after the last event (or when the
-client goes away).
+`done` (a reply cut midway as `partial`; nothing, and `message_id` null, when the conversation
+was deleted for good meanwhile), and metered once, after the last event (or when the client goes
+away), whatever became of the save.
 """
 
 from __future__ import annotations
@@ -134,19 +135,23 @@ class ChatReply:
 
     def _save_and_meter(self) -> None:
         try:
-            self._save()
+            try:
+                self._save()
+            finally:  # the reply was made: metered whatever became of the save
+                usage = self.usage()
+                meter(account_id=self.turn.account.pk, model=self.model, surface=SURFACE,
+                      input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
+                      request_id=self.request.request_id)
         finally:
             close_old_connections()
 
     def _save(self) -> None:
-        usage = self.usage()
+        """The reply, in the conversation; none (`message` stays None) when the conversation was
+        deleted for good mid-reply."""
         text = self.reply.text
         if self.cut is None or text:
             status = Message.Status.PARTIAL if self.cut is not None else Message.Status.COMPLETE
             self.message = assistant_message_save(
-                conversation_id=self.conversation_id, text=text, model=self.model, status=status, usage=usage,
-                citations=self.citations, request_id=self.request_id,
+                conversation_id=self.conversation_id, text=text, model=self.model, status=status,
+                usage=self.usage(), citations=self.citations, request_id=self.request_id,
             )
-        meter(account_id=self.turn.account.pk, model=self.model, surface=SURFACE,
-              input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-              request_id=self.request.request_id)

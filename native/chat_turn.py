@@ -47,6 +47,8 @@ class ChatInput(serializers.Serializer):
     stream = serializers.BooleanField(required=False, default=True)
 
     def validate_message(self, value: str) -> str:
+        if not value.strip():  # kept as sent otherwise
+            raise serializers.ValidationError(self.fields["message"].error_messages["blank"])
         limit = settings.CHAT_MESSAGE_MAX_CHARS
         if len(value) > limit:
             raise serializers.ValidationError(f"Ensure this field has no more than {limit} characters.")

@@ -134,9 +134,8 @@ async def document_write(*, collection: Collection, document: NewDocument, targe
                          request_id: str = "") -> Document:
     """Chunk, embed (in batches, with `target` alone) and store a document; its tokens are metered."""
     chunks = chunk_text(document.text)
-    embedded = await embed_batched(target, chunks)
-    stored = await in_worker(_document_store)(
-        collection.pk, document, chunks, vector_store.to_blobs(embedded.vectors), target.public_id)
+    embedded = await embed_batched(target, chunks, pack=vector_store.to_blobs)
+    stored = await in_worker(_document_store)(collection.pk, document, chunks, embedded.blobs, target.public_id)
     await in_worker(meter)(
         account_id=collection.account_id, model=target.public_id, surface=SURFACE,
         input_tokens=embedded.prompt_tokens, output_tokens=0, request_id=request_id)
@@ -178,9 +177,9 @@ async def collection_reindex(*, collection: Collection, target: Target, request_
         for _ in range(REINDEX_ROUNDS):
             pending = await in_worker(_chunks_missing)(collection.pk, set(done))
             if pending:
-                embedded = await embed_batched(target, [text for _, text in pending])
+                embedded = await embed_batched(target, [text for _, text in pending], pack=vector_store.to_blobs)
                 tokens += embedded.prompt_tokens
-                done.update(zip([chunk_id for chunk_id, _ in pending], vector_store.to_blobs(embedded.vectors)))
+                done.update(zip([chunk_id for chunk_id, _ in pending], embedded.blobs))
             if await in_worker(_reindex_store)(collection.pk, done, target.public_id):
                 return len(done)
         raise ApiError(409, "Documents kept arriving while the collection was reindexed; try again.",
@@ -221,13 +220,14 @@ def _lock(collection_id: int) -> Collection:
 
 
 def _bump(collection_id: int, *, changed: bool = False, **fields: Any) -> None:
-    """Move the vectors' version on, inside the caller's transaction: other processes add the new
-    chunks to their copy, or (`changed`: stored vectors changed or went) read it all again."""
+    """Move the vectors' version on, inside the caller's transaction: every process, this one
+    too, adds the new chunks to its copy, or (`changed`: stored vectors changed or went) reads it
+    all again, so this process drops its copy at once."""
     if changed:
         fields["vectors_generation"] = F("vectors_generation") + 1
+        transaction.on_commit(lambda: vector_store.forget(collection_id))
     Collection.objects.filter(pk=collection_id).update(
         vectors_version=F("vectors_version") + 1, updated_at=timezone.now(), **fields)
-    transaction.on_commit(lambda: vector_store.forget(collection_id))
 
 
 # --- What the API shows --------------------------------------------------------------------------

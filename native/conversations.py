@@ -75,25 +75,33 @@ def conversation_history(conversation: Conversation | None) -> list[Message]:
 @transaction.atomic
 def user_message_save(*, account, conversation: Conversation | None, text: str, attachments: list[dict],
                       profile=None, request_id: str = "") -> Message:
-    """The user's message, in a new conversation (titled after it) when none is given."""
+    """The user's message, in a new conversation (titled after it) when none is given. A given
+    conversation trashed or deleted since it was read is a 404 (an update, never a save of the
+    stale instance, which would bring it back)."""
     if conversation is None:
         title = " ".join(text.split())[:TITLE_CHARS]
         conversation = Conversation.objects.create(account=account, title=title, profile=profile)
-    elif profile is not None and conversation.profile_id != profile.pk:
-        conversation.profile = profile
-    conversation.save()  # moves it to the top of the list
+    else:
+        fields: dict[str, Any] = {"updated_at": timezone.now()}  # moves it to the top of the list
+        if profile is not None and conversation.profile_id != profile.pk:
+            fields["profile"] = profile
+        if not Conversation.objects.filter(pk=conversation.pk, account=account, trashed_at__isnull=True).update(
+                **fields):
+            raise ConversationNotFound()
     return Message.objects.create(conversation=conversation, role=Message.Role.USER, content=text,
                                   attachments=attachments, request_id=request_id)
 
 
 @transaction.atomic
 def assistant_message_save(*, conversation_id: int, text: str, model: str, status: str,
-                           usage: dict[str, int] | None, citations: list[dict], request_id: str) -> Message:
-    message = Message.objects.create(conversation_id=conversation_id, role=Message.Role.ASSISTANT, content=text,
-                                     model=model, status=status, usage=usage, citations=citations,
-                                     request_id=request_id)
-    Conversation.objects.filter(pk=conversation_id).update(model=model, updated_at=timezone.now())
-    return message
+                           usage: dict[str, int] | None, citations: list[dict], request_id: str) -> Message | None:
+    """The reply, or None when the conversation was deleted for good meanwhile (nothing saved).
+    The update comes first: it locks the row, so a delete waits for the message and takes it too."""
+    if not Conversation.objects.filter(pk=conversation_id).update(model=model, updated_at=timezone.now()):
+        return None
+    return Message.objects.create(conversation_id=conversation_id, role=Message.Role.ASSISTANT, content=text,
+                                  model=model, status=status, usage=usage, citations=citations,
+                                  request_id=request_id)
 
 
 def conversation_data(conversation: Conversation) -> dict[str, Any]:

@@ -3,16 +3,19 @@ ranked by cosine similarity over the collection's cached matrix (native/vectors.
 
     hits = await search_collection(collection, "how do I reset my password", k=5)
 
-Used by the search endpoint and by native chat, the agent and MCP for retrieval. Raises
-`ApiError`: 409 `reindex_required` when the embedding model is no longer the collection's,
-403 for group limits or a used-up token quota, 502/503 when the embedding model failed.
+Used by the search endpoint and by native chat, the agent and MCP for retrieval. Another
+account searching the collection (a profile lends it) uses the collection's model while its
+group may. Raises `ApiError`: 409 `reindex_required` when the embedding model is no longer the
+collection's, 403 for group limits or a used-up token quota, 502/503 when the embedding model
+failed.
 """
 
 from __future__ import annotations
 
-from gateway.embeddings import embed
+from gateway.calls import call_plan
+from gateway.embeddings import CAPABILITY, embed
 from gateway.metering import meter
-from gateway.routing import Target
+from gateway.routing import Target, group_may_use, registry
 from native import vectors as vector_store
 from native.collections import SURFACE, in_worker, model_for_collection
 from native.models import Chunk, Collection
@@ -34,8 +37,21 @@ async def search_collection(collection: Collection, query: str, *, k: int = 5, a
 
 
 def _prepare(collection: Collection, account, quota_used) -> tuple[Target, vector_store.Matrix]:
-    target = model_for_collection(collection, account=account, quota_used=quota_used)
-    return target, vector_store.matrix_for(collection)
+    return _query_model(collection, account, quota_used), vector_store.matrix_for(collection)
+
+
+def _query_model(collection: Collection, account, quota_used) -> Target:
+    """The model the query is embedded with. For a collection another account searches (a
+    profile lends it), the model its vectors came from, when that model is still enabled and the
+    searcher's group may use it: the searcher cannot reindex it. Otherwise the current embedding
+    model, which must be the collection's (409 `reindex_required`)."""
+    if account is not None and account.pk != collection.account_id and collection.embedding_model:
+        reg = registry()
+        recorded = reg.by_public_id.get(collection.embedding_model)
+        if recorded is not None and CAPABILITY in recorded.capabilities and group_may_use(account.group, recorded, reg):
+            return call_plan(account=account, model_id=recorded.public_id, capability=CAPABILITY,
+                             quota_used=quota_used)[0]
+    return model_for_collection(collection, account=account, quota_used=quota_used)
 
 
 def _rank_and_meter(collection: Collection, account, matrix: vector_store.Matrix, query_vector: list[float], k: int,

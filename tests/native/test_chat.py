@@ -3,6 +3,7 @@ the whole-object form, conversations continued with their history, trimming, pro
 attachments, the quota refusal inside the stream, and every limit at its boundary."""
 
 import base64
+import threading
 import time
 
 import pytest
@@ -11,7 +12,7 @@ from gateway.models import UsageRecord
 from gateway.tokens import count_chat_request
 from native.models import Conversation, Message, Profile
 from tests.factories import ModelFactory
-from tests.native.conftest import sse_events
+from tests.native.conftest import Api, sse_events
 from tests.servers import wait_for_usage
 
 CHAT = "/api/v1/chat"
@@ -201,6 +202,17 @@ def test_bad_input_is_422(world, body, field):
     assert set(r.json()) == {"message", "errors"} and field in r.json()["errors"]
 
 
+def test_a_message_of_only_whitespace_is_422_and_others_are_kept_as_sent(world):
+    r = world.api.post(CHAT, {"message": " \n\t  "})
+    assert r.status_code == 422
+    blank = "This field may not be blank."
+    assert r.json() == {"message": blank, "errors": {"message": [blank]}}
+    assert chat_requests(world) == [] and not Conversation.objects.exists()
+    assert world.api.post(CHAT, {"message": "  hi there\n", "stream": False}).status_code == 200
+    assert Message.objects.get(role="user").content == "  hi there\n"
+    assert chat_requests(world)[-1].json["messages"][-1] == {"role": "user", "content": "  hi there\n"}
+
+
 def test_attachments_up_to_the_groups_count_and_one_more_refused(world):
     world.group.attachments_per_message = 2
     world.group.save()
@@ -380,6 +392,65 @@ def test_a_profiles_collection_is_searched_for_the_caller_and_metered_to_the_cal
     records = wait_for_usage(world.account, count=2)  # the query's embedding and the chat
     assert sorted(u.surface for u in records) == ["native_chat", "native_collections"]
     assert UsageRecord.objects.filter(account=world.outsider).count() == len(owners_records)
+
+
+@pytest.mark.parametrize("removal", ["", "/permanent"])
+def test_a_conversation_trashed_or_deleted_while_the_turn_is_prepared_is_404_and_stays_so(world, removal):
+    """The conversation goes while the query is embedded: the turn is refused, and the trashed
+    conversation stays in the trash, the deleted one stays deleted."""
+    ModelFactory(server=world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
+    collection_id = make_collection(world.api, [("lava.txt", "Volcanoes bring up magma.")])
+    conversation_id = world.api.post(CHAT, {"message": "hello", "stream": False}).json()["conversation_id"]
+    world.upstream.configure(latency_ms=1000)
+    answer = {}
+    chat = threading.Thread(target=lambda: answer.update(r=Api(world.base, world.key).post(
+        CHAT, {"message": "volcano", "conversation_id": conversation_id, "collection_id": collection_id})))
+    asked = len(world.upstream.requests)
+    chat.start()
+    deadline = time.monotonic() + 5
+    while len(world.upstream.requests) == asked:  # the query's embedding is on its way
+        assert time.monotonic() < deadline, "the query was not embedded"
+        time.sleep(0.02)
+    assert world.api.delete(f"/api/v1/conversations/{conversation_id}{removal}").status_code == 200
+    chat.join(10)
+    assert assert_detail(answer["r"], 404) == "Conversation not found."
+    assert len(chat_requests(world)) == 1  # the first turn only
+    if removal:
+        assert not Conversation.objects.filter(pk=conversation_id).exists()
+        assert not Message.objects.filter(conversation_id=conversation_id).exists()
+    else:
+        assert Conversation.objects.get(pk=conversation_id).trashed_at is not None
+        assert Message.objects.filter(conversation_id=conversation_id).count() == 2
+
+
+@pytest.mark.parametrize("group_may_use_it", [True, False])
+def test_a_profiles_collection_is_searched_with_its_own_model_when_the_callers_group_may_use_it(
+        world, group_may_use_it):
+    """The caller's group's embedding model is now another one (`oa/embed-0`, first by name) than
+    the lent collection's: the query is embedded with the collection's model while the caller's
+    group may use it; otherwise the caller is told the collection needs a reindex, as before."""
+    ModelFactory(server=world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
+    lent = make_collection(world.outsider_api, [("pets.txt", "The office cat is called Marmalade.")])
+    newer = ModelFactory(server=world.oa, name="embed-0", supports_chat=False, supports_embeddings=True)
+    if not group_may_use_it:
+        world.group.all_models = False
+        world.group.save()
+        world.group.allowed_models.add(world.default, newer)
+    profile = Profile.objects.create(name="librarian")
+    profile.groups.add(world.group)
+    profile.collections.add(lent)
+    earlier = len(world.upstream.requests)
+    r = world.api.post(CHAT, {"message": "what is the office cat called", "profile": "librarian", "stream": False})
+    asked = [q.json["model"] for q in world.upstream.requests[earlier:] if q.path == "/v1/embeddings"]
+    if group_may_use_it:
+        assert r.status_code == 200, r.text
+        assert r.json()["citations"][0]["document_name"] == "pets.txt"
+        assert asked == ["embed-1"]
+        records = wait_for_usage(world.account, count=2)
+        assert ("native_collections", "oa/embed-1") in [(u.surface, u.model) for u in records]
+    else:
+        assert "but the embedding model is now 'oa/embed-0'" in assert_detail(r, 409)
+        assert asked == [] and chat_requests(world) == []
 
 
 def test_another_accounts_collection_is_404(world):

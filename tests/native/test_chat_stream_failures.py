@@ -3,12 +3,15 @@ then `done` and is saved as a partial message; a chain that fails before the fir
 `error` then `done` and keeps only the user's message. Without streaming the same failures
 are HTTP errors, the partial reply in `partial`."""
 
+import threading
 import time
+from types import SimpleNamespace
 
 from gateway.models import ModelFallback, UsageRecord
 from native.models import Conversation, Message
 from tests.factories import ModelFactory
-from tests.native.conftest import sse_events
+from tests.native.conftest import Api, sse_events
+from tests.servers import wait_for_usage
 
 CHAT = "/api/v1/chat"
 HELLO = {"message": "one two three four five"}
@@ -143,3 +146,58 @@ def test_a_client_that_goes_away_mid_reply_leaves_the_partial_reply_saved(world)
     assert assistant.status == "partial"
     assert assistant.content.startswith("Echo: w0 ")
     assert len(assistant.content.split()) < 41
+
+
+# ---- the conversation deleted for good mid-reply ------------------------------------------------
+
+def purge(world, conversation_id):
+    api = Api(world.base, world.key)
+    assert api.delete(f"/api/v1/conversations/{conversation_id}/permanent").status_code == 200
+    api.close()
+
+
+def test_a_conversation_deleted_for_good_mid_reply_still_ends_the_stream_and_is_metered(world):
+    conversation_id = world.api.post(CHAT, {**HELLO, "stream": False}).json()["conversation_id"]
+    world.upstream.configure(tokens_per_second=4)
+    text = ""
+    with world.api.client.stream("POST", CHAT, json={**HELLO, "conversation_id": conversation_id}) as r:
+        assert r.status_code == 200
+        for piece in r.iter_text():
+            if "event: delta" in piece and not text.count("event: delta"):
+                purge(world, conversation_id)
+            text += piece
+    events = sse_events(SimpleNamespace(text=text))
+    assert names(events)[0] == "meta" and names(events)[-2:] == ["delta", "done"]
+    assert "".join(p["text"] for n, p in events if n == "delta") == "Echo: one two three four five"
+    done = events[-1][1]
+    assert done["message_id"] is None and done["usage"]["completion_tokens"] == 6
+    assert not Conversation.objects.filter(pk=conversation_id).exists()
+    assert not Message.objects.filter(conversation_id=conversation_id).exists()
+    records = wait_for_usage(world.account, count=2)  # the first turn and this one, each once
+    assert records[-1].output_tokens == 6
+    time.sleep(0.2)
+    assert UsageRecord.objects.filter(account=world.account).count() == 2
+
+
+def test_without_streaming_a_conversation_deleted_mid_reply_answers_200_without_a_message_id(world):
+    conversation_id = world.api.post(CHAT, {**HELLO, "stream": False}).json()["conversation_id"]
+    world.upstream.configure(tokens_per_second=4)
+    answer = {}
+    chat = threading.Thread(target=lambda: answer.update(r=Api(world.base, world.key).post(
+        CHAT, {**HELLO, "conversation_id": conversation_id, "stream": False})))
+    chat.start()
+    deadline = time.monotonic() + 5
+    while Message.objects.filter(conversation_id=conversation_id).count() < 3:  # the new user message
+        assert time.monotonic() < deadline, "the user's message was not saved"
+        time.sleep(0.02)
+    purge(world, conversation_id)
+    chat.join(10)
+    r = answer["r"]
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["message_id"] is None and body["text"] == "Echo: one two three four five"
+    assert body["conversation_id"] == conversation_id
+    assert not Conversation.objects.filter(pk=conversation_id).exists()
+    assert [u.surface for u in wait_for_usage(world.account, count=2)] == ["native_chat", "native_chat"]
+    time.sleep(0.2)
+    assert UsageRecord.objects.filter(account=world.account).count() == 2

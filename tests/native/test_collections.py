@@ -194,6 +194,24 @@ def test_a_search_sees_a_document_written_after_the_vectors_were_cached(client, 
     assert [h["document_name"] for h in hits] == ["bread"]
 
 
+def test_a_write_keeps_the_writers_cached_vectors_and_its_next_search_appends(client, world):
+    collection = create(client, world)
+    write_text(client, world, collection["id"], "bread", BREAD)
+    assert first_name(client, world, collection["id"], "night train station") == "bread"
+    kept = vectors.matrix_for(Collection.objects.get())  # the searched matrix, read whole
+    assert kept.spare is None and len(kept.ids) == 1
+    write_text(client, world, collection["id"], "trains", TRAINS)
+    assert first_name(client, world, collection["id"], "night train station") == "trains"
+    appended = vectors.matrix_for(Collection.objects.get())
+    assert appended.spare is not None and len(appended.ids) == 2  # the kept rows, one appended
+    write_text(client, world, collection["id"], "volcano", VOLCANO)
+    assert first_name(client, world, collection["id"], "volcano magma lava") == "volcano"
+    assert vectors.matrix_for(Collection.objects.get()).spare is appended.spare  # appended in place
+    client.delete(f"{BASE}/{collection['id']}", headers=world.headers)
+    assert len(vectors.matrix_for(SimpleNamespace(pk=collection["id"], vectors_version=0,
+                                                  vectors_generation=0)).ids) == 0  # forgotten
+
+
 def test_a_write_in_another_process_is_seen_by_the_next_search(client, world, live_gateway):
     collection = create(client, world)
     write_text(client, world, collection["id"], "bread", BREAD)
@@ -203,6 +221,39 @@ def test_a_write_in_another_process_is_seen_by_the_next_search(client, world, li
     assert r.status_code == 201, r.text
     hits = search(client, world, collection["id"], "night train station").json()["results"]
     assert hits[0]["document_name"] == "trains"
+
+
+def test_a_large_document_keeps_its_vectors_packed_while_it_is_embedded(client, world, settings):
+    """Only float32 bytes are kept across batches: a vector of Python floats takes about eight
+    times as much memory. Measured on the embedding step alone (the database's own buffers for
+    the insert differ between SQLite and PostgreSQL), then the whole write is checked."""
+    import tracemalloc
+
+    from asgiref.sync import async_to_sync
+
+    from gateway.embeddings import embed_batched
+    from gateway.routing import registry
+
+    world.upstream.configure(embedding_dim=1024, record=False)
+    texts = [f"Paragraph {i} tells of basalt, magma and trains." for i in range(400)]
+    target = registry().by_public_id["oa/embed-1"]
+    tracemalloc.start()
+    try:
+        packed = async_to_sync(embed_batched)(target, texts, batch_size=8)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    size = 400 * 1024 * 4
+    assert [len(blob) for blob in packed.blobs] == [1024 * 4] * 400
+    assert peak < 3 * size, f"peak {peak / 2**20:.1f} MB for {size / 2**20:.1f} MB of vectors"
+
+    settings.EMBEDDING_BATCH_SIZE, settings.COLLECTION_CHUNK_CHARS, settings.COLLECTION_CHUNK_OVERLAP = 8, 60, 0
+    collection = create(client, world)
+    r = write_text(client, world, collection["id"], "long", "\n\n".join(texts))
+    assert r.status_code == 201, r.content
+    assert r.json()["chunk_count"] == 400
+    assert {len(bytes(c.embedding)) for c in Chunk.objects.all()} == {1024 * 4}
+    assert first_name(client, world, collection["id"], "Paragraph 123 basalt") == "long"
 
 
 # --- Collections and documents -----------------------------------------------------------------
