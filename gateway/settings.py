@@ -328,3 +328,8 @@ LOGGING["loggers"]["httpx2"] = {"level": "WARNING"}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for _folder in ("data_folder_in", "processed_folder", "control_folder"):
         Path(CELERY_BROKER_TRANSPORT_OPTIONS[_folder]).mkdir(parents=True, exist_ok=True)
+
+# Agent: tool calls of one model round that are run (the others are answered to the model with an
+# error), and seconds one agent chat turn may take, listing the tools included (then 504).
+AGENT_MAX_TOOL_CALLS_PER_ROUND = env.int("AGENT_MAX_TOOL_CALLS_PER_ROUND", default=8)
+AGENT_CHAT_TIMEOUT_SECONDS = env.float("AGENT_CHAT_TIMEOUT_SECONDS", default=120.0)

@@ -5,22 +5,28 @@ run (a task in steps).
 Each round goes to the chain starting at the model that answered the round before (a fallback
 that took over keeps the conversation). Provider failures are raised as `complete` raises them (a
 refusal keeps its status; `ChainExhausted` when every model failed); a reply cut midway is a
-504/502 with the text that had arrived. Every round's usage goes into the `Ledger`, metered by
-the view after the response, whatever the outcome.
+504/502 with the text that had arrived. Every round's usage goes into the `Ledger`, which
+meters it as soon as the round is over (so a request the client gives up on, or that fails in a
+later round, is still metered, once). Before each round after the first the token quota is
+checked again with what the request used so far (`QuotaReached`, a 403).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 
 from gateway.calls import call_plan
 from gateway.completion import Completion, complete, cut_error
 from gateway.dispatch import ChainExhausted
 from gateway.errors import ApiError
 from gateway.metering import meter
+from gateway.quotas import Window, quota_check
 from gateway.routing import Target, registry
 from native.tools import Toolbox, ToolPlan, open_toolbox
 
@@ -28,16 +34,25 @@ SURFACE = "native_agent"
 ANSWERED = "completed"
 MAX_STEPS = "max_steps"
 TIMEOUT = "timeout"
+QUOTA = "quota"
+
+
+class QuotaReached(ApiError):
+    """A token ceiling reached between two rounds of one request (403)."""
 
 
 @dataclass
 class Ledger:
-    """The usage of every model round of one request, metered once it is over."""
+    """The usage of every model round of one request, each metered as soon as it is added."""
 
+    account_id: int
+    request_id: str
     rounds: list[tuple[str, dict[str, int]]] = field(default_factory=list)
 
-    def add(self, completion: Completion) -> None:
+    async def add(self, completion: Completion) -> None:
+        """Record and meter one round; shielded, so a cancelled request still meters it."""
         self.rounds.append((completion.model, completion.usage))
+        await asyncio.shield(sync_to_async(self._meter, thread_sensitive=False)(completion.model, completion.usage))
 
     @property
     def usage(self) -> dict[str, int]:
@@ -45,10 +60,12 @@ class Ledger:
         output = sum(u["completion_tokens"] for _m, u in self.rounds)
         return {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
 
-    def meter(self, *, account_id: int, request_id: str) -> None:
-        for model, usage in self.rounds:
-            meter(account_id=account_id, model=model, surface=SURFACE, input_tokens=usage["prompt_tokens"],
-                  output_tokens=usage["completion_tokens"], request_id=request_id)
+    def _meter(self, model: str, usage: dict[str, int]) -> None:
+        try:
+            meter(account_id=self.account_id, model=model, surface=SURFACE, input_tokens=usage["prompt_tokens"],
+                  output_tokens=usage["completion_tokens"], request_id=self.request_id)
+        finally:
+            close_old_connections()
 
 
 @dataclass
@@ -65,13 +82,19 @@ class LoopState:
     calls_made: int = 0
 
 
-async def tool_loop(state: LoopState, *, chain: list[Target], toolbox: Toolbox, max_calls: int,
+async def tool_loop(state: LoopState, request: AgentRequest, *, toolbox: Toolbox, max_calls: int,
                     answer_last: bool) -> str:
     """At most `max_calls` model calls. With `answer_last` the last call is offered no tools, so
     the model answers; without it, a model still calling tools at the last call ends the loop
-    unfinished. Returns the stop reason: `completed` or `max_steps`."""
-    chain = list(chain)
+    unfinished. Returns the stop reason: `completed` or `max_steps`; raises `QuotaReached` when
+    a token ceiling is reached before a round after the first. At most
+    AGENT_MAX_TOOL_CALLS_PER_ROUND calls of one round are run; the others are answered with an
+    error."""
+    chain = list(request.chain)
+    most = settings.AGENT_MAX_TOOL_CALLS_PER_ROUND
     while state.calls_made < max_calls:
+        if state.calls_made:
+            request.check_quota(spent=state.ledger.usage["total_tokens"])
         last = state.calls_made == max_calls - 1
         offer = bool(toolbox.tools) and not (last and answer_last)
         body: dict[str, Any] = {"messages": state.messages}
@@ -81,7 +104,7 @@ async def tool_loop(state: LoopState, *, chain: list[Target], toolbox: Toolbox, 
                 body["tool_choice"] = "none"
         completion = await _ask(chain, body)
         state.calls_made += 1
-        state.ledger.add(completion)
+        await state.ledger.add(completion)
         state.model = completion.model
         if completion.cut:
             raise cut_error(completion)
@@ -92,8 +115,9 @@ async def tool_loop(state: LoopState, *, chain: list[Target], toolbox: Toolbox, 
         if not completion.tool_calls or not offer:
             return ANSWERED
         state.messages.append(completion.message)
-        for call in completion.tool_calls:
-            record = await toolbox.call(call["function"]["name"], call["function"]["arguments"])
+        for index, call in enumerate(completion.tool_calls):
+            refused = None if index < most else f"Not run: at most {most} tool calls are run per round."
+            record = await toolbox.call(call["function"]["name"], call["function"]["arguments"], refused=refused)
             state.tool_calls.append(record)
             state.steps.append({"type": "tool_call", **record})
             content = record["result"] if "result" in record else f"Error: {record['error']}"
@@ -118,9 +142,21 @@ class AgentRequest:
 
     account_id: int
     messages: list[dict[str, Any]]  # prior turns and the new message (chat), or the task (run)
+    request_id: str
     chain: list[Target]
     tools: ToolPlan
+    group: Any  # the account's group, for its token ceilings
+    quota_used: list[tuple[Window, int]] | None  # the quota windows read with the request's ceilings
     max_steps: int = 0  # run only
+
+    def check_quota(self, *, spent: int) -> None:
+        """`QuotaReached` when a ceiling is reached counting the `spent` tokens of this request
+        (metered already, but not in the windows read before it)."""
+        used = None if self.quota_used is None else [(w, amount + spent) for w, amount in self.quota_used]
+        try:
+            quota_check(account_id=self.account_id, group=self.group, used=used)
+        except ApiError as refused:
+            raise QuotaReached(refused.status, refused.message, code=refused.code) from None
 
 
 def agent_chain(*, account, model_id: Any, quota_used=None) -> list[Target]:
@@ -144,10 +180,16 @@ def agent_chain(*, account, model_id: Any, quota_used=None) -> list[Target]:
 
 
 async def agent_chat_turn(request: AgentRequest, ledger: Ledger) -> dict[str, Any]:
-    """One turn: the model may call tools up to AGENT_MAX_TOOL_ROUNDS times, then answers."""
-    toolbox = await open_toolbox(request.tools)
+    """One turn: the model may call tools up to AGENT_MAX_TOOL_ROUNDS times, then answers; all
+    of it within AGENT_CHAT_TIMEOUT_SECONDS (else 504)."""
     state = LoopState(messages=list(request.messages), ledger=ledger)
-    await tool_loop(state, chain=request.chain, toolbox=toolbox, max_calls=settings.AGENT_MAX_TOOL_ROUNDS + 1,
-                    answer_last=True)
+    seconds = settings.AGENT_CHAT_TIMEOUT_SECONDS
+    try:
+        async with asyncio.timeout(seconds):
+            toolbox = await open_toolbox(request.tools)
+            await tool_loop(state, request, toolbox=toolbox, max_calls=settings.AGENT_MAX_TOOL_ROUNDS + 1,
+                            answer_last=True)
+    except TimeoutError:
+        raise ApiError(504, f"The agent did not answer within {seconds:g} seconds.", code="timeout") from None
     return {"reply": state.text, "tool_calls": state.tool_calls, "model": state.model, "usage": ledger.usage,
             "skipped_servers": toolbox.skipped}

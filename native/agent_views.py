@@ -2,15 +2,15 @@
 
 The checks run in the endpoint's `prepare` step (worker hop): the body (422), the model (400 for
 one that does not exist, 403 for the group's limits and the token quota) and the tools (400/403).
-The view then runs the tool loop and answers; the usage of every model round is metered after
-the response has gone out, also when a later round failed."""
+The view then runs the tool loop and answers; the usage of every model round is metered as soon
+as the round is over, also when a later round failed or the client went away."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpResponse, JsonResponse
+from django.http import JsonResponse
 from rest_framework import serializers
 
 from accounts.endpoints import endpoint
@@ -18,7 +18,6 @@ from gateway import ratelimit
 from gateway.calls import MAX_MESSAGE_CHARS, MAX_MESSAGES
 from gateway.errors import ApiError, render_error
 from gateway.http import read_json_object
-from gateway.metering import AfterSendResponse
 from gateway.validation import validated
 from native.agent import AgentRequest, Ledger, agent_chain, agent_chat_turn
 from native.agent_run import agent_run_task
@@ -44,7 +43,8 @@ class Turn(serializers.Serializer):
 class ChatInput(serializers.Serializer):
     message = Text(trim_whitespace=False, max_length=AGENT_MESSAGE_MAX_CHARS)
     model = Text(required=False, allow_null=True, max_length=300)
-    messages = Turn(many=True, required=False, allow_null=True, max_length=MAX_MESSAGES - 1)
+    # A ListField, not Turn(many=True): that passes allow_null on to each turn, and a null turn got through.
+    messages = serializers.ListField(child=Turn(), required=False, allow_null=True, max_length=MAX_MESSAGES - 1)
     tools = serializers.ListField(child=Text(max_length=200), required=False, allow_null=True)
 
 
@@ -64,8 +64,9 @@ class RunInput(serializers.Serializer):
 def _prepare(request, data: dict[str, Any], messages: list[dict[str, Any]], max_steps: int = 0) -> AgentRequest:
     account = request.principal.account
     chain = agent_chain(account=account, model_id=data.get("model"), quota_used=request.quota_used)
-    tools = tool_plan(account=account, wanted=data.get("tools"))
-    return AgentRequest(account_id=account.pk, messages=messages, chain=chain, tools=tools, max_steps=max_steps)
+    tools = tool_plan(account=account, wanted=data.get("tools"), request_id=request.request_id)
+    return AgentRequest(account_id=account.pk, messages=messages, request_id=request.request_id, chain=chain,
+                        tools=tools, group=account.group, quota_used=request.quota_used, max_steps=max_steps)
 
 
 def prepare_chat(request) -> AgentRequest:
@@ -90,17 +91,11 @@ async def agent_run(request):
     return await _answer(request, agent_run_task)
 
 
-async def _answer(request, service) -> HttpResponse:
-    ledger = Ledger()
+async def _answer(request, service):
+    prepared = request.prepared
+    ledger = Ledger(account_id=prepared.account_id, request_id=prepared.request_id)  # meters each round
     try:
-        result = await service(request.prepared, ledger)
-        rendered = JsonResponse({**result, "request_id": request.request_id})
+        result = await service(prepared, ledger)
     except ApiError as exc:
-        rendered = render_error(request, exc)
-    account_id = request.principal.account.pk
-    response = AfterSendResponse(rendered.content, status=rendered.status_code, content_type=rendered["Content-Type"],
-                                 after_send=lambda: ledger.meter(account_id=account_id, request_id=request.request_id))
-    for name, value in rendered.items():
-        if name.lower() != "content-type":
-            response[name] = value
-    return response
+        return render_error(request, exc)
+    return JsonResponse({**result, "request_id": request.request_id})

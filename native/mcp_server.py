@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_VERSION = SUPPORTED_VERSIONS[-1]
 BATCH_VERSIONS = frozenset({"2025-03-26"})  # batches came in 2025-03-26 and left in 2025-06-18
+MAX_BATCH = 20  # messages in one batch (one POST counts once against the rate limit)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -162,6 +163,9 @@ async def handle_batch(request: HttpRequest, caller: mcp_tools.Caller, batch: li
         return _rpc_response(error.body(None))
     if not batch:
         return _rpc_response(RpcError(INVALID_REQUEST, "Invalid Request: the batch is empty.").body(None))
+    if len(batch) > MAX_BATCH:
+        error = RpcError(INVALID_REQUEST, f"Invalid Request: batch too large (at most {MAX_BATCH} messages).")
+        return _rpc_response(error.body(None))
     answers = [answer for message in batch if (answer := await answer_message(exchange, message)) is not None]
     return _rpc_response(answers) if answers else HttpResponse(status=202)
 

@@ -19,11 +19,12 @@ from django.db import close_old_connections
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from gateway.calls import call_plan, check_chat_size
+from gateway.calls import check_chat_size
 from gateway.completion import complete
 from gateway.errors import ApiError
 from gateway.metering import meter
 from gateway.routing import registry, usable_targets
+from native.agent import agent_chain
 from native.collections import collection_get
 from native.search import search_collection as search
 from routines.models import Routine, Run
@@ -120,14 +121,10 @@ def _chat_plan(account, arguments: dict[str, Any]) -> tuple[list, dict[str, Any]
         if name in arguments:
             body[name] = arguments[name]
     check_chat_size(body)
-    model_id = arguments.get("model")
-    if model_id is None:
-        default = registry().default
-        if default is None:
-            raise ApiError(400, "No default model is configured; name one in 'model'.")
-        model_id = default.public_id
-    body["model"] = model_id
-    return call_plan(account=account, model_id=model_id), body
+    # A name no model has is refused as on agent chat, not answered by the default model.
+    chain = agent_chain(account=account, model_id=arguments.get("model"))
+    body["model"] = arguments.get("model") or chain[0].public_id
+    return chain, body
 
 
 async def chat(caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +152,8 @@ async def search_collection(caller: Caller, arguments: dict[str, Any]) -> dict[s
     """Another account's collection is not found, as on /api/v1/collections."""
     try:
         collection = await in_worker(collection_get)(account=caller.account, collection_id=arguments["collection_id"])
-        hits = await search(collection, arguments["query"], k=arguments.get("k", 5), request_id=caller.request_id)
+        hits = await search(collection, arguments["query"], k=int(arguments.get("k", 5)),  # 2.0 is an integer too
+                            request_id=caller.request_id)
     except ApiError as refused:
         return tool_error(refused.message)
     return data_result({"collection_id": collection.pk, "query": arguments["query"], "results": hits})

@@ -3,7 +3,7 @@ of the operator's MCP servers (native/tools/mcp_client.py), in the neutral (Open
 
 Two steps, so the database is read in the request's worker hop and the network in the view:
 
-    plan = tool_plan(account=..., wanted=body.get("tools"))      # sync: which servers, 400/403
+    plan = tool_plan(account=..., wanted=body.get("tools"), request_id=...)  # sync: which servers, 400/403
     toolbox = await open_toolbox(plan)                           # async: list the servers' tools
     toolbox.specs(); await toolbox.call(name, raw_arguments)
 
@@ -54,6 +54,7 @@ class ToolPlan:
     servers: list[McpEndpoint]
     builtins: list[str]
     only: frozenset[str] | None  # tool names asked for one by one (None: every tool of the servers)
+    request_id: str = ""  # of the agent request, on the usage the built-in tools meter
 
 
 @dataclass
@@ -64,14 +65,17 @@ class Toolbox:
     def specs(self) -> list[dict[str, Any]]:
         return [tool.spec() for tool in self.tools.values()]
 
-    async def call(self, name: str, raw_arguments: str) -> dict[str, Any]:
-        """Run one call the model asked for: `{name, arguments, result}` or `{..., error}`."""
+    async def call(self, name: str, raw_arguments: str, *, refused: str | None = None) -> dict[str, Any]:
+        """Run one call the model asked for: `{name, arguments, result}` or `{..., error}`; with
+        `refused`, do not run it and give that error."""
         try:
             arguments = json.loads(raw_arguments) if raw_arguments.strip() else {}
         except ValueError:
             return {"name": name, "arguments": raw_arguments, "error": "The arguments are not valid JSON."}
         if not isinstance(arguments, dict):
             return {"name": name, "arguments": arguments, "error": "The arguments must be a JSON object."}
+        if refused is not None:
+            return {"name": name, "arguments": arguments, "error": refused}
         tool = self.tools.get(name)
         if tool is None:
             return {"name": name, "arguments": arguments, "error": f"There is no tool named '{name}'."}
@@ -94,7 +98,7 @@ def visible_servers(group):
     return servers
 
 
-def tool_plan(*, account, wanted: Any) -> ToolPlan:
+def tool_plan(*, account, wanted: Any, request_id: str = "") -> ToolPlan:
     """Which tools a request gets. `wanted` (the request's `tools`) restricts them: built-in tool
     names, MCP tool names (`<server>__<tool>`) or server names (all of its tools). A name no
     server or tool has is 400 (spec 7.2); a server the group may not use is 403."""
@@ -103,7 +107,7 @@ def tool_plan(*, account, wanted: Any) -> ToolPlan:
     group = account.group
     visible = {s.name: s for s in visible_servers(group)}
     if wanted is None:
-        return ToolPlan(account.pk, [_endpoint(s) for s in visible.values()], list(BUILTIN_NAMES), None)
+        return ToolPlan(account.pk, [_endpoint(s) for s in visible.values()], list(BUILTIN_NAMES), None, request_id)
     if not isinstance(wanted, list) or not all(isinstance(n, str) and n for n in wanted):
         raise ApiError(400, "'tools' must be a list of tool or MCP server names.", code="invalid_request_error")
     builtins, servers, only, whole = [], {}, set(), set()
@@ -126,7 +130,7 @@ def tool_plan(*, account, wanted: Any) -> ToolPlan:
         else:
             only.add(mcp_tool_name(server.name, name[len(server.name) + len(SEPARATOR):]))
     only |= {f"{name}{SEPARATOR}*" for name in whole}
-    return ToolPlan(account.pk, list(servers.values()), builtins, frozenset(only))
+    return ToolPlan(account.pk, list(servers.values()), builtins, frozenset(only), request_id)
 
 
 def _server_named(name: str) -> McpServer | None:
@@ -147,7 +151,7 @@ async def open_toolbox(plan: ToolPlan) -> Toolbox:
     """List the tools of the plan's servers (all at once); unreachable servers are skipped."""
     from native.tools.builtin import builtin_tools
 
-    tools = {tool.name: tool for tool in builtin_tools(plan.account_id, plan.builtins)}
+    tools = {tool.name: tool for tool in builtin_tools(plan.account_id, plan.builtins, request_id=plan.request_id)}
     skipped: list[dict[str, str]] = []
     listings = await asyncio.gather(*(list_tools(s) for s in plan.servers), return_exceptions=True)
     for endpoint, listing in zip(plan.servers, listings):

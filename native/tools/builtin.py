@@ -1,5 +1,6 @@
 """The built-in tools of the agent: search one of the caller's collections, start one of the
-caller's routines. Another account's id is answered like an id that does not exist."""
+caller's routines (a paused one is refused, as run-now refuses it). Another account's id is
+answered like an id that does not exist. A search is metered with the agent request's id."""
 
 from __future__ import annotations
 
@@ -33,11 +34,11 @@ _START_PARAMETERS = {
 }
 
 
-def builtin_tools(account_id: int, names: list[str]) -> list[Tool]:
+def builtin_tools(account_id: int, names: list[str], *, request_id: str = "") -> list[Tool]:
     tools = {
         SEARCH_COLLECTION: Tool(
             SEARCH_COLLECTION, "Search one of the user's document collections; returns the best matching passages.",
-            _SEARCH_PARAMETERS, lambda arguments: search_collection_tool(account_id, arguments)),
+            _SEARCH_PARAMETERS, lambda arguments: search_collection_tool(account_id, arguments, request_id)),
         START_ROUTINE: Tool(
             START_ROUTINE, "Start one of the user's routines now; returns the queued run.",
             _START_PARAMETERS, lambda arguments: start_routine_tool(account_id, arguments)),
@@ -54,7 +55,7 @@ def _id_argument(arguments: dict[str, Any], name: str) -> int:
     return value
 
 
-async def search_collection_tool(account_id: int, arguments: dict[str, Any]) -> str:
+async def search_collection_tool(account_id: int, arguments: dict[str, Any], request_id: str = "") -> str:
     collection_id = _id_argument(arguments, "collection_id")
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
@@ -63,7 +64,7 @@ async def search_collection_tool(account_id: int, arguments: dict[str, Any]) -> 
     from native.search import search_collection
 
     try:
-        hits = await search_collection(collection, query, k=SEARCH_RESULTS)
+        hits = await search_collection(collection, query, k=SEARCH_RESULTS, request_id=request_id)
     except ApiError as failure:
         raise ToolError(failure.message) from None
     return json.dumps(hits, ensure_ascii=False, default=str)
@@ -94,11 +95,14 @@ async def _in_worker(function, *args):
 
 
 def _start_routine(account_id: int, routine_id: int) -> str:
+    """Like run-now: a paused routine is refused."""
     from routines.models import Routine
-    from routines.runs import queue_run
+    from routines.routine_writes import routine_run_now
 
     routine = Routine.objects.filter(pk=routine_id, account_id=account_id).first()
     if routine is None:
         raise ToolError(f"Routine {routine_id} does not exist.")
-    run = queue_run(routine, trigger="manual")
+    if not routine.is_enabled:
+        raise ToolError(f"Routine {routine_id} is paused; enable it before starting it.")
+    run = routine_run_now(routine=routine)
     return json.dumps({"routine_id": routine.pk, "run_id": run.pk, "status": run.status})

@@ -10,7 +10,13 @@ import time
 import pytest
 
 from tests.factories import ModelFactory
-from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture, offered  # noqa: F401
+from tests.native.agent_support import (  # noqa: F401
+    AGENT_CHAT,
+    agent_fixture,
+    many_calls_fixture,
+    mcp_server_fixture,
+    offered,
+)
 from tests.servers import wait_for_usage
 
 ADD = {"name": "calc__add", "arguments": {"a": 2, "b": 3}}
@@ -68,6 +74,43 @@ def test_tool_rounds_are_bounded_then_the_model_must_answer(agent, settings):
     assert all("tool_choice" not in q.json for q in requests[:-1])
     assert requests[-1].json["tool_choice"] == "none"
     assert body["reply"] == "Tool said: 5"
+
+
+def test_tool_calls_of_one_round_beyond_the_cap_are_answered_with_an_error(agent, many_calls, settings):
+    most = settings.AGENT_MAX_TOOL_CALLS_PER_ROUND  # the gateway process runs with the default, 8
+    assert most == 8
+    r = agent.api.post(AGENT_CHAT, {"message": "add a lot", "model": "many/caller-1", "tools": ["calc__add"]})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["reply"] == "done"
+    assert len(body["tool_calls"]) == 12
+    assert [c.get("result") for c in body["tool_calls"][:most]] == [str(i + 1) for i in range(most)]
+    refused = f"Not run: at most {most} tool calls are run per round."
+    assert body["tool_calls"][most:] == [{"name": "calc__add", "arguments": {"a": i, "b": 1}, "error": refused}
+                                         for i in range(most, 12)]
+    assert len(agent.mcp.calls) == most
+    first, second = many_calls.requests
+    answers = [m for m in second["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in answers] == [f"call_{i}" for i in range(12)]
+    assert answers[-1]["content"] == f"Error: {refused}"
+
+
+def test_a_turn_that_takes_too_long_is_504_and_what_was_used_is_metered(agent):
+    """A gateway whose chat turns may take 1 second; each model call takes 0.4."""
+    import httpx
+
+    from tests.factories import api_key_for
+    from tests.servers import web_process
+
+    agent.upstream.configure(tool_script=[ADD] * 10, latency_ms=400)
+    with web_process(REGISTRY_TTL_SECONDS="0", AGENT_CHAT_TIMEOUT_SECONDS="1") as base:
+        r = httpx.post(base + AGENT_CHAT, json={"message": "Keep adding."}, timeout=30,
+                       headers={"Authorization": f"Bearer {api_key_for(agent.world.account)}"})
+        assert r.status_code == 504, r.text
+        assert r.json() == {"detail": "The agent did not answer within 1 seconds."}
+        assert len(agent.upstream.requests) <= 3  # of the 6 calls the turn would make
+        records = wait_for_usage(agent.world.account, 1)
+    assert {u.request_id for u in records} == {r.headers["X-Request-Id"]}
 
 
 def test_a_failing_tool_is_reported_to_the_model_and_in_the_reply(agent):
@@ -191,6 +234,19 @@ def test_a_used_up_token_quota_is_403_with_detail(agent):
     assert agent.upstream.requests == []
 
 
+def test_a_quota_reached_between_rounds_stops_the_turn_with_403_and_meters_what_was_used(agent):
+    agent.world.group.daily_tokens = 5
+    agent.world.group.save()
+    agent.upstream.configure(tool_script=[ADD] * 20)
+    r = agent.api.post(AGENT_CHAT, {"message": "one two three four"})  # round 1: 4 read + 3 written
+    assert r.status_code == 403, r.text
+    assert set(r.json()) == {"detail"} and "daily ceiling of 5 tokens" in r.json()["detail"]
+    assert len(agent.upstream.requests) == 1
+    [record] = wait_for_usage(agent.world.account, 1)
+    assert (record.input_tokens, record.output_tokens) == (4, 3)
+    assert record.request_id == r.headers["X-Request-Id"]
+
+
 # ---- the request ---------------------------------------------------------------------------------
 
 def test_a_message_of_32000_characters_is_taken_and_32001_is_refused(agent):
@@ -205,7 +261,7 @@ def test_a_message_of_32000_characters_is_taken_and_32001_is_refused(agent):
 
 @pytest.mark.parametrize("body", [{}, {"message": ""}, {"message": 5}, {"message": "hi", "messages": "no"},
                                   {"message": "hi", "messages": [{"role": "tool", "content": "x"}]},
-                                  {"message": "hi", "tools": "calc"}])
+                                  {"message": "hi", "messages": [None]}, {"message": "hi", "tools": "calc"}])
 def test_a_malformed_request_is_422(agent, body):
     r = agent.api.post(AGENT_CHAT, body)
     assert r.status_code == 422
@@ -319,6 +375,8 @@ def test_search_collection_searches_the_callers_collection(agent):
     assert hits[0]["document_name"] == "faq.txt"
     assert "reset your password" in hits[0]["text"]
     assert "/v1/embeddings" in [q.path for q in agent.upstream.requests]
+    *_indexed, searched = [u for u in wait_for_usage(agent.world.account, 4) if u.surface == "native_collections"]
+    assert searched.request_id == body["request_id"]  # metered as part of the agent request
 
 
 def test_search_collection_refuses_another_accounts_collection(agent):
@@ -362,6 +420,19 @@ def test_start_routine_refuses_another_accounts_routine(agent):
     body = agent.api.post(AGENT_CHAT, {"message": "Run their digest."}).json()
     assert body["tool_calls"] == [{"name": "start_routine", "arguments": {"routine_id": theirs.pk},
                                    "error": f"Routine {theirs.pk} does not exist."}]
+    assert not Run.objects.exists()
+
+
+def test_start_routine_refuses_a_paused_routine(agent):
+    from routines.models import Run
+
+    routine = _routine(agent.world.account)
+    routine.is_enabled = False
+    routine.save()
+    agent.upstream.configure(tool_script=[{"name": "start_routine", "arguments": {"routine_id": routine.pk}}])
+    body = agent.api.post(AGENT_CHAT, {"message": "Run my digest."}).json()
+    assert body["tool_calls"] == [{"name": "start_routine", "arguments": {"routine_id": routine.pk},
+                                   "error": f"Routine {routine.pk} is paused; enable it before starting it."}]
     assert not Run.objects.exists()
 
 

@@ -111,14 +111,48 @@ def test_a_run_that_takes_too_long_stops_with_the_steps_done(agent):
     """A gateway whose runs may take 1 second; each model call takes 0.4."""
     from tests.servers import web_process
 
-    agent.upstream.configure(tool_script=[ADD] * 10, latency_ms=400)
+    headers = {"Authorization": f"Bearer {api_key_for(agent.world.account)}"}
     with web_process(REGISTRY_TTL_SECONDS="0", AGENT_RUN_TIMEOUT_SECONDS="1") as base:
+        httpx.post(base + AGENT_RUN, json={"task": "Warm up."}, headers=headers, timeout=30)  # a first call is slow
+        agent.upstream.configure(tool_script=[ADD] * 10, latency_ms=400)
         started = time.monotonic()
-        r = httpx.post(base + AGENT_RUN, json={"task": "Keep adding."}, timeout=30,
-                       headers={"Authorization": f"Bearer {api_key_for(agent.world.account)}"})
+        r = httpx.post(base + AGENT_RUN, json={"task": "Keep adding."}, timeout=30, headers=headers)
         took = time.monotonic() - started
     assert r.status_code == 200, r.text
     body = r.json()
     assert (body["finished"], body["stop_reason"]) == (False, "timeout")
     assert 1 <= len(body["steps"]) <= 3
     assert took < 3
+
+
+def test_a_quota_reached_between_steps_stops_the_run_unfinished(agent):
+    agent.world.group.daily_tokens = 5
+    agent.world.group.save()
+    agent.upstream.configure(tool_script=[ADD] * 10)
+    r = agent.api.post(AGENT_RUN, {"task": "one two three four"})  # step 1: 4 read + 3 written
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["finished"], body["stop_reason"]) == (False, "quota")
+    assert [s["type"] for s in body["steps"]] == ["tool_call"]
+    assert len(agent.upstream.requests) == 1
+    [record] = wait_for_usage(agent.world.account, 1)
+    assert record.input_tokens + record.output_tokens == body["usage"]["total_tokens"] == 7
+    assert agent.api.post(AGENT_RUN, {"task": "again"}).status_code == 403  # the next request is refused
+
+
+def test_the_steps_of_a_run_the_client_gave_up_on_are_metered(agent):
+    """Each model call takes 0.4 seconds; the client waits 2.5 seconds for a run of 10 steps."""
+    from gateway.models import UsageRecord
+
+    agent.api.post(AGENT_RUN, {"task": "Warm up."})  # a first call of the gateway process is slow
+    agent.upstream.configure(tool_script=[ADD] * 20, latency_ms=400)
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(agent.world.base + AGENT_RUN, json={"task": "one two three", "max_steps": 10}, timeout=2.5,
+                   headers={"Authorization": f"Bearer {agent.world.key}", "X-Request-Id": "gave-up-1"})
+    time.sleep(0.3)
+    sent = len(agent.upstream.requests) - 1  # the model calls of the run
+    time.sleep(1.5)  # the run was cancelled with the connection: no later step comes
+    records = list(UsageRecord.objects.filter(request_id="gave-up-1"))
+    assert 2 <= len(records) <= sent <= 7 and len(agent.upstream.requests) - 1 == sent
+    assert {u.surface for u in records} == {"native_agent"}
+    assert all(u.input_tokens > 0 and u.output_tokens == 3 for u in records)

@@ -200,6 +200,19 @@ def test_chat_refusals_are_tool_errors(world):
     assert spent.is_error is True and spent.content[0].text.startswith("Token quota reached")
 
 
+def test_chat_with_a_model_or_server_that_does_not_exist_is_a_tool_error_not_the_default(world):
+    async def call(model):
+        async with mcp_session(world.base, world.key) as session:
+            await session.initialize()
+            return await session.call_tool("chat", {"model": model, "prompt": "hi"})
+
+    for model in ("no-such-model", "oa/no-such-model", "nosuchserver/echo-1"):
+        result = run(call(model))
+        assert result.is_error is True
+        assert result.content[0].text.startswith(f"The model '{model}' does not exist")
+    assert world.upstream.requests == []
+
+
 def test_a_reply_cut_midway_is_a_tool_error_with_what_arrived_and_is_metered(world):
     world.upstream.configure(reply="alpha beta gamma delta epsilon zeta", cut_after_tokens=2)
 
@@ -244,6 +257,25 @@ def test_search_collection_finds_passages_of_the_callers_collection_only(world):
     assert other.is_error is True
     assert other.content[0].text == "Collection not found."
     assert Collection.objects.count() == 2
+
+
+def test_search_collection_takes_k_written_as_a_float(world):
+    collection = collection_create(account=world.account, name="handbook")
+    target = embedding_model_for(account=world.account)
+    for name, text in (("pets.txt", "Cats purr and dogs bark."), ("space.txt", "Rockets need fuel."),
+                       ("food.txt", "Bread needs flour.")):
+        run(document_write(collection=collection, target=target,
+                           document=NewDocument(name=name, content_type="text/plain", size=len(text), text=text)))
+
+    async def scenario():
+        async with mcp_session(world.base, world.key) as session:
+            await session.initialize()
+            return await session.call_tool("search_collection",
+                                           {"collection_id": collection.pk, "query": "rockets", "k": 2.0})
+
+    found = run(scenario())
+    assert found.is_error is False, found.content
+    assert len(found.structured_content["results"]) == 2
 
 
 def test_list_and_start_routines_of_the_caller(world):
@@ -524,6 +556,9 @@ def test_batches_only_at_2025_03_26(wire):
     only_notifications = wire.post([rpc("notifications/initialized", id=None)])
     assert only_notifications.status_code == 202 and only_notifications.content == b""
     assert error_of(wire.post([]))[1:] == (-32600, "Invalid Request: the batch is empty.")
+    assert len(wire.post([rpc("ping", id=n) for n in range(20)]).json()) == 20
+    assert error_of(wire.post([rpc("ping", id=n) for n in range(21)])) == (
+        None, -32600, "Invalid Request: batch too large (at most 20 messages).")
 
     wire.initialize("2025-06-18")
     assert error_of(wire.post([rpc("ping", id=1)])) == (
