@@ -4,36 +4,18 @@ from django import forms
 from django.contrib import admin, messages
 
 from gateway import discovery
+from gateway.admin_forms import WriteOnlySecretForm, secret_input
 from gateway.models import Model, ModelFallback, ModelServer, UsageRecord
 
 
-class ModelServerForm(forms.ModelForm):
-    api_key = forms.CharField(
-        required=False,
-        widget=forms.PasswordInput(render_value=False),
-        help_text="Leave empty to keep the stored key. Tick 'clear API key' to remove it.",
-    )
+class ModelServerForm(WriteOnlySecretForm):
+    secret_field = "api_key"
+    api_key = secret_input("API key")
     clear_api_key = forms.BooleanField(required=False, label="Clear API key")
 
     class Meta:
         model = ModelServer
         fields = ["name", "kind", "base_url", "api_key", "is_remote", "enabled", "connect_timeout", "read_timeout"]
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.initial.pop("api_key", None)  # the stored key is never sent to the page
-
-    def clean_api_key(self):
-        entered = self.cleaned_data.get("api_key", "")
-        if not entered and self.instance.pk:
-            return ModelServer.objects.filter(pk=self.instance.pk).values_list("api_key", flat=True).first() or ""
-        return entered
-
-    def clean(self):
-        cleaned = super().clean()
-        if cleaned.get("clear_api_key"):
-            cleaned["api_key"] = ""
-        return cleaned
 
 
 class ModelInline(admin.TabularInline):

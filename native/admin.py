@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.db import transaction
 from django.db.models import Count, F
 
+from gateway.admin_forms import WriteOnlySecretForm, secret_input
 from native.models import Collection, Conversation, Document, McpServer, Message, Profile
 
 
@@ -49,41 +50,22 @@ class ProfileAdmin(admin.ModelAdmin):
 # ---- MCP servers (the agent's tools) ----------------------------------------------------------
 
 
-class McpServerForm(forms.ModelForm):
+class McpServerForm(WriteOnlySecretForm):
     """The auth header's value is write-only: never sent to the page, kept when left empty."""
 
-    auth_header_value = forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False),
-        help_text="Leave empty to keep the stored value. Tick 'clear auth header value' to remove it.",
-    )
+    secret_field = "auth_header_value"
+    auth_header_value = secret_input("auth header value")
     clear_auth_header_value = forms.BooleanField(required=False, label="Clear auth header value")
 
     class Meta:
         model = McpServer
         fields = ["name", "url", "auth_header_name", "auth_header_value", "is_remote", "enabled", "groups", "timeout"]
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.initial.pop("auth_header_value", None)
-
-    def clean_auth_header_value(self):
-        entered = self.cleaned_data.get("auth_header_value", "")
-        if not entered and self.instance.pk:
-            stored = McpServer.objects.filter(pk=self.instance.pk).values_list("auth_header_value", flat=True).first()
-            return stored or ""
-        return entered
-
     def clean_timeout(self):
         value = self.cleaned_data.get("timeout")
         if value is not None and not 0 < value <= 600:
             raise forms.ValidationError("Seconds, more than 0 and at most 600.")
         return value
-
-    def clean(self):
-        cleaned = super().clean()
-        if cleaned.get("clear_auth_header_value"):
-            cleaned["auth_header_value"] = ""
-        return cleaned
 
 
 @admin.register(McpServer)

@@ -1,0 +1,32 @@
+"""Admin forms with one write-only secret (a server's API key, an MCP server's auth header): the
+stored value is never sent to the page, an empty entry keeps it, and a "clear" box removes it."""
+
+from django import forms
+
+
+def secret_input(what: str) -> forms.CharField:
+    return forms.CharField(
+        required=False, widget=forms.PasswordInput(render_value=False),
+        help_text=f"Leave empty to keep the stored {what}. Tick 'clear {what}' to remove it.",
+    )
+
+
+class WriteOnlySecretForm(forms.ModelForm):
+    """Subclasses name the field in `secret_field` and declare it with `secret_input` beside a
+    BooleanField `clear_<secret_field>`."""
+
+    secret_field = ""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.initial.pop(self.secret_field, None)  # the stored value is never sent to the page
+
+    def clean(self):
+        cleaned = super().clean()
+        name = self.secret_field
+        if cleaned.get(f"clear_{name}"):
+            cleaned[name] = ""
+        elif not cleaned.get(name) and self.instance.pk:
+            stored = type(self.instance).objects.filter(pk=self.instance.pk).values_list(name, flat=True).first()
+            cleaned[name] = stored or ""
+        return cleaned
