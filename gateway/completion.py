@@ -8,16 +8,22 @@ before they go on (the agent's tool loop, the gateway's own MCP chat tool).
 Failures before the first byte are raised as `open_reply` raises them (a refusal with its own
 status, `ChainExhausted` when every model failed); a reply that stops midway is returned with
 `cut` set and what had arrived, so the caller can meter it and answer 504/502 (spec 6.2, 7.2).
+When the caller is cancelled mid-reply, the `CancelledError` carries what had arrived in
+`partial` (a `Completion`), for the caller to meter.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
 from gateway.dispatch import open_reply
 from gateway.errors import ApiError
-from gateway.metering import usage_of
+from gateway.metering import meter, usage_of
 from gateway.providers.base import StreamCut
 from gateway.replies import ReplyAccumulator
 from gateway.routing import Target
@@ -55,12 +61,34 @@ async def complete(chain: list[Target], body: dict[str, Any], *, refusals_fall_t
             reply.feed(chunk)
     except StreamCut as stop:
         cut = stop
+    except asyncio.CancelledError as cancelled:  # the caller went away mid-reply: what arrived is
+        cancelled.partial = _completion(opened.target, reply, body, None)  # there to meter
+        raise
+    return _completion(opened.target, reply, body, cut)
+
+
+def _completion(target: Target, reply: ReplyAccumulator, body: dict[str, Any], cut: StreamCut | None) -> Completion:
     calls = [reply.tool_calls[i] for i in sorted(reply.tool_calls)]
     for index, call in enumerate(calls):
         call["id"] = call["id"] or f"call_{index}"
-    return Completion(target=opened.target, text=reply.text, tool_calls=calls,
+    return Completion(target=target, text=reply.text, tool_calls=calls,
                       finish_reason=reply.finish_reason or ("tool_calls" if calls else "stop"),
                       usage=usage_of(reply, body), cut=cut)
+
+
+async def meter_completion(completion: Completion, *, account_id: int, surface: str, request_id: str) -> None:
+    """Meter a completion's usage (in a worker thread), shielded from the caller's cancellation:
+    usage that happened is metered even when the client has gone."""
+    usage = completion.usage
+
+    def write() -> None:
+        try:
+            meter(account_id=account_id, model=completion.model, surface=surface, input_tokens=usage["prompt_tokens"],
+                  output_tokens=usage["completion_tokens"], request_id=request_id)
+        finally:
+            close_old_connections()
+
+    await asyncio.shield(sync_to_async(write, thread_sensitive=False)())
 
 
 def cut_error(completion: Completion) -> ApiError:

@@ -7,7 +7,8 @@ that took over keeps the conversation). Provider failures are raised as `complet
 refusal keeps its status; `ChainExhausted` when every model failed); a reply cut midway is a
 504/502 with the text that had arrived. Every round's usage goes into the `Ledger`, which
 meters it as soon as the round is over (so a request the client gives up on, or that fails in a
-later round, is still metered, once). Before each round after the first the token quota is
+later round, is still metered, once; a round cut off by the client going away is metered with
+what had arrived). Before each round after the first the token quota is
 checked again with what the request used so far (`QuotaReached`, a 403).
 """
 
@@ -17,15 +18,12 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
 
 from gateway.calls import call_plan
-from gateway.completion import Completion, complete, cut_error
+from gateway.completion import Completion, complete, cut_error, meter_completion
 from gateway.dispatch import ChainExhausted
 from gateway.errors import ApiError
-from gateway.metering import meter
 from gateway.quotas import Window, quota_check
 from gateway.routing import Target, registry
 from native.tools import Toolbox, ToolPlan, open_toolbox
@@ -52,20 +50,13 @@ class Ledger:
     async def add(self, completion: Completion) -> None:
         """Record and meter one round; shielded, so a cancelled request still meters it."""
         self.rounds.append((completion.model, completion.usage))
-        await asyncio.shield(sync_to_async(self._meter, thread_sensitive=False)(completion.model, completion.usage))
+        await meter_completion(completion, account_id=self.account_id, surface=SURFACE, request_id=self.request_id)
 
     @property
     def usage(self) -> dict[str, int]:
         prompt = sum(u["prompt_tokens"] for _m, u in self.rounds)
         output = sum(u["completion_tokens"] for _m, u in self.rounds)
         return {"prompt_tokens": prompt, "completion_tokens": output, "total_tokens": prompt + output}
-
-    def _meter(self, model: str, usage: dict[str, int]) -> None:
-        try:
-            meter(account_id=self.account_id, model=model, surface=SURFACE, input_tokens=usage["prompt_tokens"],
-                  output_tokens=usage["completion_tokens"], request_id=self.request_id)
-        finally:
-            close_old_connections()
 
 
 @dataclass
@@ -102,7 +93,12 @@ async def tool_loop(state: LoopState, request: AgentRequest, *, toolbox: Toolbox
             body["tools"] = toolbox.specs()
             if not offer:
                 body["tool_choice"] = "none"
-        completion = await _ask(chain, body)
+        try:
+            completion = await _ask(chain, body)
+        except asyncio.CancelledError as cancelled:  # the client went away mid-reply
+            if getattr(cancelled, "partial", None) is not None:
+                await state.ledger.add(cancelled.partial)
+            raise
         state.calls_made += 1
         await state.ledger.add(completion)
         state.model = completion.model

@@ -9,6 +9,7 @@ that is not theirs, a paused routine) is a tool error, `isError: true`, whose te
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,9 +21,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from gateway.calls import check_chat_size
-from gateway.completion import complete
+from gateway.completion import complete, meter_completion
 from gateway.errors import ApiError
-from gateway.metering import meter
 from gateway.routing import registry, usable_targets
 from native.agent import agent_chain
 from native.collections import collection_get
@@ -128,15 +128,18 @@ def _chat_plan(account, arguments: dict[str, Any]) -> tuple[list, dict[str, Any]
 
 
 async def chat(caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
+    metered = {"account_id": caller.account.pk, "surface": SURFACE, "request_id": caller.request_id}
     try:
         chain, body = await in_worker(_chat_plan)(caller.account, arguments)
         completion = await complete(chain, body, refusals_fall_through=False)
     except ApiError as refused:
         return tool_error(refused.message)
+    except asyncio.CancelledError as cancelled:  # the client went away mid-reply
+        if getattr(cancelled, "partial", None) is not None:
+            await meter_completion(cancelled.partial, **metered)
+        raise
+    await meter_completion(completion, **metered)
     usage = completion.usage
-    await in_worker(meter)(account_id=caller.account.pk, model=completion.model, surface=SURFACE,
-                           input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-                           request_id=caller.request_id)
     if completion.cut is not None:
         stopped = ("The model stopped answering mid-reply." if completion.cut.reason == "read_timeout"
                    else f"The model server failed mid-reply: {completion.cut.message}")

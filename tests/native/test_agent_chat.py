@@ -491,3 +491,26 @@ def test_the_admin_refuses_a_bad_mcp_server(admin_client, field, value):
                            "enabled": "on", "timeout": "30", field: value})
     assert r.status_code == 200  # the form again, with the error
     assert not McpServer.objects.exists()
+
+
+def test_a_reply_in_progress_when_the_client_goes_away_is_metered_with_what_arrived(agent):
+    """The model streams two tokens a second; the client gives up after 1.5 seconds, in the
+    middle of the first round: the prompt and the tokens that had arrived are metered, once."""
+    import httpx
+
+    from gateway.models import UsageRecord
+
+    agent.api.post(AGENT_CHAT, {"message": "Warm up.", "tools": []})  # a first call of the process is slow
+    agent.upstream.configure(tokens_per_second=2)
+    message = "one two three four five six seven eight nine ten eleven twelve"
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(agent.world.base + AGENT_CHAT, json={"message": message, "tools": []}, timeout=1.5,
+                   headers={"Authorization": f"Bearer {agent.world.key}", "X-Request-Id": "went-away-1"})
+    deadline = time.monotonic() + 5
+    while not (records := list(UsageRecord.objects.filter(request_id="went-away-1"))):
+        assert time.monotonic() < deadline, "the round in progress was not metered"
+        time.sleep(0.05)
+    time.sleep(0.5)  # nothing more comes for this request
+    [record] = UsageRecord.objects.filter(request_id="went-away-1")
+    assert record.surface == "native_agent" and record.input_tokens > 0
+    assert 0 < record.output_tokens < len(f"Echo: {message}".split())

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any
 
+import httpx
 import httpx2
 import mcp_types as types
 import pytest
@@ -372,6 +373,22 @@ def test_a_revoked_key_mid_session_fails_the_next_call(world):
 
 
 # --- The wire, message by message --------------------------------------------------------------------
+
+
+def test_a_chat_the_client_gives_up_on_is_metered_with_what_arrived(world):
+    """Two tokens a second from the model; the client waits 1.5 seconds for the tools/call."""
+    world.upstream.configure(reply="alpha beta gamma delta epsilon zeta eta theta", tokens_per_second=2)
+    headers = {**bearer(world.key), "Accept": ACCEPT, "X-Request-Id": "mcp-went-away"}
+    with httpx.Client(base_url=world.base, headers=headers) as http:
+        started = http.post(PATH, json=rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                          "clientInfo": {"name": "raw", "version": "1"}}, id=0))
+        http.headers.update({"Mcp-Session-Id": started.headers["Mcp-Session-Id"],
+                             "MCP-Protocol-Version": "2025-11-25"})
+        with pytest.raises(httpx.TimeoutException):
+            http.post(PATH, json=rpc("tools/call", {"name": "chat", "arguments": {"prompt": "go"}}), timeout=1.5)
+    [record] = wait_for_usage(world.account)
+    assert record.surface == "mcp" and record.request_id == "mcp-went-away"
+    assert 0 < record.output_tokens < 8
 
 
 def rpc(method: str, params: dict | None = None, id: Any = 1) -> dict[str, Any]:
