@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
-from django.http import HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 
 from accounts.endpoints import NONE, endpoint
 from gateway import ratelimit
 from gateway.http import read_json_object
-from gateway.views import not_found
 from routines import routine_writes as writes
 from routines.blueprints import BLUEPRINTS
 from routines.inbox import inbox_messages, mark_read
@@ -161,10 +160,6 @@ def inbox_read(request, message_id: int):
     return JsonResponse({"message": inbox_record(mark_read(request.principal.account, message_id))})
 
 
-class _NoSuchRoute(HttpResponse):
-    status_code = 404
-
-
 @endpoint("POST", auth=NONE, limit=ratelimit.HOOKS)
 def _hook(request, token: str):
     """Spec 4.7. The per-address ceiling ran before this (the endpoint wrapper); then check 1
@@ -173,22 +168,18 @@ def _hook(request, token: str):
     if not settings.WEBHOOKS_ENABLED:
         return JsonResponse({"ok": True, "ignored": "disabled"})
     if not TOKEN_FORM.fullmatch(token):
-        return _NoSuchRoute()
+        raise Http404  # the framework's plain 404, as for an unknown route (no rate headers)
     body = request.read(settings.WEBHOOK_MAX_BODY_BYTES + 1)
     status, answer = ingest(token, body, request.headers)
     return JsonResponse(answer, status=status)
 
 
 def hook(request, token: str):
-    """A token not of 32 to 64 lowercase hex characters gets the framework's plain 404, the answer
-    of an unknown route (without rate headers), though a POST was counted like any other."""
-    if request.method == "POST":
-        response = _hook(request, token)
-        if not isinstance(response, _NoSuchRoute):
-            return response
-    elif TOKEN_FORM.fullmatch(token):
-        return _hook(request, token)  # 405
-    return not_found(request)
+    """A malformed token is no route: the plain 404 for every method (a POST is counted first,
+    like any other, since the per-address limit comes before everything)."""
+    if request.method != "POST" and not TOKEN_FORM.fullmatch(token):
+        raise Http404
+    return _hook(request, token)
 
 
 hook.csrf_exempt = True
