@@ -1,4 +1,5 @@
-"""Reading request bodies without ever answering 500 (spec 7.4's robustness rules)."""
+"""Reading request bodies without ever answering 500 (spec 7.4's robustness rules), and writing
+timestamps in answers."""
 
 from __future__ import annotations
 
@@ -38,3 +39,8 @@ def read_json_object(request: HttpRequest) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
     return data
+
+
+def timestamp(moment) -> str | None:
+    """An aware datetime in ISO 8601 with `Z` for UTC (None stays None)."""
+    return moment.isoformat().replace("+00:00", "Z") if moment is not None else None

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from gateway.embeddings import embed_batched, embedding_model_for
 from gateway.errors import ApiError
+from gateway.http import timestamp
 from gateway.metering import meter
 from gateway.routing import Target
 from native import vectors as vector_store
@@ -233,10 +234,6 @@ def _bump(collection_id: int, *, changed: bool = False, **fields: Any) -> None:
 # --- What the API shows --------------------------------------------------------------------------
 
 
-def _iso(moment) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def collection_json(collection: Collection) -> dict[str, Any]:
     return {
         "id": collection.pk,
@@ -244,8 +241,8 @@ def collection_json(collection: Collection) -> dict[str, Any]:
         "description": collection.description,
         "embedding_model": collection.embedding_model or None,
         "document_count": getattr(collection, "document_count", None),
-        "created_at": _iso(collection.created_at),
-        "updated_at": _iso(collection.updated_at),
+        "created_at": timestamp(collection.created_at),
+        "updated_at": timestamp(collection.updated_at),
     }
 
 
@@ -257,5 +254,5 @@ def document_json(document: Document) -> dict[str, Any]:
         "content_type": document.content_type,
         "size": document.size,
         "chunk_count": getattr(document, "chunk_count", None),
-        "created_at": _iso(document.created_at),
+        "created_at": timestamp(document.created_at),
     }

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gateway.errors import ApiError
+from gateway.http import timestamp
 from native.models import Conversation, Message
 
 TITLE_CHARS = 80
@@ -110,8 +111,8 @@ def conversation_data(conversation: Conversation) -> dict[str, Any]:
         "title": conversation.title,
         "profile": conversation.profile.name if conversation.profile_id and conversation.profile else None,
         "model": conversation.model or None,
-        "created_at": _time(conversation.created_at),
-        "updated_at": _time(conversation.updated_at),
+        "created_at": timestamp(conversation.created_at),
+        "updated_at": timestamp(conversation.updated_at),
     }
 
 
@@ -126,9 +127,5 @@ def message_data(message: Message) -> dict[str, Any]:
         "status": message.status,
         "usage": message.usage,
         "request_id": message.request_id or None,
-        "created_at": _time(message.created_at),
+        "created_at": timestamp(message.created_at),
     }
-
-
-def _time(value) -> str:
-    return value.isoformat().replace("+00:00", "Z")

@@ -25,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from gateway.errors import ApiError, ValidationFailed
+from gateway.http import timestamp
 from routines.deliveries import telegram, whatsapp
 from routines.deliveries.base import DeliveryFailed
 from routines.models import LinkedChannel
@@ -77,8 +78,8 @@ def channel_record(channel: LinkedChannel) -> dict:
         "kind": channel.kind,
         "address": channel.address or None,
         "verified": channel.verified_at is not None,
-        "verified_at": _iso(channel.verified_at),
-        "created_at": _iso(channel.created_at),
+        "verified_at": timestamp(channel.verified_at),
+        "created_at": timestamp(channel.created_at),
     }
 
 
@@ -236,7 +237,3 @@ def _resend_wait(channel: LinkedChannel, now: datetime) -> int:
 def _code_hash(kind: str, code: str, channel_id: int | None = None) -> str:
     message = f"channel-code:{kind}:{channel_id or ''}:{code}".encode()
     return hmac.new(settings.SECRET_KEY.encode(), message, hashlib.sha256).hexdigest()
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
