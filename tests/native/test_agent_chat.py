@@ -514,3 +514,11 @@ def test_a_reply_in_progress_when_the_client_goes_away_is_metered_with_what_arri
     [record] = UsageRecord.objects.filter(request_id="went-away-1")
     assert record.surface == "native_agent" and record.input_tokens > 0
     assert 0 < record.output_tokens < len(f"Echo: {message}".split())
+
+
+def test_agent_chat_and_run_also_count_on_the_general_counter(agent):
+    """Spec 8.1 rule 3: the 300-per-minute counter is fed by agent calls too."""
+    assert agent.api.post(AGENT_CHAT, {"message": "hi", "tools": []}).status_code == 200
+    assert agent.api.post("/api/v1/agent/run", {"task": "hi", "tools": []}).status_code == 200
+    listing = agent.api.get("/api/v1/conversations")
+    assert (listing.headers["X-RateLimit-Limit"], listing.headers["X-RateLimit-Remaining"]) == ("300", "297")
