@@ -18,15 +18,13 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections
-
 from gateway.dispatch import open_reply
 from gateway.errors import ApiError
 from gateway.metering import meter, usage_of
 from gateway.providers.base import StreamCut
 from gateway.replies import ReplyAccumulator
 from gateway.routing import Target
+from gateway.workers import in_worker
 
 
 @dataclass
@@ -81,14 +79,9 @@ async def meter_completion(completion: Completion, *, account_id: int, surface: 
     usage that happened is metered even when the client has gone."""
     usage = completion.usage
 
-    def write() -> None:
-        try:
-            meter(account_id=account_id, model=completion.model, surface=surface, input_tokens=usage["prompt_tokens"],
-                  output_tokens=usage["completion_tokens"], request_id=request_id)
-        finally:
-            close_old_connections()
-
-    await asyncio.shield(sync_to_async(write, thread_sensitive=False)())
+    await asyncio.shield(in_worker(meter)(
+        account_id=account_id, model=completion.model, surface=surface, input_tokens=usage["prompt_tokens"],
+        output_tokens=usage["completion_tokens"], request_id=request_id))
 
 
 def cut_error(completion: Completion) -> ApiError:

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from gateway.dispatch import open_reply
@@ -27,6 +26,7 @@ from gateway.errors import ApiError
 from gateway.metering import meter, usage_of
 from gateway.providers.base import StreamCut
 from gateway.replies import ReplyAccumulator
+from gateway.workers import in_worker
 from native.chat_turn import Turn, chat_request, citations_of
 from native.conversations import assistant_message_save, user_message_save
 from native.models import Message
@@ -37,8 +37,6 @@ UNAVAILABLE = "modelo_indisponivel"  # every model of the chain failed before an
 REFUSED = "requisicao_recusada"  # the model server refused the request as invalid
 INTERRUPTED = "resposta_interrompida"  # the reply stopped midway (spec 6.2)
 NO_USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-
-_in_worker = sync_to_async(thread_sensitive=False)
 
 
 class ChatReply:
@@ -62,7 +60,7 @@ class ChatReply:
         """Build the model request and save the user's message (a used-up quota saves nothing)."""
         if self.turn.refusal is None:
             self.citations = citations_of(hits)
-            await _in_worker(self._start)(hits)
+            await in_worker(self._start)(hits)
 
     def _start(self, hits: list[dict[str, Any]]) -> None:
         try:
@@ -131,7 +129,7 @@ class ChatReply:
         if self._finished:
             return
         self._finished = True
-        await _in_worker(self._save_and_meter)()
+        await in_worker(self._save_and_meter)()
 
     def _save_and_meter(self) -> None:
         try:

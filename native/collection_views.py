@@ -28,6 +28,7 @@ from gateway.embeddings import embedding_model_for
 from gateway.errors import ApiError, FrameworkError, ValidationFailed, render_error
 from gateway.http import read_json_object
 from gateway.validation import validated
+from gateway.workers import in_worker
 from native import collections as library
 from native import extract
 from native.search import search_collection
@@ -207,7 +208,7 @@ def _prepare_reindex(request):
 async def collection_reindex(request, collection_id: int):
     collection, target = request.prepared
     count = await library.collection_reindex(collection=collection, target=target, request_id=request.request_id)
-    fresh = await library.in_worker(library.collection_get)(
+    fresh = await in_worker(library.collection_get)(
         account=request.principal.account, collection_id=collection.pk)
     return JsonResponse({**library.collection_json(fresh), "reindexed_chunks": count})
 

@@ -13,11 +13,9 @@ answer 409 `reindex_required` (docs/decisions.md) until the collection is reinde
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import wraps
-from typing import Any, Callable
+from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
@@ -26,26 +24,13 @@ from gateway.errors import ApiError
 from gateway.http import timestamp
 from gateway.metering import meter
 from gateway.routing import Target
+from gateway.workers import in_worker
 from native import vectors as vector_store
 from native.chunking import chunk_text
 from native.models import Chunk, Collection, Document
 
 SURFACE = "native_collections"  # usage records of embedding calls made for collections
 REINDEX_ROUNDS = 3  # rounds a reindex makes to catch documents written while it embedded
-
-
-def in_worker(function: Callable) -> Callable:
-    """`function` as a coroutine run on a worker thread, which gives its database connection
-    back (to the pool) when it ends."""
-
-    @wraps(function)
-    def run(*args, **kwargs):
-        try:
-            return function(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return sync_to_async(run, thread_sensitive=False)
 
 
 def not_found() -> ApiError:

@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
@@ -24,6 +22,7 @@ from gateway.calls import check_chat_size
 from gateway.completion import complete, meter_completion
 from gateway.errors import ApiError
 from gateway.routing import registry, usable_targets
+from gateway.workers import in_worker
 from native.agent import agent_chain
 from native.collections import collection_get
 from native.search import search_collection as search
@@ -51,18 +50,6 @@ class Tool:
     def listed(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "inputSchema": self.input_schema,
                 "annotations": {"readOnlyHint": self.read_only}}
-
-
-def in_worker(function: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    """Run a function that reads the database in a worker thread, giving its connection back."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        finally:
-            close_old_connections()
-
-    return sync_to_async(run, thread_sensitive=False)
 
 
 def tool_result(text: str, structured: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from gateway.embeddings import CAPABILITY, embed
 from gateway.metering import meter
 from gateway.routing import Target, group_may_use, registry
 from native import vectors as vector_store
-from native.collections import SURFACE, in_worker, model_for_collection
+from gateway.workers import in_worker
+from native.collections import SURFACE, model_for_collection
 from native.models import Chunk, Collection
 
 

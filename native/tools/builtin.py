@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 
 from gateway.errors import ApiError
+from gateway.workers import in_worker
 from native.models import Collection
 from native.tools import Tool, ToolError
 
@@ -60,7 +59,7 @@ async def search_collection_tool(account_id: int, arguments: dict[str, Any], req
     query = arguments.get("query")
     if not isinstance(query, str) or not query.strip():
         raise ToolError("'query' must be a non-empty string.")
-    collection = await _in_worker(_own_collection, account_id, collection_id)
+    collection = await in_worker(_own_collection)(account_id, collection_id)
     from native.search import search_collection
 
     try:
@@ -79,19 +78,7 @@ def _own_collection(account_id: int, collection_id: int) -> Collection:
 
 async def start_routine_tool(account_id: int, arguments: dict[str, Any]) -> str:
     routine_id = _id_argument(arguments, "routine_id")
-    return await _in_worker(_start_routine, account_id, routine_id)
-
-
-async def _in_worker(function, *args):
-    """Run a database function in a worker thread, giving its connection back afterwards."""
-
-    def run():
-        try:
-            return function(*args)
-        finally:
-            close_old_connections()
-
-    return await sync_to_async(run, thread_sensitive=False)()
+    return await in_worker(_start_routine)(account_id, routine_id)
 
 
 def _start_routine(account_id: int, routine_id: int) -> str:
