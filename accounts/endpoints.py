@@ -26,7 +26,8 @@ from django.http import HttpRequest, HttpResponse
 from accounts.authentication import Identity, authenticate, identify, remember
 from gateway import ratelimit
 from gateway.counters import window_hit
-from gateway.quotas import quota_window_keys
+from gateway.quotas import quota_readings, quota_window_keys
+from gateway.routing import note_stamps, stamp_keys
 from gateway.errors import ApiError, FrameworkError, render_error
 
 NONE = "none"  # no credential (login, webhooks)
@@ -72,7 +73,9 @@ def endpoint(
             outcome = _check_and_count(request, identity)
         principal, quota_keys, result = outcome
         request.principal = principal
-        request.quota_used = [(window, used) for (_key, window), used in zip(quota_keys, result.amounts)]
+        # a quota window whose counter is missing (Redis restarted) is rebuilt from the usage records
+        request.quota_used = quota_readings(account_id=principal.account.pk, group=principal.account.group,
+                                            keyed=quota_keys, amounts=result.amounts)
         headers = ratelimit.limit_headers(result)  # raises the 429 of a refusing counter
         remember(identity, result.versions)
         return headers
@@ -93,8 +96,13 @@ def endpoint(
         counters = ratelimit.limit_counters(limit, subject=f"acct:{account_id}") if limit else []
         quota_keys = quota_window_keys(account_id=account_id)
         expected = identity.expected_versions or (None, None)
-        result = window_hit(counters, settings.RATE_WINDOW_SECONDS, guards=list(zip(identity.version_keys, expected)),
+        # the model registry's stamps ride along (any value expected): the request's registry()
+        # calls use them instead of a round trip of their own (gateway/routing.py)
+        guards = [*zip(identity.version_keys, expected), *((key, None) for key in stamp_keys())]
+        result = window_hit(counters, settings.RATE_WINDOW_SECONDS, guards=guards,
                             reads=[key for key, _window in quota_keys])
+        if len(result.versions) == len(guards):
+            note_stamps(result.versions[-2:])
         return None if result.stale else (principal, quota_keys, result)
 
     def admit_in_worker(request: HttpRequest) -> dict[str, str]:

@@ -88,7 +88,9 @@ def _bump_on_commit(keys: list[str]) -> None:
     from gateway.counters import version_bump
 
     forget_all()  # this process knows at once
-    transaction.on_commit(lambda: version_bump(keys))
+    # robust: with Redis down the change is committed all the same; other processes then see
+    # it within CREDENTIAL_CACHE_SECONDS, and the request that made it is not failed afterwards.
+    transaction.on_commit(lambda: version_bump(keys), robust=True)
 
 
 LOGIN_BOOKKEEPING = frozenset({"failed_logins", "locked_until", "last_login"})

@@ -14,7 +14,7 @@ from django.http.multipartparser import MultiPartParserError
 from accounts.endpoints import endpoint
 from gateway import ratelimit
 from gateway.calls import call_plan
-from gateway.dispatch import exhausted
+from gateway.dispatch import exhausted, fell_through
 from gateway.errors import ApiError
 from gateway.http import read_json_object
 from gateway.metering import AfterSendResponse, meter
@@ -78,14 +78,14 @@ async def _forward(request, model_id, path, payload) -> tuple[Target, Any]:
     chain = await _plan(account=request.principal.account, model_id=model_id, capability="audio",
                         quota_used=request.quota_used)
     failures = []
-    for target in chain:
+    for index, target in enumerate(chain):
         if target.server.kind != "openai":
             failures.append(UpstreamError("refused", 400, f"Server '{target.server.name}' does not serve audio."))
             continue
         try:
             return target, await openai_provider.forward(target, path, **payload(target))
         except UpstreamError as failure:
-            failures.append(failure)
+            failures.append(fell_through(target, failure, last=index == len(chain) - 1))
     raise exhausted(failures)
 
 

@@ -26,3 +26,17 @@ _drop_start_of_request_connection_check()
 from gateway.logfilters import install as _redact_secret_paths_in_access_logs  # noqa: E402
 
 _redact_secret_paths_in_access_logs()
+
+
+def _start_usage_drainer() -> None:
+    """Write what dead processes left in the usage spool as soon as this process starts, not on
+    its first metered call (gateway/usage_writer.py)."""
+    from django.conf import settings
+
+    from gateway.usage_writer import usage_writer
+
+    if settings.USAGE_BATCHED:
+        usage_writer.start()
+
+
+_start_usage_drainer()

@@ -74,14 +74,15 @@ def _completion(target: Target, reply: ReplyAccumulator, body: dict[str, Any], c
                       usage=usage_of(reply, body), cut=cut)
 
 
-async def meter_completion(completion: Completion, *, account_id: int, surface: str, request_id: str) -> None:
+async def meter_completion(completion: Completion, *, account_id: int, surface: str, request_id: str,
+                           key: str | None = None) -> None:
     """Meter a completion's usage (in a worker thread), shielded from the caller's cancellation:
-    usage that happened is metered even when the client has gone."""
+    usage that happened is metered even when the client has gone. `key`: see `meter`."""
     usage = completion.usage
 
     await asyncio.shield(in_worker(meter)(
         account_id=account_id, model=completion.model, surface=surface, input_tokens=usage["prompt_tokens"],
-        output_tokens=usage["completion_tokens"], request_id=request_id))
+        output_tokens=usage["completion_tokens"], request_id=request_id, key=key))
 
 
 def cut_error(completion: Completion) -> ApiError:

@@ -29,7 +29,8 @@ KEY_PREFIX = "gw:"
 # ARGV: now (ms), window (ms), n, g, r, n ceilings, g expected versions ("" = any).
 # Returns {-1, v1..vg} when a guard differs from what was expected (nothing written);
 # {i, count, reset} naming the first counter that refused (nothing written);
-# or {0, count1, reset1, ..., v1..vg, amount1..amountr} when the hit was counted.
+# or {0, count1, reset1, ..., v1..vg, amount1..amountr} when the hit was counted, an amount
+# being -1 when its key is missing (never set, expired, or lost with Redis: to be rebuilt).
 _HIT_SCRIPT = """
 local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
 local n, g, r = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -66,7 +67,7 @@ for i = 1, n do
   out[#out + 1] = resets[i]
 end
 for j = 1, g do out[#out + 1] = versions[j] end
-for k = 1, r do out[#out + 1] = tonumber(redis.call('GET', KEYS[n + g + k]) or '0') end
+for k = 1, r do out[#out + 1] = tonumber(redis.call('GET', KEYS[n + g + k]) or '-1') end
 return out
 """
 
@@ -89,7 +90,7 @@ class HitResult:
     windows: tuple[Window, ...]  # all counters when allowed; only the refusing one otherwise
     stale: bool = False  # a guard differed: nothing was counted
     versions: tuple[int, ...] = ()  # the guards' current values (when allowed or stale)
-    amounts: tuple[int, ...] = ()  # the read keys' totals (when allowed)
+    amounts: tuple[int | None, ...] = ()  # the read keys' totals (when allowed); None: missing
 
     @property
     def refused_by(self) -> Window | None:
@@ -130,7 +131,8 @@ def _redis_hit(counters, window, guards, reads) -> HitResult:
         Window(key, ceiling, out[1 + 2 * i], out[2 + 2 * i] / 1000) for i, (key, ceiling) in enumerate(counters)
     )
     rest = out[1 + 2 * n:]
-    return HitResult(True, windows, versions=tuple(rest[:g]), amounts=tuple(rest[g:]))
+    amounts = tuple(None if amount < 0 else amount for amount in rest[g:])
+    return HitResult(True, windows, versions=tuple(rest[:g]), amounts=amounts)
 
 
 @lru_cache(maxsize=None)
@@ -191,45 +193,99 @@ def version_bump(keys: list[str]) -> None:
 
 
 # --- Amounts: running totals per window (token quotas) ------------------------------------
+#
+# An amount is a cache of what the usage records add up to (gateway/quotas.py): a missing key
+# (never set, expired, or lost with a Redis restart) reads as None and is rebuilt from the records
+# with `amounts_seed`, which sets it only when it is still missing. `amounts_add` adds to a key
+# only when it exists, so an addition never starts a total that the rebuild then counts again.
+
+# KEYS: the amounts. ARGV: the amount. Adds to each key that exists; the others stay missing.
+_ADD_SCRIPT = """
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('INCRBY', KEYS[i], ARGV[1]) end
+end
+return 0
+"""
 
 
-def amounts_get(keys: list[str]) -> list[int]:
-    """Current totals of `keys` (0 for a key never added to or expired)."""
+def amounts_get(keys: list[str]) -> list[int | None]:
+    """Current totals of `keys`; None for a key that is missing (to be rebuilt)."""
     if not keys:
         return []
     full = [KEY_PREFIX + key for key in keys]
     if settings.REDIS_URL:
         values = _redis_client(settings.REDIS_URL).mget(full)
-        return [int(v) if v is not None else 0 for v in values]
+        return [int(v) if v is not None else None for v in values]
     now = time.time()
     stored = cache.get_many(full)
     return [_live_amount(stored.get(k), now) for k in full]
 
 
-def amounts_add(entries: list[tuple[str, float]], amount: int) -> None:
-    """Add `amount` to each `(key, expires_at)`; a key lives until its window ends."""
-    if not entries or amount <= 0:
+def amounts_add(keys: list[str], amount: int) -> None:
+    """Add `amount` to each of `keys` that exists (one atomic step); a missing one stays missing."""
+    if not keys or amount <= 0:
         return
+    full = [KEY_PREFIX + key for key in keys]
+    if settings.REDIS_URL:
+        _redis_add_script(settings.REDIS_URL)(keys=full, args=[amount])
+        return
+    now = time.time()
+    with _cache_step():
+        stored = cache.get_many(full)
+        for key in full:
+            value = stored.get(key)
+            if _live_amount(value, now) is not None:
+                total, expires_at = value
+                cache.set(key, (total + amount, expires_at), timeout=max(expires_at - now, 0) + 60)
+
+
+def amounts_seed(entries: list[tuple[str, float, int]]) -> list[int]:
+    """Set each `(key, expires_at, total)` that is still missing (SET NX), to live until its
+    window ends; return the totals now held (the seeded one, or one set meanwhile)."""
+    if not entries:
+        return []
     now = time.time()
     if settings.REDIS_URL:
         pipe = _redis_client(settings.REDIS_URL).pipeline(transaction=True)
-        for key, expires_at in entries:
-            pipe.incrby(KEY_PREFIX + key, amount)
-            pipe.expire(KEY_PREFIX + key, max(int(expires_at - now) + 60, 1))
-        pipe.execute()
+        for key, expires_at, total in entries:
+            pipe.set(KEY_PREFIX + key, total, nx=True, ex=max(int(expires_at - now) + 60, 1))
+            pipe.get(KEY_PREFIX + key)
+        replies = pipe.execute()
+        return [int(value) for value in replies[1::2]]
+    totals = []
+    with _cache_step():
+        for key, expires_at, total in entries:
+            full = KEY_PREFIX + key
+            held = _live_amount(cache.get(full), now)
+            if held is None:
+                cache.set(full, (total, expires_at), timeout=max(expires_at - now, 0) + 60)
+                held = total
+            totals.append(held)
+    return totals
+
+
+def amounts_forget(keys: list[str]) -> None:
+    """Drop totals that may be wrong (an addition that may not have landed): they are rebuilt."""
+    if not keys:
+        return
+    full = [KEY_PREFIX + key for key in keys]
+    if settings.REDIS_URL:
+        _redis_client(settings.REDIS_URL).delete(*full)
         return
     with _cache_step():
-        for key, expires_at in entries:
-            full = KEY_PREFIX + key
-            total = _live_amount(cache.get(full), now) + amount
-            cache.set(full, (total, expires_at), timeout=max(expires_at - now, 0) + 60)
+        cache.delete_many(full)
 
 
-def _live_amount(stored, now: float) -> int:
+def _live_amount(stored, now: float) -> int | None:
     if not stored:
-        return 0
+        return None
     total, expires_at = stored
-    return total if now < expires_at else 0
+    return total if now < expires_at else None
+
+
+@lru_cache(maxsize=None)
+def _redis_add_script(url: str):
+    return _redis_client(url).register_script(_ADD_SCRIPT)
 
 
 @lru_cache(maxsize=None)

@@ -29,7 +29,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gateway.models import Model, ModelServer
-from gateway.routing import registry_invalidate
+from gateway.routing import registry_changed
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ def discover_models(*, servers=None) -> list[ServerReport]:
     try:
         return [_apply(server, found, error) for server, (found, error) in zip(rows, outcomes)]
     finally:
-        registry_invalidate()
+        registry_changed()
 
 
 def _listing_or_error(server: ModelServer) -> tuple[list[Found] | None, str | None]:

@@ -3,6 +3,7 @@ begins answers; a failure before the first byte moves to the next."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from gateway.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
 from gateway.routing import Target
 
 DEFAULT_RETRY_AFTER = 10
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,10 +42,11 @@ async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall
         except UpstreamError as failure:
             if failure.kind == REFUSED and not refusals_fall_through:
                 raise ApiError(failure.status, failure.message, code="upstream_refused") from None
-            failures.append(failure)
+            failures.append(fell_through(target, failure, last=target is chain[-1]))
             continue
         except StopAsyncIteration:
-            failures.append(UpstreamError(BAD_RESPONSE, 502, "The model server returned nothing."))
+            failures.append(fell_through(target, UpstreamError(BAD_RESPONSE, 502, "The model server returned nothing."),
+                                         last=target is chain[-1]))
             continue
         return OpenedReply(target, _chain_first(first, stream))
     raise exhausted(failures)
@@ -52,6 +56,14 @@ async def _chain_first(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]
     yield first
     async for chunk in rest:
         yield chunk
+
+
+def fell_through(target: Target, failure: UpstreamError, *, last: bool) -> UpstreamError:
+    """Log a model's failure before the first byte, with server, model and cause; returns it."""
+    cause = failure.cooldown_cause or f"{failure.status} {failure.message}"
+    logger.warning("model %s on server %s failed: %s; %s", target.name, target.server.name, cause,
+                   "no model left in the chain" if last else "trying the next model")
+    return failure
 
 
 def exhausted(failures: list[UpstreamError]) -> ChainExhausted:

@@ -18,7 +18,7 @@ import numpy as np
 from django.conf import settings
 
 from gateway.calls import call_plan
-from gateway.dispatch import exhausted
+from gateway.dispatch import exhausted, fell_through
 from gateway.errors import ApiError
 from gateway.providers import openai as openai_provider
 from gateway.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
@@ -71,7 +71,7 @@ async def embed(chain: list[Target], texts: list[str]) -> Embedded:
         except UpstreamError as failure:
             if failure.kind == REFUSED:
                 raise ApiError(failure.status, failure.message, code="upstream_refused") from None
-            failures.append(failure)
+            failures.append(fell_through(target, failure, last=target is chain[-1]))
     raise exhausted(failures)
 
 

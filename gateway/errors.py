@@ -103,6 +103,64 @@ class GeneralLimitReached(ApiError):
         )
 
 
+class ServiceUnavailable(ApiError):
+    """PostgreSQL, Redis or the task queue cannot be reached: 503 with Retry-After."""
+
+    def __init__(self, what: str, retry_after: int) -> None:
+        super().__init__(
+            503,
+            f"The service is briefly unavailable ({what} cannot be reached); retry in {retry_after} seconds.",
+            code="service_unavailable",
+            headers={"Retry-After": str(retry_after)},
+        )
+
+
+def outage_of(exc: BaseException) -> str | None:
+    """What an exception says cannot be reached ('the database', 'the cache', 'the task queue'),
+    or None when it is not an outage: a connection refused, lost or timed out, a pool that
+    could not hand out a connection (psycopg_pool's PoolTimeout is an OperationalError), a Redis
+    still loading its data."""
+    for what, types in _outage_types():
+        if isinstance(exc, types):
+            return what
+    return None
+
+
+_OUTAGE_TYPES: tuple[tuple[str, tuple[type[BaseException], ...]], ...] | None = None
+
+
+def _outage_types() -> tuple[tuple[str, tuple[type[BaseException], ...]], ...]:
+    global _OUTAGE_TYPES
+    if _OUTAGE_TYPES is None:
+        from django.db import InterfaceError, OperationalError
+
+        database: list[type[BaseException]] = [OperationalError, InterfaceError]
+        cache: list[type[BaseException]] = []
+        queue: list[type[BaseException]] = []
+        try:
+            import psycopg
+
+            database += [psycopg.OperationalError, psycopg.InterfaceError]
+        except ImportError:
+            pass
+        try:
+            from redis import exceptions as redis_exceptions
+
+            cache += [redis_exceptions.ConnectionError, redis_exceptions.TimeoutError,
+                      redis_exceptions.BusyLoadingError]
+        except ImportError:
+            pass
+        try:
+            from kombu.exceptions import OperationalError as BrokerError
+
+            queue.append(BrokerError)
+        except ImportError:
+            pass
+        _OUTAGE_TYPES = (("the database", tuple(database)), ("the cache", tuple(cache)),
+                         ("the task queue", tuple(queue)))
+    return _OUTAGE_TYPES
+
+
 def surface_of(path: str) -> str:
     if path.startswith("/v1/messages"):
         return "anthropic"

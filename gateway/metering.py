@@ -1,8 +1,13 @@
-"""Usage of a call, counted after the reply (never before it): the quota counters of the
-account at once, then a usage record through the batched writer (gateway/usage_writer.py)."""
+"""Usage of a call, counted after the reply (never before it): a usage record, appended to this
+process's spool (gateway/usage_writer.py) and so kept whatever dies next, then the account's
+quota counters. Metering never raises: the call was answered, and what could not be counted now
+is counted later (the spool is written when the database answers; a counter that missed an
+addition is rebuilt from the records)."""
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Callable
 
 from django.http import HttpResponse
@@ -13,6 +18,8 @@ from gateway.quotas import quota_add
 from gateway.replies import ReplyAccumulator
 from gateway.tokens import count_chat_request, count_text
 from gateway.usage_writer import usage_writer
+
+logger = logging.getLogger(__name__)
 
 
 def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
@@ -30,15 +37,23 @@ def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
 
 
 def meter(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
-          request_id: str = "") -> None:
+          request_id: str = "", key: str | None = None) -> None:
+    """Record a call's usage once. `key` makes the record the same record however often it is
+    metered (a run: `run-<pk>`); without it each call to meter is a record of its own (an agent
+    turn meters each of its rounds under one request id). Never raises."""
     total = input_tokens + output_tokens
     if total <= 0:
         return
-    quota_add(account_id=account_id, tokens=total)
-    usage_writer.submit(UsageRecord(
-        account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
-        output_tokens=output_tokens, request_id=request_id[:64], created_at=timezone.now(),
-    ))
+    now = timezone.now()
+    try:
+        usage_writer.submit(UsageRecord(
+            account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
+            output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],
+            created_at=now,
+        ))
+    except Exception:  # submit keeps what it can and logs; this is the last guard of an answered call
+        logger.exception("usage of account %s not recorded (%s, %s tokens)", account_id, model, total)
+    quota_add(account_id=account_id, tokens=total, now=now)  # the record's windows; never raises
 
 
 class AfterSendResponse(HttpResponse):

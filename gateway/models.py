@@ -119,6 +119,9 @@ class UsageRecord(models.Model):
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     request_id = models.CharField(max_length=64, blank=True)
+    # What makes a record the same record when it is written again (a spool replayed after a
+    # crash, a run executed again): unique; null on the records written before it existed.
+    key = models.CharField(max_length=80, null=True, blank=True, unique=True, default=None)
     created_at = models.DateTimeField(db_index=True)
 
     class Meta:

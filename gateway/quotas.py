@@ -1,14 +1,33 @@
 """Token quotas (spec 8.4): daily, weekly and monthly ceilings per account group, counted per
 account in UTC windows. The day starts at midnight, the month on its first day, the week every
-Wednesday at 14:00. Ceilings of -1 mean none. Reaching a ceiling is a 403, never a 429."""
+Wednesday at 14:00. Ceilings of -1 mean none. Reaching a ceiling is a 403, never a 429.
+
+The counters (gateway/counters.py, in Redis or the Django cache) are a cache of the usage records.
+A window's counter that is missing (Redis restarted, the key expired, never used) is rebuilt before
+the check: what the account's records in the database add up to in that window, plus the records
+in this host's spool not yet written (one aggregate query), set only if still missing. A call's
+tokens are added only to a counter that exists, so a rebuild never counts them twice. An addition
+that fails (Redis down) leaves its counters unsure: they are dropped once Redis answers again, to
+be rebuilt from the records (`quota_forget_unsure`, from the usage drainer).
+
+What a ceiling lets through beyond itself: the calls admitted before the counter reached it (each
+admitted call is checked before its tokens are known), and the records that were spooled but not
+yet in the database in another host's spool when a counter was rebuilt (docs/decisions.md)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from gateway.counters import amounts_add, amounts_get
+from django.conf import settings
+from django.db.models import F, Q, Sum
+
+from gateway.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
 from gateway.errors import ApiError
+
+logger = logging.getLogger(__name__)
 
 WEEK_START_WEEKDAY = 2  # Wednesday
 WEEK_START_HOUR = 14
@@ -50,10 +69,62 @@ def quota_window_keys(*, account_id: int, now: datetime | None = None) -> list[t
     return [(_key(account_id, w), w) for w in windows_at(now or datetime.now(timezone.utc))]
 
 
-def quota_used(*, account_id: int, now: datetime | None = None) -> list[tuple[Window, int]]:
+def quota_used(*, account_id: int, group=None, now: datetime | None = None) -> list[tuple[Window, int]]:
+    """What each current window has used; a missing counter is rebuilt from the usage records
+    (with `group`, only the windows it has a ceiling for; the others read 0 when missing)."""
     keyed = quota_window_keys(account_id=account_id, now=now)
-    used = amounts_get([key for key, _ in keyed])
-    return [(window, amount) for (_, window), amount in zip(keyed, used)]
+    return quota_readings(account_id=account_id, group=group, keyed=keyed,
+                          amounts=amounts_get([key for key, _ in keyed]))
+
+
+def quota_readings(*, account_id: int, group, keyed: list[tuple[str, Window]],
+                   amounts: tuple | list) -> list[tuple[Window, int]]:
+    """The windows' amounts as read (None: missing), with each missing one rebuilt from the
+    usage records first (with `group`, only those it has a ceiling for). Empty when nothing was
+    read (a refused request)."""
+    if not amounts:
+        return []
+    if settings.USAGE_BATCHED:
+        from gateway.usage_writer import usage_writer
+
+        usage_writer.start()  # this process drains its spool, and those of processes that are gone
+    ceilings = ceilings_of(group) if group is not None else None
+    missing = [(key, window) for (key, window), amount in zip(keyed, amounts)
+               if amount is None and (ceilings is None or ceilings[window.period] >= 0)]
+    rebuilt = quota_rebuild(account_id=account_id, windows=missing) if missing else {}
+    return [(window, rebuilt.get(key, amount or 0)) for (key, window), amount in zip(keyed, amounts)]
+
+
+def quota_rebuild(*, account_id: int, windows: list[tuple[str, Window]]) -> dict[str, int]:
+    """Set each missing window's counter to what the account's usage records add up to in it:
+    those in the database and those spooled on this host but not yet written (a record in both
+    counts once, from the spool, so one that is written meanwhile is not lost nor doubled); set
+    only where still missing (SET NX). Returns the totals the counters hold."""
+    from gateway.models import UsageRecord
+    from gateway.usage_writer import usage_writer
+
+    since = min(window.starts_at for _, window in windows)
+    spooled: dict[str, tuple[datetime, int]] = {}
+    for line in usage_writer.spooled():
+        try:
+            if int(line["a"]) != account_id:
+                continue
+            at = datetime.fromisoformat(line["t"])
+            if at >= since:
+                spooled[line["k"]] = (at, int(line["i"]) + int(line["o"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    not_spooled = ~Q(key__in=list(spooled)) if spooled else Q()
+    tokens = F("input_tokens") + F("output_tokens")
+    sums = UsageRecord.objects.filter(account_id=account_id, created_at__gte=since).aggregate(**{
+        f"w{i}": Sum(tokens, filter=Q(created_at__gte=window.starts_at, created_at__lt=window.resets_at) & not_spooled)
+        for i, (_, window) in enumerate(windows)
+    })
+    entries = []
+    for i, (key, window) in enumerate(windows):
+        total = (sums[f"w{i}"] or 0) + sum(n for at, n in spooled.values() if window.starts_at <= at < window.resets_at)
+        entries.append((key, window.resets_at.timestamp(), total))
+    return dict(zip([key for key, _ in windows], amounts_seed(entries)))
 
 
 def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None = None) -> None:
@@ -62,7 +133,7 @@ def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None
     ceilings = ceilings_of(group)
     if all(c < 0 for c in ceilings.values()):
         return
-    readings = used if used is not None else quota_used(account_id=account_id)
+    readings = used if used is not None else quota_used(account_id=account_id, group=group)
     for window, amount in readings:
         ceiling = ceilings[window.period]
         if ceiling >= 0 and amount >= ceiling:
@@ -74,6 +145,40 @@ def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None
             )
 
 
-def quota_add(*, account_id: int, tokens: int, now: datetime | None = None) -> None:
-    current = windows_at(now or datetime.now(timezone.utc))
-    amounts_add([(_key(account_id, w), w.resets_at.timestamp()) for w in current], tokens)
+_unsure: set[str] = set()  # counters an addition may have missed: dropped once Redis answers
+_unsure_lock = threading.Lock()
+
+
+def quota_add(*, account_id: int, tokens: int, now: datetime | None = None) -> bool:
+    """Add a call's tokens to the account's current windows that have a counter (a missing one is
+    rebuilt from the records when next read). Never raises: when the addition fails, the counters
+    are remembered as unsure and dropped once they can be (False is returned)."""
+    keys = [key for key, _ in quota_window_keys(account_id=account_id, now=now)]
+    try:
+        if _unsure and not settings.USAGE_BATCHED:  # else the usage drainer drops them
+            quota_forget_unsure()
+        amounts_add(keys, tokens)
+        return True
+    except Exception as exc:
+        with _unsure_lock:
+            _unsure.update(keys)
+        logger.warning("quota counters of account %s not added to (%s tokens): %s; they are dropped "
+                       "and rebuilt from the usage records once they can be", account_id, tokens, exc)
+        return False
+
+
+def quota_forget_unsure() -> bool:
+    """Drop the counters an addition may have missed, so they are rebuilt from the records. True
+    when none is left; never raises."""
+    with _unsure_lock:
+        keys = list(_unsure)
+    if not keys:
+        return True
+    try:
+        amounts_forget(keys)
+    except Exception:
+        return False
+    with _unsure_lock:
+        _unsure.difference_update(keys)
+    logger.info("quota counters dropped after a failed addition, to be rebuilt: %s", ", ".join(keys))
+    return True

@@ -40,6 +40,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "gateway.middleware.RequestIdMiddleware",
+    "gateway.middleware.OutageMiddleware",  # 503 with Retry-After while PostgreSQL or Redis is down
     "gateway.surfaces.SurfaceMiddleware",
 ]
 # The operator console's middleware, applied by SurfaceMiddleware to every path outside /v1 and /api.
@@ -97,8 +98,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env.int("DB_POOL_MIN_SIZE", default=2),
         "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
-        "timeout": 10,
+        "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=10.0),
     }
+    # With a pool, Django's health checks are the pool's: each connection is checked as it is
+    # handed out (psycopg_pool's check_connection, one empty round trip), so a connection broken
+    # by a PostgreSQL restart is replaced instead of failing the request that gets it.
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 REDIS_URL = env.str("REDIS_URL", default="")
@@ -164,6 +169,12 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker outlives any broker outage: it keeps reconnecting (Celery's default gives up, and exits,
+# after 100 tries). Celery is pinned to 5.6.3: 5.7.0 exits on a Redis restart (faults.md).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Runs in flight when the broker goes away finish their model call (a run never calls it twice).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 # --- Service --------------------------------------------------------------------------------
 SERVICE_VERSION = "0.1.0"
@@ -209,17 +220,24 @@ LOGGING = {
 # Proxies in front of the service that append to X-Forwarded-For (0: use the socket address).
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
-# Seconds a process keeps its copy of the model registry before reading it again.
+# Seconds a process keeps its copy of the model registry at most. A change is seen at once anyway
+# (a version stamp read per call, gateway/routing.py); this is the backstop for writes that send
+# no signal (model discovery's bulk writes) and for a stamp that Redis could not keep.
 REGISTRY_TTL_SECONDS = env.float("REGISTRY_TTL_SECONDS", default=5.0)
 
 # Largest audio upload for /v1/audio/transcriptions and translations (OpenAI's own limit: 25 MiB).
 MAX_AUDIO_UPLOAD_BYTES = env.int("MAX_AUDIO_UPLOAD_BYTES", default=25 * 1024 * 1024)
 
-# Usage records are inserted in batches by a background thread (see gateway/usage_writer.py):
-# at most every USAGE_FLUSH_SECONDS, or at once when USAGE_BATCH_SIZE records are waiting.
+# Usage records are appended to a spool file of each process under USAGE_SPOOL_DIR (one per host,
+# shared by its processes) and written to the database by a background thread every
+# USAGE_FLUSH_SECONDS, USAGE_BATCH_SIZE records per INSERT; every USAGE_ORPHAN_SCAN_SECONDS each
+# process also writes the spool files of processes that died (see gateway/usage_writer.py).
+# USAGE_BATCHED=false: each record is inserted inline instead (the in-process tests).
 USAGE_BATCHED = env.bool("USAGE_BATCHED", default=True)
 USAGE_FLUSH_SECONDS = env.float("USAGE_FLUSH_SECONDS", default=0.5)
 USAGE_BATCH_SIZE = env.int("USAGE_BATCH_SIZE", default=500)
+USAGE_SPOOL_DIR = Path(env.str("USAGE_SPOOL_DIR", default=str(VAR_DIR / "spool")))
+USAGE_ORPHAN_SCAN_SECONDS = env.float("USAGE_ORPHAN_SCAN_SECONDS", default=5.0)
 
 # Seconds a process keeps who a credential belongs to; a change to the key, session, account or
 # group is seen at once anyway (see accounts/principal_cache.py). 0 turns the cache off.
@@ -249,13 +267,18 @@ ROUTINES_PER_ACCOUNT = env.int("ROUTINES_PER_ACCOUNT", default=10)
 ROUTINE_FAILURES_TO_DISABLE = env.int("ROUTINE_FAILURES_TO_DISABLE", default=3)
 # Base of the webhook URLs handed out (e.g. https://gw.example.com); empty: the request's own.
 PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
-# A run still running after this many seconds is taken as lost (its worker died) and run again.
+# A run still running after this many seconds is taken as lost (its worker died) and, if its
+# model had not answered yet, run again. Also the run task's time limit.
 ROUTINE_RUN_TIMEOUT_SECONDS = env.int("ROUTINE_RUN_TIMEOUT_SECONDS", default=600)
+# How long a run or a delivery retries a completion write while the database is unreachable.
+ROUTINE_WRITE_RETRY_SECONDS = env.int("ROUTINE_WRITE_RETRY_SECONDS", default=120)
 # How often the sweep re-enqueues runs left queued (over a minute) or lost while running.
 ROUTINE_SWEEP_SECONDS = env.float("ROUTINE_SWEEP_SECONDS", default=60.0)
 # Outbound deliveries: tries per target (retryable failures only) and the first backoff.
 DELIVERY_RETRY_ATTEMPTS = env.int("DELIVERY_RETRY_ATTEMPTS", default=3)
 DELIVERY_RETRY_BACKOFF_SECONDS = env.float("DELIVERY_RETRY_BACKOFF_SECONDS", default=2.0)
+# The longest wait between two tries (the backoff doubles from the first up to this).
+DELIVERY_RETRY_BACKOFF_MAX_SECONDS = env.int("DELIVERY_RETRY_BACKOFF_MAX_SECONDS", default=300)
 DELIVERY_TIMEOUT_SECONDS = env.float("DELIVERY_TIMEOUT_SECONDS", default=10.0)
 # webhook: deliveries to private, loopback or link-local addresses (off: refused).
 DELIVERY_ALLOW_PRIVATE_ADDRESSES = env.bool("DELIVERY_ALLOW_PRIVATE_ADDRESSES", default=False)
@@ -333,3 +356,10 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
 # error), and seconds one agent chat turn may take, listing the tools included (then 504).
 AGENT_MAX_TOOL_CALLS_PER_ROUND = env.int("AGENT_MAX_TOOL_CALLS_PER_ROUND", default=8)
 AGENT_CHAT_TIMEOUT_SECONDS = env.float("AGENT_CHAT_TIMEOUT_SECONDS", default=120.0)
+
+# --- Outages and model servers --------------------------------------------------------------
+# Seconds a model server that failed to connect or timed out before its first byte is skipped by
+# every process (gateway/cooldown.py); then one call tries it again. 0 turns cooldowns off.
+SERVER_COOLDOWN_SECONDS = env.float("SERVER_COOLDOWN_SECONDS", default=30.0)
+# Retry-After of the 503 answered while PostgreSQL or Redis cannot be reached.
+OUTAGE_RETRY_AFTER_SECONDS = env.int("OUTAGE_RETRY_AFTER_SECONDS", default=5)

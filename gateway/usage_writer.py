@@ -1,106 +1,254 @@
-"""Usage records written in batches by one background thread per process.
+"""Usage records: on disk at once, in the database soon after, never only in memory.
 
-A call's tokens go to the quota counters at once (so quotas stay exact across processes); its
-usage record joins a queue that a writer thread inserts with one `bulk_create` every
-USAGE_FLUSH_SECONDS or USAGE_BATCH_SIZE records. This keeps an INSERT and a commit off every
-call. What is lost if a process dies: the records of its last fraction of a second, never the
-quota counts. `flush()` writes what is queued (at exit, and in tests)."""
+`submit` appends the record to this process's spool file (gateway/spool.py): one `write()`, no
+database on the caller's path. A drainer thread per process writes the spool to the database
+every USAGE_FLUSH_SECONDS (USAGE_BATCH_SIZE records per INSERT), takes over the spool files of
+dead processes (when it starts, then every USAGE_ORPHAN_SCAN_SECONDS), and drops the quota
+counters whose addition failed once Redis answers (gateway/quotas.py). Every insert is idempotent
+by the record's `key`, so a file replayed twice (a kill between the commit and the unlink) writes
+nothing twice. While the database is down the records stay in the spool; the drainer retries with
+a short backoff, logs once per outage and never gives up.
+
+The spool directory is USAGE_SPOOL_DIR/<database tag>: processes on other databases (a test run, a
+benchmark) never write each other's records.
+
+USAGE_BATCHED=false (the in-process tests): the record is inserted at once, in the caller's
+transaction, idempotently too; if the database refuses it, it is spooled.
+
+`flush()` writes what is spooled now (at exit, and in tests and the benchmark).
+"""
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import logging
-import queue
+import os
 import threading
+import time
+from datetime import datetime
+from pathlib import Path
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connection
+from django.db import DataError, IntegrityError, connections, transaction
 
 from gateway.models import UsageRecord
+from gateway.spool import Spool
 
 logger = logging.getLogger(__name__)
+
+BACKOFF_MAX_SECONDS = 2.0
+
+
+def record_to_line(record: UsageRecord) -> dict:
+    return {"k": record.key, "a": record.account_id, "m": record.model, "s": record.surface,
+            "i": record.input_tokens, "o": record.output_tokens, "r": record.request_id,
+            "t": record.created_at.isoformat()}
+
+
+def record_from_line(line: dict) -> UsageRecord:
+    return UsageRecord(key=line["k"], account_id=int(line["a"]), model=line["m"], surface=line["s"],
+                       input_tokens=int(line["i"]), output_tokens=int(line["o"]), request_id=line.get("r", ""),
+                       created_at=datetime.fromisoformat(line["t"]))
+
+
+def insert(records: list[UsageRecord]) -> None:
+    """Write records once each: a key already in the database is skipped; a record whose account
+    is gone is dropped with a warning, one the database can never take (DataError) with an error.
+    Raises a DatabaseError when the database cannot take them now (down, read-only)."""
+    if not records:
+        return
+    from accounts.models import Account
+
+    accounts = set(Account.objects.filter(pk__in={r.account_id for r in records}).values_list("pk", flat=True))
+    kept = []
+    for record in records:
+        if record.account_id in accounts:
+            kept.append(record)
+        else:
+            logger.warning("usage of deleted account %s not recorded (%s, %s tokens)", record.account_id,
+                           record.model, record.input_tokens + record.output_tokens)
+    try:
+        with transaction.atomic():
+            UsageRecord.objects.bulk_create(kept, ignore_conflicts=True)
+    except (IntegrityError, DataError):  # an account deleted since it was looked up: insert the others
+        for record in kept:
+            try:
+                with transaction.atomic():
+                    UsageRecord.objects.bulk_create([record], ignore_conflicts=True)
+            except IntegrityError:
+                logger.warning("usage of deleted account %s not recorded (%s)", record.account_id, record.model)
+            except DataError:  # kept, it would stop every later record behind it
+                logger.error("usage record the database refuses, dropped: %s", record_to_line(record))
+
+
+def _insert_lines(lines: list[dict]) -> None:
+    records = []
+    for line in lines:
+        try:
+            records.append(record_from_line(line))
+        except (KeyError, TypeError, ValueError):
+            logger.warning("usage spool: a record that cannot be read is skipped: %r", line)
+    insert(records)
+
+
+def database_tag() -> str:
+    """A short name for the database records go to (its engine, host, port and name)."""
+    s = settings.DATABASES["default"]
+    ident = f"{s['ENGINE']}|{s.get('HOST') or ''}|{s.get('PORT') or ''}|{s['NAME']}"
+    return hashlib.sha256(ident.encode()).hexdigest()[:12]
 
 
 class UsageWriter:
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._spool: Spool | None = None
+        self._place: tuple = (None, None)
         self._thread: threading.Thread | None = None
+        self._thread_pid = 0
         self._start_lock = threading.Lock()
+        self._cycle_lock = threading.Lock()
+        self._outage = False
+        self._last_scan = float("-inf")
+        self._stopping = threading.Event()
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    # --- the caller's side ------------------------------------------------------------------------
 
     def submit(self, record: UsageRecord) -> None:
+        """Keep the record so that it reaches the database; never raises."""
         if not settings.USAGE_BATCHED:
-            _insert([record])
+            try:
+                insert([record])
+                return
+            except Exception as exc:  # the database is down: keep it in the spool
+                logger.warning("usage record spooled, the database refused it (%s)", exc)
+        try:
+            self.spool().append(record_to_line(record))
+        except Exception:
+            logger.exception("usage spool not writable: writing the record to the database directly")
+            try:
+                insert([record])
+            except Exception:
+                logger.exception("usage record LOST (spool and database both failed): %s", record_to_line(record))
             return
-        self._queue.put(record)
-        if self._thread is None or not self._thread.is_alive():
-            self._start()
+        self.start()
 
-    def flush(self, timeout: float = 10.0) -> None:
-        """Write everything submitted so far."""
-        if self._thread is None or not self._thread.is_alive():
-            self._drain_here()
+    def spool(self) -> Spool:
+        """This process's spool (for the database and spool directory of the settings now)."""
+        place = (settings.USAGE_SPOOL_DIR, settings.DATABASES["default"]["NAME"])
+        spool = self._spool
+        if spool is not None and place[0] is self._place[0] and place[1] is self._place[1]:
+            return spool
+        directory = Path(settings.USAGE_SPOOL_DIR) / database_tag()
+        if spool is None or spool.directory != directory:
+            with self._start_lock:
+                if self._spool is None or self._spool.directory != directory:
+                    if self._spool is not None:
+                        self._spool.close()
+                    self._spool = Spool(directory)
+                spool = self._spool
+        self._place = place
+        return spool
+
+    def spooled(self) -> list[dict]:
+        """The records in this host's spool files for this database, not all yet in it."""
+        return list(self.spool().records())
+
+    def start(self) -> None:
+        """Start this process's drainer thread (once; again in a forked child). It takes over
+        the files of dead processes first."""
+        if self._thread_pid == os.getpid():
             return
-        done = threading.Event()
-        self._queue.put(done)
-        done.wait(timeout)
-
-    def _start(self) -> None:
         with self._start_lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="usage-writer", daemon=True)
+            if self._thread_pid != os.getpid():
+                self._stopping = threading.Event()
+                self._thread = threading.Thread(target=self._run, args=(self._stopping,), name="usage-drainer",
+                                                daemon=True)
                 self._thread.start()
+                self._thread_pid = os.getpid()
 
-    def _run(self) -> None:
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Write everything spooled so far (this process's files and those of dead processes), in
+        the caller's thread. True when nothing is left; never raises."""
+        deadline = time.monotonic() + timeout
         while True:
-            item = self._queue.get()
-            batch, waiters = [], []
-            self._take(item, batch, waiters)
-            deadline = settings.USAGE_FLUSH_SECONDS
-            while len(batch) < settings.USAGE_BATCH_SIZE and not waiters:
-                try:
-                    self._take(self._queue.get(timeout=deadline), batch, waiters)
-                except queue.Empty:
-                    break
+            if self._cycle(scan=True, wait=max(deadline - time.monotonic(), 0.1)):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    # --- the drainer thread -------------------------------------------------------------------
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the drainer thread (tests); what is spooled stays spooled."""
+        thread = self._thread
+        self._stopping.set()
+        if thread is not None:
+            thread.join(timeout)
+        self._thread, self._thread_pid = None, 0
+
+    def _run(self, stopping: threading.Event) -> None:
+        failures = 0
+        while not stopping.is_set():
+            scan = time.monotonic() - self._last_scan >= settings.USAGE_ORPHAN_SCAN_SECONDS
             try:
-                _insert(batch)
+                ok = self._cycle(scan=scan)
+            except Exception:  # never let the thread die
+                logger.exception("usage drainer")
+                ok = False
             finally:
-                close_old_connections()
-                connection.close()
-                for waiter in waiters:
-                    waiter.set()
+                try:
+                    connections.close_all()
+                except Exception:
+                    pass
+            failures = 0 if ok else min(failures + 1, 10)
+            pause = settings.USAGE_FLUSH_SECONDS if ok else min(0.1 * 2 ** failures, BACKOFF_MAX_SECONDS)
+            stopping.wait(pause)
 
-    @staticmethod
-    def _take(item, batch: list, waiters: list) -> None:
-        (waiters if isinstance(item, threading.Event) else batch).append(item)
+    def _cycle(self, *, scan: bool, wait: float = -1) -> bool:
+        """Write this process's spool (and, with `scan`, the files of dead processes), then drop
+        the quota counters whose addition failed. False when the database refused (or, after
+        `wait` seconds, another thread was still at it)."""
+        from gateway.quotas import quota_forget_unsure
 
-    def _drain_here(self) -> None:
-        batch = []
-        while True:
+        if not self._cycle_lock.acquire(timeout=wait):
+            return False
+        try:
+            spool = self.spool()
             try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(item, UsageRecord):
-                batch.append(item)
-            else:
-                item.set()
-        _insert(batch)
+                if scan:
+                    spool.take_over(_insert_lines, batch=settings.USAGE_BATCH_SIZE)
+                    self._last_scan = time.monotonic()
+                spool.replay(_insert_lines, batch=settings.USAGE_BATCH_SIZE)
+            except Exception as exc:
+                if not self._outage:
+                    self._outage = True
+                    logger.error("usage records kept in the spool until the database answers: %s", exc)
+                return False
+            if self._outage:
+                self._outage = False
+                logger.warning("database answers again: spooled usage records written")
+        finally:
+            self._cycle_lock.release()
+        quota_forget_unsure()
+        return True
+
+    def _after_fork(self) -> None:
+        self._start_lock = threading.Lock()
+        self._cycle_lock = threading.Lock()
+        self._thread = None
+        self._thread_pid = 0
+        self._stopping = threading.Event()
+        self._last_scan = float("-inf")
+        self._outage = False
 
 
-def _insert(batch: list[UsageRecord]) -> None:
-    if not batch:
-        return
-    try:
-        UsageRecord.objects.bulk_create(batch)
-    except IntegrityError:  # an account was deleted while its call ran: insert the others
-        for record in batch:
-            try:
-                record.save(force_insert=True)
-            except IntegrityError:
-                logger.warning("usage of deleted account %s not recorded (%s)", record.account_id, record.model)
-    except Exception:  # the database is down: the quota counts stand; the records are gone
-        logger.exception("could not write %d usage records", len(batch))
+def _flush_at_exit() -> None:
+    writer = usage_writer
+    if writer._spool is not None and writer._spool.pending():
+        writer.flush(timeout=5.0)
 
 
 usage_writer = UsageWriter()
-atexit.register(usage_writer.flush)
+atexit.register(_flush_at_exit)

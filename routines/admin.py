@@ -41,7 +41,7 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["routine__name", "event_id"]
     inlines = [DeliveryInline]
     readonly_fields = ["routine", "source_event", "event_id", "trigger", "status", "output", "error", "model",
-                       "usage", "created_at", "started_at", "finished_at"]
+                       "usage", "created_at", "started_at", "answered_at", "finished_at"]
     actions = ["retry_failed_runs"]
 
     def has_add_permission(self, request):

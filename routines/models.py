@@ -78,6 +78,9 @@ class Run(models.Model):
     usage = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # Set, with output, model and usage, as soon as the model answered (or, without AI, the
+    # prompt was taken as the output): from then on the run is never sent to the model again.
+    answered_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -85,15 +88,22 @@ class Run(models.Model):
 
 
 class Delivery(models.Model):
+    """One target of an answered run, sent by its own task (routines/deliveries/__init__.py)."""
+
     class Status(models.TextChoices):
+        PENDING = "pending"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="deliveries")
     target = models.CharField(max_length=600)
-    status = models.CharField(max_length=16, choices=Status.choices)
-    attempts = models.PositiveIntegerField(default=1)
-    error = models.TextField(blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING, db_index=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, help_text="The last try's error (while pending: the one being retried).")
+    # The task that holds the delivery and until when: another task (the sweep's) takes it only
+    # after that; a retry of the same task (same id) takes it at once.
+    task_id = models.CharField(max_length=64, blank=True)
+    busy_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

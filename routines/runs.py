@@ -1,38 +1,59 @@
 """Runs of a routine: queued (by an event, a schedule, run-now or the agent), claimed once by a
-worker, executed (a model call through the gateway, or the prompt as it is when `uses_ai` is
-false), delivered to every target, and recorded. Three failed runs in a row switch the routine
-off and tell its owner (spec 3.3). A sweep re-enqueues runs left queued or lost while running."""
+worker, answered (a model call through the gateway, or the prompt as it is when `uses_ai` is
+false), delivered to every target by a task per target (routines/deliveries/), and finished once.
+Three failed runs in a row switch the routine off and tell its owner (spec 3.3).
+
+A run executes once:
+- The answer is metered at once (key `run-<pk>`: spooled on disk, written to the database once),
+  then saved with `answered_at` and one pending delivery per target in one transaction, retried
+  while the database is unreachable (routines/durable.py). A run with `answered_at` is never sent
+  to the model again; every later step is a conditional update, so it happens once.
+- A run found lost (still running past ROUTINE_RUN_TIMEOUT_SECONDS) without `answered_at` is
+  queued again, unless its usage record exists: then the model had answered and the answer died
+  with its worker, and the run fails (ANSWER_LOST) without a second call.
+- The sweep enqueues a run at most once per REQUEUE_EVERY_SECONDS, takes up the deliveries whose
+  task was lost, and finishes answered runs whose last delivery ended but whose end was not
+  written."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import secrets
+import time
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from gateway.calls import call_plan
-from gateway.completion import complete
+from gateway.completion import Completion, complete
 from gateway.counters import mark_once
 from gateway.errors import ApiError
 from gateway.metering import meter
+from gateway.models import UsageRecord
 from gateway.routing import registry
-from routines.deliveries import deliver
+from routines.deliveries import allowed_attempts, enqueue_delivery, give_up_delivery, new_deliveries
+from routines.durable import DATABASE_DOWN, durably
 from routines.inbox import notify
 from routines.models import Delivery, Routine, Run
 
 log = logging.getLogger(__name__)
 
 QUEUED_GRACE_SECONDS = 60  # a run still queued after this long is enqueued again
-REQUEUE_EVERY_SECONDS = 300  # and again at most this often
+REQUEUE_EVERY_SECONDS = 300  # and again at most this often (a lost run or a lost delivery too)
 RECENT_RUNS = 50  # spec 8.6
 SURFACE = "routine"
+WRITE_MARGIN_SECONDS = 15  # a run's write retries end this long before its task's time limit
 LOST_ONCE = "Its worker stopped before the run ended; it is being run again."
 LOST_TWICE = "Its worker stopped twice before the run ended; the run was given up."
+ANSWER_LOST = ("The model answered, but its worker stopped before the answer was saved. The call is counted "
+               "and was not made again; run the routine again for its output.")
+DELIVERY_LOST = "Its worker stopped during the last try."
+NO_OUTPUT = "The model produced no output."
+NO_DELIVERY = "No delivery target succeeded."
 
 
 def queue_run(routine: Routine, *, trigger: str, event=None) -> Run:
@@ -59,36 +80,58 @@ def claim(run_id: int) -> bool:
                 .update(status=Run.Status.RUNNING, started_at=timezone.now()))
 
 
+def usage_key(run_id: int) -> str:
+    return f"run-{run_id}"
+
+
 def execute_run(run_id: int) -> Run | None:
-    """Claim the run and carry it out. None when another worker has it (or it is done)."""
+    """Claim the run and carry it out: its answer, then its deliveries, each a task of its own
+    (done inline when tasks run eagerly). None when another worker has it (or it is done)."""
+    deadline = time.monotonic() + settings.ROUTINE_RUN_TIMEOUT_SECONDS - WRITE_MARGIN_SECONDS
     if not claim(run_id):
         return None
     run = Run.objects.select_related("routine", "routine__account", "routine__account__group",
-                                     "source_event").get(pk=run_id)
+                                     "source_event").filter(pk=run_id).first()
+    if run is None:
+        return None
+    if run.answered_at is None and not _answer(run, deadline):
+        return _reloaded(run)
+    _dispatch(run, deadline)
+    return _reloaded(run)
+
+
+def _answer(run: Run, deadline: float) -> bool:
+    """Ask the model (never twice) and save the answer. True when deliveries wait; False when
+    the run ended here."""
     routine = run.routine
-    run.deliveries.all().delete()  # a run taken up again after its worker died starts afresh
+    if routine.uses_ai and run.error == LOST_ONCE:  # taken up again after its worker died
+        billed = _billed(run.pk)
+        if billed is not None:  # the model had answered: not asked again
+            _finish(run, error=ANSWER_LOST, counts=False, deadline=deadline, **billed)
+            return False
+    completion = None
     try:
         if routine.uses_ai:
-            output = _ask_model(run)
-        else:
-            output = routine.prompt
+            completion = _ask_model(run)
     except ApiError as exc:
-        return _finish(run, output="", error=f"{exc.status}: {exc.message}")
+        _finish(run, output="", error=f"{exc.status}: {exc.message}", deadline=deadline)
+        return False
     except Exception as exc:  # never leave a claimed run running
-        log.exception("run %s failed unexpectedly", run_id)
-        return _finish(run, output="", error=f"Unexpected error: {exc.__class__.__name__}")
-    if not output.strip():
-        return _finish(run, output=output, error="The model produced no output.")
-    failures = []
-    for target in routine.delivery_targets:
-        attempts, error = deliver(run, target, output)
-        Delivery.objects.create(run=run, target=target, attempts=attempts, error=error,
-                                status=Delivery.Status.FAILED if error else Delivery.Status.SUCCEEDED)
-        if error:
-            failures.append(target)
-    if failures and len(failures) == len(routine.delivery_targets):
-        return _finish(run, output=output, error="No delivery target succeeded.")
-    return _finish(run, output=output, error="")
+        log.exception("run %s failed unexpectedly", run.pk)
+        _finish(run, output="", error=f"Unexpected error: {exc.__class__.__name__}", deadline=deadline)
+        return False
+    if completion is None:
+        output, model, usage, error = routine.prompt, "", None, ""
+    else:
+        _meter(run, completion)
+        model, usage = completion.model, completion.usage
+        if completion.cut is not None:
+            output, error = "", f"502: The model stopped mid-reply ({completion.cut.reason})."
+        else:
+            output, error = completion.text, ""
+    if not error and not output.strip():
+        error = NO_OUTPUT
+    return _save_answer(run, output=output, model=model, usage=usage, error=error, deadline=deadline)
 
 
 def model_messages(run: Run) -> list[dict[str, str]]:
@@ -110,39 +153,114 @@ def model_messages(run: Run) -> list[dict[str, str]]:
     return [{"role": "user", "content": content}]
 
 
-def _ask_model(run: Run) -> str:
+def _ask_model(run: Run) -> Completion:
     routine = run.routine
-    account = routine.account
     default = registry().default
     model_id = routine.model or (default.public_id if default else "")
     if not model_id:
         raise ApiError(503, "No model named and no default model is configured.")
-    chain = call_plan(account=account, model_id=model_id)
+    chain = call_plan(account=routine.account, model_id=model_id)
     body = {"model": model_id, "messages": model_messages(run)}
-    completion = asyncio.run(complete(chain, body, refusals_fall_through=False))
-    usage = completion.usage
-    meter(account_id=account.pk, model=completion.model, surface=SURFACE, input_tokens=usage["prompt_tokens"],
-          output_tokens=usage["completion_tokens"], request_id=f"run-{run.pk}")
-    Run.objects.filter(pk=run.pk).update(model=completion.model, usage=usage)
-    run.model, run.usage = completion.model, usage
-    if completion.cut is not None:
-        raise ApiError(502, f"The model stopped mid-reply ({completion.cut.reason}).")
-    return completion.text
+    return asyncio.run(complete(chain, body, refusals_fall_through=False))
 
 
-def _finish(run: Run, *, output: str, error: str) -> Run:
+def _meter(run: Run, completion: Completion) -> None:
+    """Count the answer (once, by its key). Never raises: an answered run does not fail, nor
+    count toward switching its routine off, because counting failed."""
+    try:
+        usage = completion.usage
+        meter(account_id=run.routine.account_id, model=completion.model, surface=SURFACE,
+              input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
+              request_id=usage_key(run.pk), key=usage_key(run.pk))
+    except Exception:
+        log.exception("run %s: its usage could not be metered", run.pk)
+
+
+def _save_answer(run: Run, *, output: str, model: str, usage, error: str, deadline: float) -> bool:
+    """The checkpoint: output, model, usage and `answered_at`, with the pending deliveries (or,
+    for an unusable answer or no target, the run's end), in one transaction that is retried
+    while the database is unreachable. True when deliveries wait."""
+    targets = list(run.routine.delivery_targets or [])
+
+    def write() -> bool:
+        now = timezone.now()
+        saved = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, answered_at__isnull=True).update(
+            output=output, model=model, usage=usage, answered_at=now, error="")
+        if not saved:
+            return False
+        run.output, run.model, run.usage, run.answered_at, run.error = output, model, usage, now, ""
+        if error or not targets:
+            _end(run, error=error)
+            return False
+        new_deliveries(run, targets)
+        return True
+
+    return durably(write, what=f"run {run.pk}: saving its answer", deadline=deadline)
+
+
+def _dispatch(run: Run, deadline: float | None = None) -> None:
+    """Enqueue the pending deliveries of an answered run (run inline when tasks are eager); end
+    the run when none is pending."""
+    pending = durably(lambda: list(Delivery.objects.filter(run=run, status=Delivery.Status.PENDING)
+                                   .values_list("pk", "task_id")),
+                      what=f"run {run.pk}: reading its deliveries", deadline=deadline)
+    for pk, task_id in pending:
+        enqueue_delivery(pk, task_id)
+    if not pending:
+        settle_run(run.pk)
+
+
+def settle_run(run_id: int) -> bool:
+    """End an answered run once its last delivery ended: succeeded when any delivery succeeded,
+    else failed. True for the one caller that ended it."""
+
+    def write() -> bool:
+        statuses = set(Delivery.objects.filter(run_id=run_id).values_list("status", flat=True))
+        if not statuses or Delivery.Status.PENDING in statuses:
+            return False
+        run = Run.objects.select_related("routine", "routine__account").filter(
+            pk=run_id, status=Run.Status.RUNNING).first()
+        if run is None:
+            return False
+        return _end(run, error="" if Delivery.Status.SUCCEEDED in statuses else NO_DELIVERY)
+
+    return durably(write, what=f"run {run_id}: ending it")
+
+
+def _finish(run: Run, *, error: str, output: str | None = None, counts: bool = True, only: Q | None = None,
+            deadline: float | None = None, **fields) -> bool:
+    """End a running run (once), retried while the database is unreachable."""
+    return durably(lambda: _end(run, error=error, output=output, counts=counts, only=only, **fields),
+                   what=f"run {run.pk}: ending it", deadline=deadline)
+
+
+def _end(run: Run, *, error: str, output: str | None = None, counts: bool = True, only: Q | None = None,
+         **fields) -> bool:
+    """In the caller's transaction: the run's end if it is still running (and matches `only`),
+    with the routine's count of failures in a row (unless `counts` is false: a failure that is
+    the gateway's, not the routine's). True when this call ended it."""
     now = timezone.now()
     status = Run.Status.FAILED if error else Run.Status.SUCCEEDED
-    Run.objects.filter(pk=run.pk).update(status=status, output=output, error=error, finished_at=now)
-    run.status, run.output, run.error, run.finished_at = status, output, error, now
+    values = {"status": status, "error": error, "finished_at": now, **fields}
+    if output is not None:
+        values["output"] = output
+    rows = Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING)
+    if only is not None:
+        rows = rows.filter(only)
+    if not rows.update(**values):
+        return False
+    for name, value in values.items():
+        setattr(run, name, value)
     routine = run.routine
-    if error:
+    if not error:
+        Routine.objects.filter(pk=routine.pk).update(consecutive_failures=0, last_run_at=now)
+    elif counts:
         Routine.objects.filter(pk=routine.pk).update(consecutive_failures=F("consecutive_failures") + 1,
                                                      last_run_at=now)
         _disable_after_failures(routine)
     else:
-        Routine.objects.filter(pk=routine.pk).update(consecutive_failures=0, last_run_at=now)
-    return run
+        Routine.objects.filter(pk=routine.pk).update(last_run_at=now)
+    return True
 
 
 def _disable_after_failures(routine: Routine) -> None:
@@ -155,33 +273,105 @@ def _disable_after_failures(routine: Routine) -> None:
                f"and enable it again.", routine=routine)
 
 
+def _reloaded(run: Run) -> Run:
+    try:
+        return Run.objects.select_related("routine").get(pk=run.pk)
+    except (Run.DoesNotExist, *DATABASE_DOWN):
+        return run
+
+
+def _billed(run_id: int) -> dict | None:
+    """The model and usage of the run's usage record, in the database or still in this host's
+    spool; None when there is none (the model never answered this run)."""
+    key = usage_key(run_id)
+    record = UsageRecord.objects.filter(key=key).values("model", "input_tokens", "output_tokens").first()
+    if record is None:
+        try:
+            from gateway.usage_writer import usage_writer
+
+            line = next((line for line in usage_writer.spooled() if line.get("k") == key), None)
+        except Exception:
+            log.exception("run %s: the usage spool could not be read", run_id)
+            line = None
+        if line is None:
+            return None
+        record = {"model": line.get("m", ""), "input_tokens": int(line.get("i", 0)),
+                  "output_tokens": int(line.get("o", 0))}
+    prompt, completion = record["input_tokens"], record["output_tokens"]
+    return {"model": record["model"], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                                "total_tokens": prompt + completion}}
+
+
 def retry_run(run: Run) -> Run:
     """A new queued run with the same event and trigger as a failed one (the admin's retry)."""
     return queue_run(run.routine, trigger=run.trigger, event=run.source_event)
 
 
 def sweep_runs() -> int:
-    """Enqueue again the runs left queued for over a minute, and put back in the queue the runs
-    still running after ROUTINE_RUN_TIMEOUT_SECONDS (their worker died). Returns how many."""
+    """The periodic sweep. Runs still running after ROUTINE_RUN_TIMEOUT_SECONDS without an
+    answer (their worker died) are queued again (given up the second time, failed without a new
+    call when their usage record shows the model had answered); runs left queued over a minute
+    are enqueued again. No run is enqueued twice within REQUEUE_EVERY_SECONDS. Then the
+    deliveries: see `sweep_deliveries`. Returns how many runs and deliveries were enqueued."""
     now = timezone.now()
     lost_before = now - timedelta(seconds=settings.ROUTINE_RUN_TIMEOUT_SECONDS)
-    lost = Run.objects.filter(status=Run.Status.RUNNING, started_at__lt=lost_before)
-    requeued = []
-    for pk, error in list(lost.values_list("pk", "error")):
-        still_lost = Run.objects.filter(pk=pk, status=Run.Status.RUNNING, started_at__lt=lost_before)
-        if error == LOST_ONCE:  # lost a second time: a run that never ends is not tried forever
-            run = Run.objects.select_related("routine", "routine__account").filter(pk=pk).first()
-            if run is not None and still_lost.update(status=Run.Status.FAILED, finished_at=now):
-                _finish(run, output="", error=LOST_TWICE)
-        elif still_lost.update(status=Run.Status.QUEUED, started_at=None, error=LOST_ONCE):
-            requeued.append(pk)
+    lost = Run.objects.filter(status=Run.Status.RUNNING, answered_at__isnull=True, started_at__lt=lost_before)
+    requeued = [pk for pk in list(lost.values_list("pk", flat=True)) if _take_up_lost(pk, lost_before)]
     # A queued run may only be waiting behind a backlog: enqueued again at most every few minutes.
-    waiting = [pk for pk in Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=now - timedelta(
+    waiting = Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=now - timedelta(
         seconds=QUEUED_GRACE_SECONDS)).exclude(pk__in=requeued).values_list("pk", flat=True)
-        if mark_once(f"run-requeued:{pk}", REQUEUE_EVERY_SECONDS)]
-    for pk in [*requeued, *waiting]:
+    enqueued = [pk for pk in [*requeued, *waiting] if _once(f"run-requeued:{pk}")]
+    for pk in enqueued:
         enqueue(pk)
-    return len(requeued) + len(waiting)
+    return len(enqueued) + sweep_deliveries(now)
+
+
+def _take_up_lost(run_id: int, lost_before) -> bool:
+    """True when the lost run was put back in the queue."""
+    run = Run.objects.select_related("routine", "routine__account").filter(pk=run_id).first()
+    if run is None:
+        return False
+    still_lost = Q(started_at__lt=lost_before, answered_at__isnull=True)
+    billed = _billed(run_id) if run.routine.uses_ai else None
+    if billed is not None:
+        _finish(run, error=ANSWER_LOST, counts=False, only=still_lost, **billed)
+        return False
+    if run.error == LOST_ONCE:  # lost a second time: a run that never ends is not tried forever
+        _finish(run, output="", error=LOST_TWICE, only=still_lost)
+        return False
+    return bool(Run.objects.filter(still_lost, pk=run_id, status=Run.Status.RUNNING)
+                .update(status=Run.Status.QUEUED, started_at=None, error=LOST_ONCE))
+
+
+def sweep_deliveries(now) -> int:
+    """Answered runs: a pending delivery no task holds any more (its task was lost with a worker
+    or a broker) is enqueued again (at most once per REQUEUE_EVERY_SECONDS), or failed when it
+    has no tries left; a run whose deliveries all ended but which is still running is ended.
+    The model is never called here. Returns how many deliveries were enqueued."""
+    ended = Run.objects.filter(status=Run.Status.RUNNING, answered_at__lt=now - timedelta(
+        seconds=QUEUED_GRACE_SECONDS)).exclude(deliveries__status=Delivery.Status.PENDING)
+    for run_id in list(ended.values_list("pk", flat=True)):
+        settle_run(run_id)
+    loose = Delivery.objects.filter(Q(busy_until__isnull=True) | Q(busy_until__lt=now),
+                                    status=Delivery.Status.PENDING)
+    enqueued = 0
+    for pk, run_id, attempts, error in list(loose.values_list("pk", "run_id", "attempts", "error")):
+        if attempts >= allowed_attempts():
+            if give_up_delivery(pk, error or DELIVERY_LOST):
+                settle_run(run_id)
+        elif _once(f"delivery-requeued:{pk}") and enqueue_delivery(pk):
+            enqueued += 1
+    return enqueued
+
+
+def _once(key: str) -> bool:
+    """A mark that lives REQUEUE_EVERY_SECONDS; False when set already, or when it cannot be
+    set (Redis down: the broker is too, so nothing is enqueued twice by guessing)."""
+    try:
+        return mark_once(key, REQUEUE_EVERY_SECONDS)
+    except Exception:
+        log.exception("sweep: could not set the mark %s", key)
+        return False
 
 
 def recent_runs(routine: Routine) -> list[Run]:

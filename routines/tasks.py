@@ -1,18 +1,34 @@
-"""Celery tasks of routines. A run's task is acknowledged only after it ends (`acks_late`), so a
-worker killed mid-run leaves the message to be delivered again; the run itself is claimed with
-a conditional update, so a redelivered task does nothing, and the sweep takes up runs whose
-worker died (see routines/runs.py)."""
+"""Celery tasks of routines. Tasks are acknowledged only after they end (`acks_late`), so a
+worker killed mid-task leaves the message to be delivered again. A run is claimed with a
+conditional update, so a redelivered task does nothing, and the sweep takes up runs whose worker
+died (see routines/runs.py). Each delivery of an answered run is a task of its own, retried by
+Celery with exponential backoff; nothing sleeps between tries (routines/deliveries/)."""
+
+import uuid
 
 from celery import shared_task
 from django.conf import settings
 
-from routines.runs import execute_run, sweep_runs
+from routines.deliveries import RetryableDeliveryError, send_delivery, task_seconds
+from routines.runs import execute_run, settle_run, sweep_runs
 
 
 @shared_task(name="routines.tasks.execute_routine_run", acks_late=True, reject_on_worker_lost=True,
              time_limit=settings.ROUTINE_RUN_TIMEOUT_SECONDS)
 def execute_routine_run(run_id: int) -> None:
     execute_run(run_id)
+
+
+@shared_task(bind=True, name="routines.tasks.deliver_run_target", acks_late=True, reject_on_worker_lost=True,
+             autoretry_for=(RetryableDeliveryError,), retry_backoff=settings.DELIVERY_RETRY_BACKOFF_SECONDS,
+             retry_backoff_max=settings.DELIVERY_RETRY_BACKOFF_MAX_SECONDS, retry_jitter=False,
+             max_retries=max(settings.DELIVERY_RETRY_ATTEMPTS, 1) - 1, time_limit=task_seconds())
+def deliver_run_target(self, delivery_id: int) -> None:
+    """One try of one delivery; the run ends with the last of its deliveries to end."""
+    task_id = self.request.id or uuid.uuid4().hex  # a retry keeps the task's id, and so its hold
+    run_id = send_delivery(delivery_id, task_id=task_id, last_try=self.request.retries >= self.max_retries)
+    if run_id is not None:
+        settle_run(run_id)
 
 
 @shared_task(name="routines.tasks.sweep_routine_runs")

@@ -118,7 +118,7 @@ def wait_for_quiet_database(timeout: float = 5.0) -> None:
 
 def wait_for_usage(account, count: int = 1, timeout: float = 5.0) -> list:
     """The account's usage records, oldest first, once at least `count` are written (server
-    processes write them in batches, after the reply)."""
+    processes spool them after the reply and write them every USAGE_FLUSH_SECONDS_IN_TESTS)."""
     from gateway.models import UsageRecord
 
     deadline = time.monotonic() + timeout

@@ -36,7 +36,7 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         include_usage=True,
     )
     started = False
-    async for _event, data in server_events(request):
+    async for _event, data in server_events(request, target.server):
         if translator.finished:
             continue  # read to the end of the body, so the connection is kept for the next call
         try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from gateway import cooldown
 from gateway.routing import Server
 from gateway.sse import sse_read
 
@@ -28,6 +29,7 @@ class UpstreamError(Exception):
     status: int  # the server's own status, or the one we report for it
     message: str
     retry_after: float | None = None
+    cooldown_cause: str | None = None  # set when the server could not be reached or timed out
 
     @property
     def retryable(self) -> bool:
@@ -57,9 +59,46 @@ def failure_from_response(status: int, body: bytes, headers: httpx.Headers) -> U
 
 
 def failure_from_transport(exc: httpx.HTTPError) -> UpstreamError:
+    """A connect failure, or a connect or read timeout, also puts the server in cooldown."""
+    if isinstance(exc, (httpx.ConnectTimeout, httpx.ReadTimeout)):
+        cause = "connect timeout" if isinstance(exc, httpx.ConnectTimeout) else "read timeout before the first byte"
+        return UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.", cooldown_cause=cause)
     if isinstance(exc, httpx.TimeoutException):
         return UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.")
+    if isinstance(exc, httpx.ConnectError):
+        return UpstreamError(UNAVAILABLE, 503, "The model server could not be reached.",
+                             cooldown_cause=f"connect failed ({str(exc) or type(exc).__name__})")
     return UpstreamError(UNAVAILABLE, 503, "The model server could not be reached.")
+
+
+def cooling_down(server: Server) -> UpstreamError:
+    """The failure of a call skipped because its server is cooling down (no network call)."""
+    return UpstreamError(UNAVAILABLE, 503, f"The model server '{server.name}' is cooling down: it could not be "
+                                           "reached lately.")
+
+
+async def send(request: httpx.Request, server: Server, *, stream: bool) -> tuple[httpx.Response, str]:
+    """Send `request` to `server` unless the server is cooling down (then UpstreamError at once,
+    with no network call). A failure to reach it puts it in cooldown; the probe after a cooldown
+    that reaches it (whatever its status) clears it. Returns the response and the cooldown
+    verdict (`gateway.cooldown.PROBE` when this call was the probe)."""
+    verdict = cooldown.verdict(server)  # no I/O unless the server's cooldown just ended
+    if verdict == cooldown.ASK:
+        verdict = await cooldown.take_probe_async(server)
+    if verdict == cooldown.SKIP:
+        raise cooling_down(server)
+    try:
+        response = await http_client().send(request, stream=stream)
+    except httpx.HTTPError as exc:
+        failure = failure_from_transport(exc)
+        if failure.cooldown_cause:
+            await cooldown.record_failure_async(server, failure.cooldown_cause)
+        elif verdict == cooldown.PROBE:
+            await cooldown.record_success_async(server)  # it was reached; what failed was something else
+        raise failure from None
+    if verdict == cooldown.PROBE:
+        await cooldown.record_success_async(server)
+    return response, verdict
 
 
 def _error_message(body: bytes) -> str:
@@ -109,14 +148,11 @@ def missing_key(server: Server) -> UpstreamError | None:
     return None
 
 
-async def server_events(request: httpx.Request):
+async def server_events(request: httpx.Request, server: Server):
     """(event, data) of a model server's SSE reply. Before the first event every failure is an
-    UpstreamError (so the next model can be tried); after it, a StreamCut."""
-    client = http_client()
-    try:
-        response = await client.send(request, stream=True)
-    except httpx.HTTPError as exc:
-        raise failure_from_transport(exc) from None
+    UpstreamError (so the next model can be tried); after it, a StreamCut. A server that times
+    out before its first event goes into cooldown (`send`)."""
+    response, _verdict = await send(request, server, stream=True)
     started = False
     try:
         if response.status_code != 200:
@@ -126,7 +162,9 @@ async def server_events(request: httpx.Request):
             started = True
     except httpx.TimeoutException:
         if not started:
-            raise UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.") from None
+            await cooldown.record_failure_async(server, "read timeout before the first byte")
+            raise UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.",
+                                cooldown_cause="read timeout before the first byte") from None
         raise StreamCut("read_timeout", "The model stopped answering mid-reply.") from None
     except httpx.HTTPError:
         if not started:

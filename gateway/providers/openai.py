@@ -15,9 +15,9 @@ import httpx
 from gateway.providers.base import (
     broken,
     failure_from_response,
-    failure_from_transport,
     http_client,
     missing_key,
+    send,
     server_events,
     timeouts,
 )
@@ -39,7 +39,7 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         timeout=timeouts(target.server),
     )
     started = finished = done = False
-    async for _event, data in server_events(request):
+    async for _event, data in server_events(request, target.server):
         if done:
             continue  # read to the end of the body, so the connection is kept for the next call
         if data.startswith("[DONE]"):
@@ -66,12 +66,10 @@ async def forward(target: Target, path: str, **kwargs: Any) -> httpx.Response:
     """A plain request to the server (audio, embeddings): the whole response, or UpstreamError."""
     if failure := missing_key(target.server):
         raise failure
-    try:
-        response = await http_client().post(
-            f"{target.server.base_url}{path}", headers=_headers(target), timeout=timeouts(target.server), **kwargs
-        )
-    except httpx.HTTPError as exc:
-        raise failure_from_transport(exc) from None
+    request = http_client().build_request(
+        "POST", f"{target.server.base_url}{path}", headers=_headers(target), timeout=timeouts(target.server), **kwargs
+    )
+    response, _verdict = await send(request, target.server, stream=False)
     if response.status_code != 200:
         raise failure_from_response(response.status_code, response.content, response.headers)
     return response

@@ -6,7 +6,7 @@ import pytest
 import time_machine
 from django.conf import settings as django_settings
 
-from gateway.counters import window_hit
+from gateway.counters import amounts_add, amounts_forget, amounts_get, amounts_seed, window_hit
 from tests.conftest import clear_counters
 
 
@@ -56,6 +56,25 @@ def test_counters_are_independent(backend):
         assert window_hit([("t:x", 1)], 60).allowed
         assert window_hit([("t:y", 1)], 60).allowed
         assert not window_hit([("t:x", 1)], 60).allowed
+
+
+def test_an_amount_is_missing_until_seeded_and_an_addition_does_not_create_it(backend):
+    amounts_forget(["t:q"])
+    with time_machine.travel(1_800_000_000, tick=False) as traveller:
+        assert amounts_get(["t:q"]) == [None]
+        amounts_add(["t:q"], 5)  # no total to add to: it stays missing, to be rebuilt
+        assert amounts_get(["t:q"]) == [None]
+        hit = window_hit([("t:r", 10)], 60, reads=["t:q"])
+        assert hit.allowed and hit.amounts == (None,)
+        assert amounts_seed([("t:q", 1_800_000_100, 40)]) == [40]
+        assert amounts_seed([("t:q", 1_800_000_100, 99)]) == [40]  # set only where missing
+        amounts_add(["t:q"], 5)
+        assert amounts_get(["t:q"]) == [45]
+        assert window_hit([("t:r", 10)], 60, reads=["t:q"]).amounts == (45,)
+        traveller.move_to(1_800_000_100)  # its window is over
+        assert amounts_get(["t:q"]) == [None] or backend == "redis"  # Redis expires it 60 s later
+        amounts_forget(["t:q"])
+        assert amounts_get(["t:q"]) == [None]
 
 
 def test_the_embedded_cache_keeps_live_windows_when_it_fills_up(settings, db):

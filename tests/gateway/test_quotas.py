@@ -1,4 +1,6 @@
-"""Token quotas (spec 8.4): UTC windows, their exact reset instants, the 403, and /api/v1/usage."""
+"""Token quotas (spec 8.4): UTC windows, their exact reset instants, the 403, and /api/v1/usage;
+the counters as a cache of the usage records (issue 11 rule 2): rebuilt when missing, dropped
+when an addition failed."""
 
 from datetime import datetime, timezone
 
@@ -8,7 +10,10 @@ import time_machine
 from accounts.models import AccountGroup
 from gateway.errors import ApiError
 from gateway.metering import meter
-from gateway.quotas import quota_add, quota_check, windows_at
+from gateway.models import UsageRecord
+from gateway.quotas import quota_check, quota_used, windows_at
+from gateway.usage_writer import usage_writer
+from tests.conftest import clear_counters
 from tests.factories import ModelFactory, api_key_for, bearer
 
 
@@ -36,12 +41,26 @@ def set_ceilings(group, day=-1, week=-1, month=-1):
     group.refresh_from_db()
 
 
+def spend(account, tokens, **extra):
+    """A call's usage, metered as the surfaces meter it: a record, then the counters."""
+    meter(account_id=account.pk, model="oa/echo-1", surface="chat.completions", input_tokens=tokens,
+          output_tokens=0, **extra)
+
+
+def forget_counters():
+    """What a Redis restart does to the counters (and, without Redis, a cleared cache)."""
+    from django.core.cache import cache
+
+    clear_counters()
+    cache.clear()
+
+
 def test_the_daily_ceiling_refuses_at_the_ceiling_and_resets_at_midnight(owner):
     set_ceilings(owner.group, day=100)
     with time_machine.travel(utc("2026-11-24T23:59:00"), tick=False) as traveller:
-        quota_add(account_id=owner.pk, tokens=99)
+        spend(owner, 99)
         quota_check(account_id=owner.pk, group=owner.group)  # 99 of 100: the last call allowed
-        quota_add(account_id=owner.pk, tokens=1)
+        spend(owner, 1)
         with pytest.raises(ApiError) as exc:
             quota_check(account_id=owner.pk, group=owner.group)
         assert exc.value.status == 403 and "daily" in exc.value.message
@@ -55,7 +74,7 @@ def test_the_daily_ceiling_refuses_at_the_ceiling_and_resets_at_midnight(owner):
 def test_the_weekly_ceiling_resets_on_wednesday_at_1400(owner):
     set_ceilings(owner.group, week=50)
     with time_machine.travel(utc("2026-11-20T10:00:00"), tick=False) as traveller:
-        quota_add(account_id=owner.pk, tokens=50)
+        spend(owner, 50)
         traveller.move_to(utc("2026-11-25T13:59:59"))
         with pytest.raises(ApiError) as exc:
             quota_check(account_id=owner.pk, group=owner.group)
@@ -67,7 +86,7 @@ def test_the_weekly_ceiling_resets_on_wednesday_at_1400(owner):
 def test_the_monthly_ceiling_resets_on_the_first(owner):
     set_ceilings(owner.group, month=10)
     with time_machine.travel(utc("2026-11-30T23:59:59"), tick=False) as traveller:
-        quota_add(account_id=owner.pk, tokens=10)
+        spend(owner, 10)
         with pytest.raises(ApiError):
             quota_check(account_id=owner.pk, group=owner.group)
         traveller.move_to(utc("2026-12-01T00:00:00"))
@@ -75,14 +94,14 @@ def test_the_monthly_ceiling_resets_on_the_first(owner):
 
 
 def test_minus_one_means_no_ceiling(owner):
-    quota_add(account_id=owner.pk, tokens=10**9)
+    spend(owner, 10**9)
     quota_check(account_id=owner.pk, group=owner.group)
 
 
 def test_quotas_are_per_account(owner, outsider):
     set_ceilings(owner.group, day=5)
     set_ceilings(outsider.group, day=5)
-    quota_add(account_id=owner.pk, tokens=5)
+    spend(owner, 5)
     with pytest.raises(ApiError):
         quota_check(account_id=owner.pk, group=owner.group)
     quota_check(account_id=outsider.pk, group=outsider.group)
@@ -105,3 +124,160 @@ def test_usage_reports_each_window_and_the_months_models(client, owner, outsider
     assert body["month_by_model"] == [{"model": model.public_id, "requests": 2, "input_tokens": 38,
                                        "output_tokens": 12, "total_tokens": 50}]
     assert r["X-RateLimit-Limit"] == "300"
+
+
+# ---- the counters are a cache of the usage records (issue 11, rule 2) ----------------------------
+
+@pytest.fixture(params=["redis", "cache"])
+def backend(request, settings, db):
+    """Both counter backends: Redis (Lua), and the Django cache of the embedded default."""
+    from django.conf import settings as django_settings
+
+    settings.REDIS_URL = (django_settings.REDIS_URL or "redis://127.0.0.1:6379/14") if request.param == "redis" else ""
+    forget_counters()
+    yield request.param
+    forget_counters()
+
+
+@pytest.fixture
+def spooling(settings, tmp_path, monkeypatch):
+    """Records go to the spool, as in a server process, and stay there until `usage_writer.flush()`
+    (no drainer thread: this test's data is in its own transaction)."""
+    settings.USAGE_BATCHED = True
+    settings.USAGE_SPOOL_DIR = tmp_path / "spool"
+    monkeypatch.setattr(usage_writer, "start", lambda: None)
+    yield
+    usage_writer.spool().close()
+
+
+def day_used(account):
+    return dict((w.period, used) for w, used in quota_used(account_id=account.pk))["day"]
+
+
+def test_a_lost_counter_is_rebuilt_from_the_records_before_the_check(backend, owner):
+    set_ceilings(owner.group, day=100)
+    spend(owner, 60)
+    spend(owner, 40)
+    forget_counters()  # Redis restarted: the counters are gone, the records are not
+    with pytest.raises(ApiError) as exc:
+        quota_check(account_id=owner.pk, group=owner.group)
+    assert exc.value.status == 403 and "daily" in exc.value.message
+    assert day_used(owner) == 100
+
+
+def test_a_rebuilt_counter_goes_on_counting_without_counting_twice(backend, owner):
+    set_ceilings(owner.group, day=100)
+    spend(owner, 30)
+    forget_counters()
+    assert day_used(owner) == 30  # rebuilt: 30
+    spend(owner, 20)  # added to the rebuilt counter, once
+    assert day_used(owner) == 50
+    forget_counters()
+    spend(owner, 5)  # no counter: not started at 5, it is rebuilt from all the records
+    assert day_used(owner) == 55
+    assert sum(r.input_tokens for r in UsageRecord.objects.filter(account=owner)) == 55
+
+
+def test_a_rebuild_counts_each_window_from_its_own_records(backend, owner):
+    set_ceilings(owner.group, day=10, week=100, month=1000)
+    with time_machine.travel(utc("2026-11-02T10:00:00"), tick=False) as traveller:
+        spend(owner, 400)  # this month, an earlier week
+        traveller.move_to(utc("2026-11-23T10:00:00"))
+        spend(owner, 50)  # this week (from Wed 18th 14:00), an earlier day
+        traveller.move_to(utc("2026-11-24T10:00:00"))
+        spend(owner, 7)  # today
+        forget_counters()
+        used = {w.period: amount for w, amount in quota_used(account_id=owner.pk)}
+    assert used == {"day": 7, "week": 57, "month": 457}
+
+
+def test_the_usage_endpoint_rebuilds_a_lost_counter(backend, client, owner):
+    set_ceilings(owner.group, day=1000)
+    spend(owner, 42)
+    forget_counters()
+    body = client.get("/api/v1/usage", headers=bearer(api_key_for(owner))).json()
+    assert body["day"]["used"] == 42 and body["day"]["remaining"] == 958
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_after_redis_lost_the_counters_is_still_refused_403(client, settings):
+    """Over HTTP: the counter read with the request's ceilings is missing, so it is rebuilt from
+    the records before the quota check, and the call is refused before any model is asked."""
+    from tests.factories import AccountFactory, AccountGroupFactory
+
+    account = AccountFactory(group=AccountGroupFactory(api_access=True, daily_tokens=100))
+    model = ModelFactory(is_default=True)
+    spend(account, 100)
+    forget_counters()
+    r = client.post("/v1/chat/completions", {"model": model.public_id, "messages": [{"role": "user", "content": "hi"}]},
+                    content_type="application/json", headers=bearer(api_key_for(account)))
+    assert r.status_code == 403, r.content
+    assert r.json()["error"]["code"] == "permission_denied" and "daily" in r.json()["error"]["message"]
+
+
+def test_a_rebuild_counts_the_records_still_in_the_spool_once(backend, spooling, owner):
+    from django.utils import timezone
+
+    set_ceilings(owner.group, day=100)
+    UsageRecord.objects.create(account=owner, model="oa/echo-1", surface="messages", input_tokens=10,
+                               created_at=timezone.now())  # written before records had keys
+    spend(owner, 60)  # spooled, not yet in the database
+    assert UsageRecord.objects.filter(account=owner).count() == 1
+    spend(owner, 30)
+    forget_counters()
+    with pytest.raises(ApiError):
+        quota_check(account_id=owner.pk, group=owner.group)
+    assert day_used(owner) == 100
+    # written to the database while still in a spool file (a drainer killed between the commit
+    # and the unlink): still counted once
+    from gateway.usage_writer import insert, record_from_line
+
+    insert([record_from_line(line) for line in usage_writer.spooled()])
+    forget_counters()
+    assert day_used(owner) == 100
+    assert usage_writer.flush(timeout=1)
+    assert not usage_writer.spooled()
+    forget_counters()
+    assert day_used(owner) == 100
+    assert UsageRecord.objects.filter(account=owner).count() == 3
+
+
+def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend, owner, monkeypatch):
+    import gateway.counters
+
+    set_ceilings(owner.group, day=1000)
+    spend(owner, 30)
+    assert day_used(owner) == 30
+
+    def redis_is_down(*args, **kwargs):
+        raise ConnectionError("Redis went away")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(gateway.counters, "_redis_add_script", lambda url: redis_is_down)
+        patched.setattr(gateway.counters.cache, "get_many", redis_is_down)
+        spend(owner, 50)  # answered: it must not raise, and its record lands
+    assert UsageRecord.objects.filter(account=owner).count() == 2
+    assert day_used(owner) == 30  # the counter missed 50
+    assert usage_writer.flush(timeout=1)  # what the drainer does when Redis answers again
+    assert day_used(owner) == 80
+
+
+def test_meter_with_redis_unreachable_does_not_raise_and_the_record_lands(owner, settings):
+    from gateway.quotas import quota_forget_unsure
+    from tests.servers import free_port
+
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    spend(owner, 12, request_id="req-1")
+    assert UsageRecord.objects.get(account=owner).request_id == "req-1"
+    assert not quota_forget_unsure()  # still unreachable: the unsure counters are kept
+    settings.REDIS_URL = ""
+    assert quota_forget_unsure()
+
+
+def test_meter_with_one_key_writes_one_record(backend, owner):
+    spend(owner, 10, key="run-7")
+    spend(owner, 10, key="run-7")
+    spend(owner, 10)
+    spend(owner, 10)
+    assert UsageRecord.objects.filter(account=owner).count() == 3
+    assert UsageRecord.objects.filter(key="run-7").count() == 1

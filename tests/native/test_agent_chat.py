@@ -224,11 +224,11 @@ def test_a_model_the_group_may_not_use_is_403(agent):
 
 
 def test_a_used_up_token_quota_is_403_with_detail(agent):
-    from gateway.quotas import quota_add
+    from gateway.metering import meter
 
     agent.world.group.daily_tokens = 10
     agent.world.group.save()
-    quota_add(account_id=agent.world.account.pk, tokens=10)
+    meter(account_id=agent.world.account.pk, model="oa/echo-1", surface="messages", input_tokens=10, output_tokens=0)
     r = agent.api.post(AGENT_CHAT, {"message": "hi"})
     assert r.status_code == 403 and set(r.json()) == {"detail"}
     assert agent.upstream.requests == []

@@ -1,19 +1,50 @@
 """Deliveries (DESIGN.md, Routines): `inapp`, `email:` and `webhook:https://…` (signed JSON, https
-only, private addresses refused unless allowed, retried with backoff on 5xx and timeouts)."""
+only, private addresses refused unless allowed, retried with backoff on 5xx and timeouts). Each
+delivery is a task of its own (`routines.tasks.deliver_run_target`), retried by Celery."""
 
 import socket
 import threading
-import time
 
 import pytest
 from django.core import mail
 
-from routines.deliveries import deliver
+from gateway.celery import app as celery_app
 from routines.deliveries.base import DeliveryFailed
 from routines.deliveries.webhook import refuse_private_host
-from routines.models import InboxMessage, Routine, Run
+from routines.models import Delivery, InboxMessage, Routine, Run
 from routines.routine_writes import new_token
+from routines.tasks import deliver_run_target
 from tests.routines.https_receiver import https_receiver
+
+TASK = "routines.tasks.deliver_run_target"
+
+
+def deliver(run, target: str, text: str) -> tuple[int, str]:
+    """A delivery as a worker makes it: a pending row of an answered run, sent by its task run
+    in this process (Celery's retries too, without their countdown). Its tries and last error."""
+    Run.objects.filter(pk=run.pk).update(output=text)
+    run.output = text
+    delivery = Delivery.objects.create(run=run, target=target)
+    deliver_run_target.apply(args=(delivery.pk,))
+    delivery.refresh_from_db()
+    assert delivery.status in ("succeeded", "failed"), delivery.status
+    assert (delivery.status == "succeeded") == (delivery.error == "")
+    return delivery.attempts, delivery.error
+
+
+@pytest.fixture
+def countdowns(monkeypatch):
+    """The countdowns of the retries Celery schedules for the delivery task."""
+    task = celery_app.tasks[TASK]
+    real = task.retry
+    seen = []
+
+    def retry(*args, **kwargs):
+        seen.append(kwargs.get("countdown"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(task, "retry", retry)
+    return seen
 
 SECRET = "outbound-secret"
 
@@ -86,13 +117,71 @@ def test_webhook_without_a_secret_is_unsigned(run, receiver):
     assert "x-svc-signature" not in receiver.received[0].headers
 
 
-def test_webhook_retries_a_5xx_with_backoff(run, receiver, settings):
-    settings.DELIVERY_RETRY_BACKOFF_SECONDS = 0.05
+def test_webhook_retries_a_5xx_with_backoff(run, receiver, countdowns):
     receiver.statuses = [502, 503]
-    started = time.monotonic()
     assert deliver(run, f"webhook:{receiver.url}/in", "x") == (3, "")
-    assert time.monotonic() - started >= 0.05 + 0.1  # 0.05, then 0.1
     assert len(receiver.received) == 3
+    first = int(max(1.0, deliver_run_target.retry_backoff))  # DELIVERY_RETRY_BACKOFF_SECONDS, read at start
+    assert countdowns == [first, 2 * first]  # Celery's exponential backoff, not a sleep in the task
+
+
+def test_the_delivery_task_is_retried_by_celery():
+    from routines.deliveries import RetryableDeliveryError
+
+    task = celery_app.tasks[TASK]
+    assert task.autoretry_for == (RetryableDeliveryError,)
+    assert task.retry_backoff == settings_value("DELIVERY_RETRY_BACKOFF_SECONDS")
+    assert task.retry_backoff_max == settings_value("DELIVERY_RETRY_BACKOFF_MAX_SECONDS")
+    assert task.retry_jitter is False
+    assert task.max_retries == settings_value("DELIVERY_RETRY_ATTEMPTS") - 1
+    assert task.acks_late is True and task.reject_on_worker_lost is True
+    assert task.time_limit > settings_value("DELIVERY_TIMEOUT_SECONDS")
+
+
+def settings_value(name):
+    from django.conf import settings
+
+    return getattr(settings, name)
+
+
+def test_a_delivery_that_succeeded_is_not_sent_again(run, receiver):
+    assert deliver(run, f"webhook:{receiver.url}/in", "x") == (1, "")
+    delivery = Delivery.objects.get()
+    deliver_run_target.apply(args=(delivery.pk,))  # enqueued again by a sweep
+    deliver_run_target.apply(args=(delivery.pk,), task_id=delivery.task_id)  # its message delivered again
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("succeeded", 1)
+    assert len(receiver.received) == 1
+
+
+def test_a_delivery_held_by_another_task_is_left_to_it(run, receiver):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    delivery = Delivery.objects.create(run=run, target=f"webhook:{receiver.url}/in", task_id="first-task",
+                                       busy_until=timezone.now() + timedelta(seconds=60))
+    deliver_run_target.apply(args=(delivery.pk,))
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("pending", 0) and receiver.received == []
+    deliver_run_target.apply(args=(delivery.pk,), task_id="first-task")  # a retry of the holder takes it
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("succeeded", 1) and len(receiver.received) == 1
+
+
+def test_a_retryable_failure_is_recorded_while_the_retry_waits(run, receiver, monkeypatch):
+    receiver.statuses = [503]
+    task = celery_app.tasks[TASK]
+    real = task.retry
+    between = []
+
+    def retry(*args, **kwargs):  # the row as it stands while Celery's retry waits
+        between.append(Delivery.objects.values_list("status", "attempts", "error").get())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(task, "retry", retry)
+    assert deliver(run, f"webhook:{receiver.url}/in", "x") == (2, "")
+    assert between == [("pending", 1, "The webhook target answered 503.")]
 
 
 def test_webhook_gives_up_after_the_attempts(run, receiver, settings):

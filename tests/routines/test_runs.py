@@ -34,9 +34,10 @@ def routine(owner, models):
                                   delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def eager():
-    """Tasks run inline where they are enqueued (for the sweep)."""
+    """Tasks run inline where they are enqueued: the sweep's runs, and the deliveries of a run
+    (each a task of its own), so a run has ended when execute_run returns."""
     before = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = True
     yield

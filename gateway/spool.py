@@ -1,0 +1,267 @@
+"""An append-only local spool: records kept on disk until the database has them.
+
+Each process appends to files of its own in one directory, one JSON line per record in ONE
+`write()` (O_APPEND), and holds an exclusive `flock` on each of its files for as long as it lives.
+The kernel drops those locks when the process dies, however it dies (SIGKILL included), so a file
+whose lock can be taken belongs to a dead process: any other process takes it over, replays it
+and removes it (`take_over`). A process replays its own files with `replay`: the current file is
+sealed (later records go to a new file) and each sealed file is handed to `write` in batches, then
+removed. `write` must be idempotent (a file replayed twice, after a crash between the database's
+commit and the unlink, writes nothing twice); when it raises, the file stays and is replayed later.
+
+A line that does not parse is skipped: the last line of a process killed in the middle of its
+`write()`, or what is left of a write the disk cut short. What the spool does not survive is the
+loss of the disk it is on.
+
+    spool = Spool(directory)
+    spool.append({"k": "...", ...})          # in the caller's thread: one write(), no database
+    spool.replay(write_batch, batch=500)     # in the drainer thread
+    spool.take_over(write_batch, batch=500)  # the files of dead processes
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+SUFFIX = ".spool"
+NEW_SUFFIX = ".new"  # a file being created: not yet locked, so not yet looked at by `take_over`
+STALE_NEW_SECONDS = 60.0
+READ_CHUNK = 1 << 20
+
+Write = Callable[[list[dict]], object]
+
+
+class Spool:
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self._lock = threading.Lock()  # orders appends and the switch to a new file
+        self._replay_lock = threading.Lock()  # one replay or take-over at a time
+        self._fd: int | None = None  # the file appended to
+        self._path: Path | None = None
+        self._sealed: list[tuple[Path, int]] = []  # no longer appended to, still locked, to replay
+        self._torn = False  # the last write was cut short: the next one starts on a new line
+        weak = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: (s := weak()) is not None and s._after_fork())
+
+    # --- the writing side (any thread) ----------------------------------------------------------
+
+    def append(self, record: dict) -> None:
+        """One record, as one JSON line in one `write()`. Raises OSError when the disk refuses it
+        (whatever part of it reached the file is skipped on replay)."""
+        line = json.dumps(record, separators=(",", ":")).encode() + b"\n"
+        with self._lock:
+            if self._fd is None:
+                self._fd, self._path = self._open_new()
+            data = b"\n" + line if self._torn else line
+            written = os.write(self._fd, data)
+            if written != len(data):
+                self._torn = True
+                raise OSError(errno.ENOSPC, f"short write to {self._path} ({written} of {len(data)} bytes)")
+            self._torn = False
+
+    def _open_new(self) -> tuple[int, Path]:
+        """A new file of this process, locked before it gets the name other processes look for."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}{SUFFIX}"
+        new = self.directory / f".{name}{NEW_SUFFIX}"
+        fd = os.open(new, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path = self.directory / name
+            os.rename(new, path)
+        except BaseException:
+            os.close(fd)
+            new.unlink(missing_ok=True)
+            raise
+        return fd, path
+
+    def seal(self) -> None:
+        """Later records go to a new file; the current one (when it has any) waits for `replay`."""
+        with self._lock:
+            if self._fd is None or os.fstat(self._fd).st_size == 0:
+                return
+            self._sealed.append((self._path, self._fd))
+            self._fd = self._path = None
+
+    # --- the draining side ----------------------------------------------------------------------
+
+    def replay(self, write: Write, *, batch: int = 500) -> int:
+        """Seal the current file and hand every sealed file of this process to `write`, then remove
+        it. Returns the records handed over; raises what `write` raises (the files stay)."""
+        with self._replay_lock:
+            self.seal()
+            count = 0
+            while self._sealed:
+                path, fd = self._sealed[0]
+                count += _replay_file(fd, path, write, batch)
+                path.unlink(missing_ok=True)
+                os.close(fd)  # the lock goes with it, once the file is gone
+                self._sealed.pop(0)
+            return count
+
+    def take_over(self, write: Write, *, batch: int = 500) -> int:
+        """Replay and remove the files of processes that are gone (those whose lock can be taken).
+        Returns the records handed over; raises what `write` raises (the file stays)."""
+        with self._replay_lock:
+            count = 0
+            for path in self._other_files():
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:  # replayed and removed meanwhile
+                    continue
+                try:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:  # its process is alive
+                        continue
+                    if os.fstat(fd).st_nlink == 0:  # replayed and removed by another process
+                        continue
+                    taken = _replay_file(fd, path, write, batch)
+                    path.unlink(missing_ok=True)
+                    count += taken
+                    logger.info("usage spool of a process that is gone written: %s (%d records)", path.name, taken)
+                finally:
+                    os.close(fd)
+            self._remove_stale_new_files()
+            return count
+
+    def _remove_stale_new_files(self) -> None:
+        """A file left half-made by a process killed while it created it (no record in it yet)."""
+        try:
+            paths = list(self.directory.glob("*" + NEW_SUFFIX))
+        except OSError:
+            return
+        for path in paths:
+            try:
+                if time.time() - path.stat().st_mtime < STALE_NEW_SECONDS:
+                    continue
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    def records(self) -> Iterator[dict]:
+        """Every record in the directory's files, this process's and the others' (read as they
+        are: records being written to the database at the same moment are in it too)."""
+        try:
+            paths = sorted(self.directory.glob("*" + SUFFIX))
+        except OSError:
+            return
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except FileNotFoundError:  # written and removed meanwhile
+                continue
+            try:
+                yield from _file_records(fd, path, quiet=True)
+            finally:
+                os.close(fd)
+
+    def owns(self, path: Path) -> bool:
+        return path == self._path or any(path == sealed for sealed, _ in self._sealed)
+
+    def pending(self) -> int:
+        """Files of this process not yet replayed (the current one included when it has records)."""
+        with self._lock:
+            current = self._fd is not None and os.fstat(self._fd).st_size > 0
+            return len(self._sealed) + int(current)
+
+    def close(self) -> None:
+        """Let go of this process's files (they stay on disk, to be taken over)."""
+        with self._lock:
+            for fd in [self._fd, *(fd for _, fd in self._sealed)]:
+                if fd is not None:
+                    os.close(fd)
+            self._fd = self._path = None
+            self._sealed = []
+
+    def _other_files(self) -> list[Path]:
+        try:
+            paths = sorted(self.directory.glob("*" + SUFFIX))
+        except OSError:
+            return []
+        return [path for path in paths if not self.owns(path)]
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's files stay the parent's. Closing the child's copies of
+        their descriptors keeps the parent's locks (flock locks belong to the open file, which the
+        parent still holds); the child opens files of its own when it appends."""
+        self._lock = threading.Lock()
+        self._replay_lock = threading.Lock()
+        for fd in [self._fd, *(fd for _, fd in self._sealed)]:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._fd = self._path = None
+        self._sealed = []
+        self._torn = False
+
+
+def _replay_file(fd: int, path: Path, write: Write, batch: int) -> int:
+    count = 0
+    chunk: list[dict] = []
+    for record in _file_records(fd, path):
+        chunk.append(record)
+        if len(chunk) >= batch:
+            write(chunk)
+            count += len(chunk)
+            chunk = []
+    if chunk:
+        write(chunk)
+        count += len(chunk)
+    return count
+
+
+def _file_records(fd: int, path: Path, *, quiet: bool = False) -> Iterator[dict]:
+    """The records of one open file, in order; lines that do not parse are skipped (a last line
+    cut by a kill, what is left of a short write)."""
+    offset = 0
+    rest = b""
+    while chunk := os.pread(fd, READ_CHUNK, offset):
+        offset += len(chunk)
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            record = _parse(line, path, quiet=quiet)
+            if record is not None:
+                yield record
+    if rest.strip():  # no newline after it: complete only if it parses
+        record = _parse(rest, path, quiet=True)
+        if record is not None:
+            yield record
+        elif not quiet:
+            logger.info("usage spool %s: a last line cut short is skipped (%d bytes)", path.name, len(rest))
+
+
+def _parse(line: bytes, path: Path, *, quiet: bool) -> dict | None:
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        if not quiet:
+            logger.warning("usage spool %s: a line that is not a record is skipped (%d bytes)", path.name, len(line))
+        return None
+    return record

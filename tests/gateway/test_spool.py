@@ -1,0 +1,224 @@
+"""Usage records are never held only in memory (issue 11, rule 1): each process appends them to a
+spool file of its own, which is written to the database idempotently (by the record's key), by
+this process or, once it is gone, by any other."""
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from django.db import OperationalError
+
+from gateway.metering import meter
+from gateway.models import UsageRecord
+from gateway.spool import SUFFIX, Spool
+from gateway.usage_writer import UsageWriter, database_tag, usage_writer
+from tests.factories import AccountFactory
+from tests.servers import ROOT
+
+
+@pytest.fixture
+def spool_dir(settings, tmp_path, monkeypatch):
+    """Records go to the spool, as in a server process, and stay there until `usage_writer.flush()`
+    (no drainer thread: this test's data is in its own transaction). The directory of this
+    database's spool files."""
+    settings.USAGE_BATCHED = True
+    settings.USAGE_SPOOL_DIR = tmp_path / "spool"
+    monkeypatch.setattr(usage_writer, "start", lambda: None)
+    yield tmp_path / "spool" / database_tag()
+    usage_writer.spool().close()
+
+
+def spend(account, tokens, **extra):
+    meter(account_id=account.pk, model="oa/echo-1", surface="chat.completions", input_tokens=tokens,
+          output_tokens=1, **extra)
+
+
+def line(account, key, tokens=5):
+    return json.dumps({"k": key, "a": account.pk, "m": "oa/echo-1", "s": "chat.completions", "i": tokens, "o": 0,
+                       "r": f"req-{key}", "t": "2026-11-24T10:00:00+00:00"}) + "\n"
+
+
+def files(directory):
+    return sorted(p.name for p in directory.glob("*" + SUFFIX))
+
+
+def keys_of(account):
+    return sorted(UsageRecord.objects.filter(account=account).values_list("key", flat=True))
+
+
+def test_a_record_is_on_disk_before_meter_returns_and_in_the_database_after_a_flush(owner, spool_dir):
+    spend(owner, 3, request_id="req-1")
+    assert not UsageRecord.objects.exists()
+    [name] = files(spool_dir)
+    [record] = [json.loads(text) for text in (spool_dir / name).read_text().splitlines()]
+    assert (record["a"], record["i"], record["o"], record["r"]) == (owner.pk, 3, 1, "req-1")
+    assert usage_writer.flush(timeout=1)
+    [row] = UsageRecord.objects.filter(account=owner)
+    assert (row.input_tokens, row.output_tokens, row.request_id, row.key) == (3, 1, "req-1", record["k"])
+    assert files(spool_dir) == []
+
+
+def test_a_spool_replayed_twice_writes_each_record_once(owner, spool_dir):
+    for tokens in (1, 2, 3):
+        spend(owner, tokens)
+    [name] = files(spool_dir)
+    # the same file left behind, as when a process dies between the database's commit and the unlink
+    shutil.copy(spool_dir / name, spool_dir / f"1-left-behind{SUFFIX}")
+    assert usage_writer.flush(timeout=1)
+    assert usage_writer.flush(timeout=1)
+    assert sorted(UsageRecord.objects.filter(account=owner).values_list("input_tokens", flat=True)) == [1, 2, 3]
+    assert files(spool_dir) == []
+
+
+def test_the_file_of_a_dead_process_is_written_by_another_and_removed(owner, spool_dir):
+    spool_dir.mkdir(parents=True)
+    (spool_dir / f"999999-dead{SUFFIX}").write_text(line(owner, "a") + line(owner, "b"))  # nobody holds its lock
+    assert usage_writer.flush(timeout=1)
+    assert keys_of(owner) == ["a", "b"]
+    assert files(spool_dir) == []
+
+
+SPOOLER = """
+import json, os, signal, sys
+from gateway.spool import Spool
+spool = Spool(sys.argv[1])
+for key in sys.argv[3:]:
+    spool.append(json.loads(sys.argv[2].replace("KEY", key)))
+print("spooled", flush=True)
+if sys.argv[3] == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.stdin.read()  # alive, holding its file, until its stdin closes
+"""
+
+
+def test_a_live_process_keeps_its_file_and_a_killed_ones_is_taken_over(owner, spool_dir):
+    template = line(owner, "KEY").strip()
+
+    def spooler(*keys):
+        proc = subprocess.Popen([sys.executable, "-c", SPOOLER, str(spool_dir), template, *keys], cwd=ROOT,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "spooled"
+        return proc
+
+    alive = spooler("alive-1", "alive-2")
+    killed = spooler("killed", "killed-2")
+    assert killed.wait(timeout=10) == -9
+    try:
+        assert usage_writer.flush(timeout=1)
+        assert keys_of(owner) == ["killed", "killed-2"]  # the live process's file is its own
+        assert len(files(spool_dir)) == 1
+    finally:
+        alive.kill()
+        alive.wait(timeout=10)
+        alive.stdout.close()
+        alive.stdin.close()
+        killed.stdout.close()
+        killed.stdin.close()
+    assert usage_writer.flush(timeout=1)  # SIGKILLed too, now: its lock went with it
+    assert keys_of(owner) == ["alive-1", "alive-2", "killed", "killed-2"]
+    assert files(spool_dir) == []
+
+
+def test_a_last_line_cut_short_by_a_kill_is_skipped(owner, spool_dir):
+    spool_dir.mkdir(parents=True)
+    cut = line(owner, "c")[:40]
+    (spool_dir / f"999999-cut{SUFFIX}").write_text(line(owner, "a") + line(owner, "b") + cut)
+    assert usage_writer.flush(timeout=1)
+    assert keys_of(owner) == ["a", "b"]
+    assert files(spool_dir) == []
+
+
+def test_the_database_failing_keeps_the_records_until_it_answers(owner, spool_dir, monkeypatch, caplog):
+    def database_down(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    spend(owner, 4)
+    spend(owner, 5)
+    with monkeypatch.context() as patched:
+        patched.setattr(UsageRecord.objects, "bulk_create", database_down)
+        with caplog.at_level(logging.WARNING, logger="gateway.usage_writer"):
+            assert not usage_writer.flush(timeout=0)  # never raises
+            spend(owner, 6)
+            assert not usage_writer.flush(timeout=0)
+        outage_logs = [r for r in caplog.records if "kept in the spool" in r.getMessage()]
+        assert len(outage_logs) == 1  # logged once per outage
+        assert not UsageRecord.objects.exists()
+        assert files(spool_dir)
+    assert usage_writer.flush(timeout=1)
+    assert sorted(UsageRecord.objects.filter(account=owner).values_list("input_tokens", flat=True)) == [4, 5, 6]
+    assert files(spool_dir) == []
+
+
+def test_a_spool_that_cannot_be_written_falls_back_to_the_database(owner, settings, tmp_path, monkeypatch):
+    settings.USAGE_BATCHED = True
+    (tmp_path / "not-a-directory").write_text("")
+    settings.USAGE_SPOOL_DIR = tmp_path / "not-a-directory"
+    monkeypatch.setattr(usage_writer, "start", lambda: None)
+    spend(owner, 8)  # does not raise
+    assert UsageRecord.objects.get(account=owner).input_tokens == 8
+
+
+def test_a_record_of_a_deleted_account_is_dropped_and_the_others_written(owner, spool_dir, caplog):
+    gone = AccountFactory()
+    spend(gone, 1)
+    spend(owner, 2)
+    gone.delete()
+    with caplog.at_level(logging.WARNING, logger="gateway.usage_writer"):
+        assert usage_writer.flush(timeout=1)
+    assert list(UsageRecord.objects.values_list("input_tokens", flat=True)) == [2]
+    assert any("deleted account" in r.getMessage() for r in caplog.records)
+    assert files(spool_dir) == []
+
+
+def test_the_synchronous_path_is_idempotent_by_key_too(owner):
+    spend(owner, 1, key="run-1")
+    spend(owner, 1, key="run-1")
+    assert UsageRecord.objects.filter(account=owner).count() == 1
+
+
+def test_a_file_sealed_for_replay_lets_later_records_go_to_a_new_file(tmp_path):
+    spool = Spool(tmp_path)
+    spool.append({"n": 1})
+    seen = []
+    spool.replay(seen.extend)
+    spool.append({"n": 2})
+    spool.replay(seen.extend)
+    assert seen == [{"n": 1}, {"n": 2}]
+    assert list(tmp_path.glob("*" + SUFFIX)) == []
+    spool.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_drainer_thread_writes_the_spool_and_takes_over_dead_files(settings, tmp_path):
+    """A process's own drainer: it takes over the files of dead processes when it starts, and
+    writes what is spooled within USAGE_FLUSH_SECONDS."""
+    settings.USAGE_BATCHED = True
+    settings.USAGE_SPOOL_DIR = tmp_path / "spool"
+    settings.USAGE_FLUSH_SECONDS = 0.02
+    account = AccountFactory()
+    directory = tmp_path / "spool" / database_tag()
+    directory.mkdir(parents=True)
+    (directory / f"999999-dead{SUFFIX}").write_text(line(account, "orphan"))
+    writer = UsageWriter()
+    try:
+        writer.submit(UsageRecord(account_id=account.pk, model="oa/echo-1", surface="messages", input_tokens=2,
+                                  output_tokens=3, key="fresh", created_at=_now()))
+        deadline = time.monotonic() + 10
+        while keys_of(account) != ["fresh", "orphan"] or files(directory):
+            assert time.monotonic() < deadline, (keys_of(account), files(directory))
+            time.sleep(0.02)
+    finally:
+        writer.stop()
+        writer.spool().close()
+    assert os.listdir(directory) == []
+
+
+def _now():
+    from django.utils import timezone
+
+    return timezone.now()
