@@ -38,10 +38,12 @@ def routine(owner, models):
 def eager():
     """Tasks run inline where they are enqueued: the sweep's runs, and the deliveries of a run
     (each a task of its own), so a run has ended when execute_run returns."""
-    before = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
+    # the app reads its settings under the CELERY_ namespace: that name wins over the bare one
+    before = celery_app.conf.CELERY_TASK_ALWAYS_EAGER
+    celery_app.conf.CELERY_TASK_ALWAYS_EAGER = True
+    assert celery_app.conf.task_always_eager
     yield
-    celery_app.conf.task_always_eager = before
+    celery_app.conf.CELERY_TASK_ALWAYS_EAGER = before
 
 
 def accept(routine, body=b'{"text": "hello"}', event_id="e1"):
