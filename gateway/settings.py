@@ -272,8 +272,11 @@ PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
 ROUTINE_RUN_TIMEOUT_SECONDS = env.int("ROUTINE_RUN_TIMEOUT_SECONDS", default=600)
 # How long a run or a delivery retries a completion write while the database is unreachable.
 ROUTINE_WRITE_RETRY_SECONDS = env.int("ROUTINE_WRITE_RETRY_SECONDS", default=120)
-# How often the sweep re-enqueues runs left queued (over a minute) or lost while running.
+# How often the sweep re-enqueues runs left queued or lost while running.
 ROUTINE_SWEEP_SECONDS = env.float("ROUTINE_SWEEP_SECONDS", default=60.0)
+# A run still queued this many seconds after it was made is enqueued again by the sweep (its
+# message may have been lost with a Redis that restarted); a claim makes a second message a no-op.
+ROUTINE_QUEUED_GRACE_SECONDS = env.int("ROUTINE_QUEUED_GRACE_SECONDS", default=60)
 # Outbound deliveries: tries per target (retryable failures only) and the first backoff.
 DELIVERY_RETRY_ATTEMPTS = env.int("DELIVERY_RETRY_ATTEMPTS", default=3)
 DELIVERY_RETRY_BACKOFF_SECONDS = env.float("DELIVERY_RETRY_BACKOFF_SECONDS", default=2.0)

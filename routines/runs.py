@@ -31,7 +31,7 @@ from django.utils import timezone
 from gateway.calls import call_plan
 from gateway.completion import Completion, complete
 from gateway.counters import mark_once
-from gateway.errors import ApiError
+from gateway.errors import ApiError, outage_of
 from gateway.metering import meter
 from gateway.models import UsageRecord
 from gateway.routing import registry
@@ -42,8 +42,7 @@ from routines.models import Delivery, Routine, Run
 
 log = logging.getLogger(__name__)
 
-QUEUED_GRACE_SECONDS = 60  # a run still queued after this long is enqueued again
-REQUEUE_EVERY_SECONDS = 300  # and again at most this often (a lost run or a lost delivery too)
+REQUEUE_EVERY_SECONDS = 300  # a run (or a delivery) is enqueued again at most this often
 RECENT_RUNS = 50  # spec 8.6
 SURFACE = "routine"
 WRITE_MARGIN_SECONDS = 15  # a run's write retries end this long before its task's time limit
@@ -78,6 +77,12 @@ def claim(run_id: int) -> bool:
     """Move a queued run to running; True for exactly one caller (a redelivered task gets False)."""
     return bool(Run.objects.filter(pk=run_id, status=Run.Status.QUEUED)
                 .update(status=Run.Status.RUNNING, started_at=timezone.now()))
+
+
+class RunPostponed(Exception):
+    """The database or Redis was away before the model was asked: the run went back to the
+    queue untouched, for its task to retry later (it neither fails nor counts toward the
+    routine's auto-disable)."""
 
 
 def usage_key(run_id: int) -> str:
@@ -117,6 +122,8 @@ def _answer(run: Run, deadline: float) -> bool:
         _finish(run, output="", error=f"{exc.status}: {exc.message}", deadline=deadline)
         return False
     except Exception as exc:  # never leave a claimed run running
+        if outage_of(exc) is not None:
+            _postpone(run, exc)
         log.exception("run %s failed unexpectedly", run.pk)
         _finish(run, output="", error=f"Unexpected error: {exc.__class__.__name__}", deadline=deadline)
         return False
@@ -132,6 +139,18 @@ def _answer(run: Run, deadline: float) -> bool:
     if not error and not output.strip():
         error = NO_OUTPUT
     return _save_answer(run, output=output, model=model, usage=usage, error=error, deadline=deadline)
+
+
+def _postpone(run: Run, exc: Exception) -> None:
+    """Put an unanswered run back in the queue (raises RunPostponed). If even that write fails,
+    the run stays running and the sweep takes it up as lost, without an answer: the same."""
+    log.warning("run %s postponed: %s cannot be reached (%s)", run.pk, outage_of(exc), exc.__class__.__name__)
+    try:
+        Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, answered_at__isnull=True).update(
+            status=Run.Status.QUEUED, started_at=None)
+    except Exception as again:
+        log.warning("run %s left running for the sweep (%s)", run.pk, again.__class__.__name__)
+    raise RunPostponed(str(run.pk)) from exc
 
 
 def model_messages(run: Run) -> list[dict[str, str]]:
@@ -319,7 +338,7 @@ def sweep_runs() -> int:
     requeued = [pk for pk in list(lost.values_list("pk", flat=True)) if _take_up_lost(pk, lost_before)]
     # A queued run may only be waiting behind a backlog: enqueued again at most every few minutes.
     waiting = Run.objects.filter(status=Run.Status.QUEUED, created_at__lt=now - timedelta(
-        seconds=QUEUED_GRACE_SECONDS)).exclude(pk__in=requeued).values_list("pk", flat=True)
+        seconds=settings.ROUTINE_QUEUED_GRACE_SECONDS)).exclude(pk__in=requeued).values_list("pk", flat=True)
     enqueued = [pk for pk in [*requeued, *waiting] if _once(f"run-requeued:{pk}")]
     for pk in enqueued:
         enqueue(pk)
@@ -349,7 +368,7 @@ def sweep_deliveries(now) -> int:
     has no tries left; a run whose deliveries all ended but which is still running is ended.
     The model is never called here. Returns how many deliveries were enqueued."""
     ended = Run.objects.filter(status=Run.Status.RUNNING, answered_at__lt=now - timedelta(
-        seconds=QUEUED_GRACE_SECONDS)).exclude(deliveries__status=Delivery.Status.PENDING)
+        seconds=settings.ROUTINE_QUEUED_GRACE_SECONDS)).exclude(deliveries__status=Delivery.Status.PENDING)
     for run_id in list(ended.values_list("pk", flat=True)):
         settle_run(run_id)
     loose = Delivery.objects.filter(Q(busy_until__isnull=True) | Q(busy_until__lt=now),

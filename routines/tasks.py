@@ -10,13 +10,23 @@ from celery import shared_task
 from django.conf import settings
 
 from routines.deliveries import RetryableDeliveryError, send_delivery, task_seconds
-from routines.runs import execute_run, settle_run, sweep_runs
+from gateway.errors import outage_of
+from routines.runs import RunPostponed, execute_run, settle_run, sweep_runs
+
+POSTPONE_RETRIES = 30  # then the run waits, queued, for the sweep
 
 
-@shared_task(name="routines.tasks.execute_routine_run", acks_late=True, reject_on_worker_lost=True,
+@shared_task(bind=True, name="routines.tasks.execute_routine_run", acks_late=True, reject_on_worker_lost=True,
              time_limit=settings.ROUTINE_RUN_TIMEOUT_SECONDS)
-def execute_routine_run(run_id: int) -> None:
-    execute_run(run_id)
+def execute_routine_run(self, run_id: int) -> None:
+    """A run that met an outage of the database or Redis before its model was asked (its claim,
+    its quota check) is tried again by Celery with a growing countdown; it is not failed."""
+    try:
+        execute_run(run_id)
+    except Exception as exc:
+        if not isinstance(exc, RunPostponed) and outage_of(exc) is None:
+            raise
+        raise self.retry(countdown=min(2 ** self.request.retries, 30), max_retries=POSTPONE_RETRIES) from None
 
 
 @shared_task(bind=True, name="routines.tasks.deliver_run_target", acks_late=True, reject_on_worker_lost=True,

@@ -205,3 +205,44 @@ def test_a_delivery_lost_on_its_last_try_is_given_up_by_the_sweep(routine, upstr
     assert delivery.status == "failed" and delivery.error == routines.runs.DELIVERY_LOST
     assert run.status == "failed" and run.error == NO_DELIVERY
     assert InboxMessage.objects.count() == 0
+
+
+def test_a_run_that_meets_a_redis_outage_before_its_model_call_goes_back_to_the_queue(
+        routine, upstream, monkeypatch):  # noqa: F811
+    """Its quota check cannot read the counters: the run is queued again for its task's retry,
+    not failed, and nothing counts toward the routine's auto-disable."""
+    import redis
+
+    import gateway.calls
+
+    def redis_down(**_kwargs):
+        raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(gateway.calls, "quota_check", redis_down)
+    run = accept(routine)
+    with pytest.raises(routines.runs.RunPostponed):
+        execute_run(run.pk)
+    run.refresh_from_db()
+    routine.refresh_from_db()
+    assert (run.status, run.error, run.started_at, run.answered_at) == ("queued", "", None, None)
+    assert routine.consecutive_failures == 0 and routine.is_enabled
+    assert upstream.requests == [] and UsageRecord.objects.count() == 0
+    monkeypatch.undo()
+    done = execute_run(run.pk)  # the task's retry, once Redis is back
+    assert done.status == "succeeded" and len(upstream.requests) == 1
+
+
+def test_the_run_task_retries_a_postponed_run_with_celery(routine, monkeypatch):  # noqa: F811
+    from celery.exceptions import Retry
+
+    from routines.tasks import execute_routine_run
+
+    def postponed(run_id):
+        raise routines.runs.RunPostponed(str(run_id))
+
+    monkeypatch.setattr("routines.tasks.execute_run", postponed)
+    retries = []
+    monkeypatch.setattr(execute_routine_run, "retry", lambda **kwargs: retries.append(kwargs) or Retry())
+    with pytest.raises(Retry):
+        execute_routine_run.run(1)
+    assert retries == [{"countdown": 1, "max_retries": 30}]
