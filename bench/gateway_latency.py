@@ -927,7 +927,7 @@ def run_benchmark(args, stack: Stack) -> None:
                             raise RuntimeError(f"{proc.name} died:\n{proc.log_tail()}")
             cells.append(cell)
     duration = time.monotonic() - started
-    time.sleep(1.5)  # the gateway may batch its usage records (gateway/usage_writer.py)
+    time.sleep(1.5)  # the gateway drains its usage spool in the background (gateway/usage_writer.py)
     usage_written = stack.usage_records() - usage_before
     per_request = {k: v / gateway_requests for k, v in snap_total.items()} if gateway_requests else {}
     rows = [cell_row(cell) for cell in cells]
@@ -1085,9 +1085,10 @@ STAGES = [
     ("counters: Redis Lua step (ceilings; from 9d2c412 also credential versions and quota read)",
      ("limit_hit", "window_hit", "_redis_hit", "limit_counters", "limit_headers")),
     ("token quota check (quota_check, quota_window_keys)", ("quota_check", "quota_window_keys")),
-    ("metering: quota counters, Redis MULTI (quota_add)", ("quota_add",)),
-    ("metering: usage record INSERT (meter, usage writer)", ("meter", "UsageWriter._run", "_insert",
-                                                              "UsageWriter.submit")),
+    ("metering: quota counters, Redis Lua add-if-present (quota_add)", ("quota_add",)),
+    ("metering: usage record spooled and drained (meter, usage writer)",
+     ("meter", "UsageWriter._run", "UsageWriter._cycle", "insert", "_insert_lines", "UsageWriter.submit",
+      "Spool.append")),
     ("auth: credential lookup (api_key_account; from 9d2c412 a process cache)",
      ("api_key_account", "authenticate", "identify", "remember", "endpoint.<locals>._admit_caller",
       "endpoint.<locals>._check_and_count")),
