@@ -20,7 +20,9 @@ def request_id_for(request) -> str:
     return sent if CLIENT_REQUEST_ID.match(sent) else uuid.uuid4().hex
 
 
-class RequestIdMiddleware:
+class HybridMiddleware:
+    """A middleware that runs sync or async, as the handler it wraps does."""
+
     sync_capable = True
     async_capable = True
 
@@ -29,6 +31,8 @@ class RequestIdMiddleware:
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
 
+
+class RequestIdMiddleware(HybridMiddleware):
     def __call__(self, request):
         if iscoroutinefunction(self):
             return self.__acall__(request)
@@ -44,19 +48,11 @@ class RequestIdMiddleware:
         return response
 
 
-class OutageMiddleware:
+class OutageMiddleware(HybridMiddleware):
     """A view (sync or async, the webhook ingest, the console's) that raises because PostgreSQL,
     Redis or the task queue cannot be reached is answered 503 with Retry-After in its surface's
     error shape, and the cause is logged in one line (no stack trace). Any other exception goes
     on to Django's 500. Sits inside RequestIdMiddleware, so the 503 carries the request id."""
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response):
-        self.get_response = get_response
-        if iscoroutinefunction(get_response):
-            markcoroutinefunction(self)
 
     def __call__(self, request):
         return self.get_response(request)  # under ASGI a coroutine, which the caller awaits

@@ -236,3 +236,17 @@ def test_no_request_fails_once_postgresql_is_back(private_postgres, settings):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"before": [1, 1, 1], "down": "the database", "after": [1, 1, 1, 1]}
+
+
+def test_an_outage_raised_in_a_middleware_is_a_503_too(db):
+    """Not in a view (so OutageMiddleware's process_exception is not asked): Django's 500
+    handler (gateway.views.server_error) sees the outage and answers its 503."""
+    import redis
+
+    client = Client(raise_request_exception=False)
+    down = redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+    with mock.patch("gateway.surfaces.is_api_path", side_effect=down):
+        assert_native_503(client.get("/api/v1/version"))
+    with mock.patch("gateway.surfaces.is_api_path", side_effect=ValueError("a bug")):
+        response = client.get("/api/v1/version")
+    assert response.status_code == 500 and response.json() == {"detail": "Server Error."}
