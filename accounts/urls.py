@@ -1,6 +1,6 @@
 from django.urls import path
 
-from accounts import views
+from accounts import admin_login, views
 
 urlpatterns = [
     path("api/v1/auth/login", views.login),
@@ -9,4 +9,6 @@ urlpatterns = [
     path("api/v1/auth/api-key/revoke", views.api_key_delete),
     path("api/v1/auth/verify", views.verify),
     path("api/auth/me", views.me),
+    # the operator console's login, limited (admin.site.login behind django-ratelimit)
+    path("admin/login/", admin_login.login),
 ]

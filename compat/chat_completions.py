@@ -11,12 +11,28 @@ from compat.proxy import Call, chat_call
 from gateway import ratelimit
 from gateway.errors import ApiError
 from gateway.sse import SSE_DONE, sse_data
+from gateway.validation import check_field_types, check_items
 
 DROPPED = ("stream", "stream_options", "n")
 
+# The types of the request's fields (OpenAI's API reference); a wrong one is a 400 naming it.
+FIELDS = {
+    "model": "string", "messages": "array", "stream": "boolean", "stream_options": {"include_usage": "boolean"},
+    "n": "integer", "max_tokens": "integer", "max_completion_tokens": "integer", "temperature": "number",
+    "top_p": "number", "presence_penalty": "number", "frequency_penalty": "number", "seed": "integer",
+    "stop": "string|array<string>", "tools": "array<object>", "tool_choice": "string|object",
+    "parallel_tool_calls": "boolean", "user": "string", "response_format": "object", "logit_bias": "object",
+    "logprobs": "boolean", "top_logprobs": "integer", "metadata": "object", "reasoning_effort": "string",
+}
+MESSAGE_FIELDS = {"role": "string", "content": "string|array", "name": "string", "tool_call_id": "string",
+                  "tool_calls": "array<object>"}
+TOOL_FIELDS = {"type": "string", "function": {"name": "string", "description": "string", "parameters": "object"}}
+
 
 def chat_form(body: dict[str, Any]) -> dict[str, Any]:
-    _flag(body, "stream")
+    check_field_types(body, FIELDS)
+    check_items(body.get("messages"), MESSAGE_FIELDS, name="messages")
+    check_items(body.get("tools"), TOOL_FIELDS, name="tools")
     if body.get("n", 1) not in (1, None):
         raise ApiError(400, "Only n=1 is supported.", code="invalid_request_error", param="n")
     return {k: v for k, v in body.items() if k not in DROPPED}
@@ -26,7 +42,7 @@ def chat_form(body: dict[str, Any]) -> dict[str, Any]:
 async def chat_completions(request):
     body = request.prepared.body
     stream = bool(body.get("stream"))
-    include_usage = stream and bool((body.get("stream_options") or {}).get("include_usage"))
+    include_usage = stream and bool((body.get("stream_options") or {}).get("include_usage"))  # typed in chat_form
     call = Call(request, surface="chat.completions")
     await call.open()
     completion_id = f"chatcmpl-{call.inference_id}"
@@ -53,9 +69,3 @@ async def _frames(call: Call, completion_id: str, include_usage: bool) -> AsyncI
                         "model": model, "choices": [], "usage": call.usage()})
     yield SSE_DONE
 
-
-def _flag(body: dict[str, Any], name: str) -> bool:
-    value = body.get(name, False)
-    if not isinstance(value, bool) and value is not None:
-        raise ApiError(400, f"'{name}' must be a boolean.", code="invalid_request_error", param=name)
-    return bool(value)

@@ -12,6 +12,7 @@ from typing import Any
 from gateway import providers
 from gateway.errors import ApiError
 from gateway.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
+from gateway.redact import redact
 from gateway.routing import Target
 
 DEFAULT_RETRY_AFTER = 10
@@ -59,8 +60,9 @@ async def _chain_first(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]
 
 
 def fell_through(target: Target, failure: UpstreamError, *, last: bool) -> UpstreamError:
-    """Log a model's failure before the first byte, with server, model and cause; returns it."""
-    cause = failure.cooldown_cause or f"{failure.status} {failure.message}"
+    """Log a model's failure before the first byte, with server, model and cause; returns it.
+    The cause is the server's own words, without its key (the failure's message already is)."""
+    cause = redact(failure.cooldown_cause or f"{failure.status} {failure.message}", [target.server.api_key])
     logger.warning("model %s on server %s failed: %s; %s", target.name, target.server.name, cause,
                    "no model left in the chain" if last else "trying the next model")
     return failure

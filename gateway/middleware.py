@@ -1,8 +1,11 @@
-"""X-Request-Id on every response (spec 7.4); 503 instead of 500 while a backing service is down."""
+"""X-Forwarded-* believed only from TRUSTED_PROXIES; X-Request-Id on every response (spec 7.4);
+503 instead of 500 while a backing service is down."""
 
+import ipaddress
 import logging
 import re
 import uuid
+from functools import lru_cache
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
@@ -30,6 +33,58 @@ class HybridMiddleware:
         self.get_response = get_response
         if iscoroutinefunction(get_response):
             markcoroutinefunction(self)
+
+
+# Headers a proxy writes about the client; removed from requests of any other peer.
+FORWARDED_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_PROTO", "HTTP_X_FORWARDED_HOST",
+                     "HTTP_X_FORWARDED_PORT", "HTTP_FORWARDED")
+
+
+@lru_cache(maxsize=8)
+def _proxy_networks(entries: tuple[str, ...]) -> tuple[tuple, bool]:
+    networks = tuple(ipaddress.ip_network(entry, strict=False) for entry in entries if entry != "unix")
+    return networks, "unix" in entries
+
+
+def forwarded_host(hop: str) -> str:
+    """An X-Forwarded-For hop without the port some proxies add ("203.0.113.7:5123",
+    "[2001:db8::1]:443"), so that a client's address does not change with its port."""
+    hop = hop.strip()
+    if hop.startswith("["):
+        return hop[1:].partition("]")[0]
+    if hop.count(":") == 1:
+        return hop.partition(":")[0]
+    return hop
+
+
+def is_trusted_proxy(address: str) -> bool:
+    """Whether `address` (a socket peer or an X-Forwarded-For hop) is one of TRUSTED_PROXIES.
+    "unix" in the list stands for a peer without an address (a proxy on a Unix socket)."""
+    networks, unix = _proxy_networks(tuple(settings.TRUSTED_PROXIES))
+    if not address:
+        return unix
+    try:
+        ip = ipaddress.ip_address(forwarded_host(address))
+    except ValueError:
+        return False
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
+
+
+class TrustedProxyMiddleware(HybridMiddleware):
+    """First in MIDDLEWARE: unless the socket peer is one of TRUSTED_PROXIES, the X-Forwarded-*
+    headers are removed before anything reads them, so `request.is_secure()`
+    (SECURE_PROXY_SSL_HEADER), the SSL redirect, HSTS and the client address of the per-address
+    limits (gateway.ratelimit.client_address) never take a client's word for them."""
+
+    def __call__(self, request):
+        meta = request.META
+        if any(name in meta for name in FORWARDED_HEADERS) and not is_trusted_proxy(meta.get("REMOTE_ADDR", "")):
+            for name in FORWARDED_HEADERS:
+                meta.pop(name, None)
+            request.__dict__.pop("headers", None)  # HttpHeaders cached from the old META, if read
+        return self.get_response(request)  # under ASGI a coroutine, which the caller awaits
 
 
 class RequestIdMiddleware(HybridMiddleware):

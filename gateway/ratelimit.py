@@ -22,6 +22,7 @@ from django.http import HttpRequest
 
 from gateway.counters import HitResult, window_hit
 from gateway.errors import GeneralLimitReached, TooManyAttempts
+from gateway.middleware import forwarded_host, is_trusted_proxy
 
 SHARED = "shared"
 GENERAL = "general"
@@ -88,12 +89,16 @@ def limit_hit(limit: Limit, *, subject: str) -> dict[str, str]:
 
 
 def client_address(request: HttpRequest) -> str:
-    """The caller's address: REMOTE_ADDR, or the hop a trusted proxy wrote into
-    X-Forwarded-For when TRUSTED_PROXY_COUNT says how many proxies stand in front."""
-    hops = settings.TRUSTED_PROXY_COUNT
+    """The caller's address: REMOTE_ADDR, or, when that is one of TRUSTED_PROXIES, the last hop of
+    X-Forwarded-For that is not one of them (each trusted proxy appends the address it saw, so the
+    hops to the left of the first untrusted one are the client's word and are not believed)."""
+    peer = request.META.get("REMOTE_ADDR", "")
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-    if hops and forwarded:
-        parts = [p.strip() for p in forwarded.split(",") if p.strip()]
-        if len(parts) >= hops:
-            return parts[-hops]
-    return request.META.get("REMOTE_ADDR", "") or "unknown"
+    if forwarded and is_trusted_proxy(peer):
+        hops = [forwarded_host(hop) for hop in forwarded.split(",") if hop.strip()]
+        for hop in reversed(hops):
+            if not is_trusted_proxy(hop):
+                return hop[:64]
+        if hops:  # every hop is a trusted proxy: the first one is as far as can be seen
+            return hops[0][:64]
+    return peer or "unknown"

@@ -1,8 +1,98 @@
-"""Gathering a streamed reply (chat-completion chunks) into one completion, and its usage."""
+"""Gathering a streamed reply (chat-completion chunks) into one completion, and its usage.
+
+Every chunk is checked before it is used: a model server's malformed reply (a tool call whose
+name is not a string, text that is not a string or not valid Unicode, usage that is not a count)
+stops the reply as a `StreamCut` (`upstream_error`), which every surface answers as a failure
+of the model server: a 502 in its shape, or its stream's failure signal once the stream has
+begun (docs/decisions.md, "Errors inside streams" and "A malformed reply from a model server")."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from gateway.providers.base import StreamCut
+
+_USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _text_problem(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return f"{where} is not a string"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{where} is not valid Unicode (a lone surrogate)"
+    return None
+
+
+def _index_problem(value: Any, where: str) -> str | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return None
+    return f"{where} is not an integer"
+
+
+def chunk_problem(chunk: Any) -> str | None:
+    """What makes a chat-completion chunk unusable, or None. Only what the gateway reads is checked."""
+    if not isinstance(chunk, dict):
+        return "a chunk is not an object"
+    usage = chunk.get("usage")
+    if usage is not None:
+        if not isinstance(usage, dict):
+            return "usage is not an object"
+        for name in _USAGE_COUNTS:
+            if (problem := _index_problem(usage.get(name), f"usage.{name}")) is not None:
+                return problem
+    choices = chunk.get("choices")
+    if choices is None:
+        return None
+    if not isinstance(choices, list):
+        return "choices is not an array"
+    for i, choice in enumerate(choices):
+        where = f"choices[{i}]"
+        if not isinstance(choice, dict):
+            return f"{where} is not an object"
+        problem = (_index_problem(choice.get("index"), f"{where}.index")
+                   or _text_problem(choice.get("finish_reason"), f"{where}.finish_reason"))
+        if problem:
+            return problem
+        delta = choice.get("delta")
+        if delta is None:
+            continue
+        if not isinstance(delta, dict):
+            return f"{where}.delta is not an object"
+        problem = (_text_problem(delta.get("content"), f"{where}.delta.content")
+                   or _text_problem(delta.get("refusal"), f"{where}.delta.refusal"))
+        if problem:
+            return problem
+        calls = delta.get("tool_calls")
+        if calls is None:
+            continue
+        if not isinstance(calls, list):
+            return f"{where}.delta.tool_calls is not an array"
+        for k, call in enumerate(calls):
+            at = f"{where}.delta.tool_calls[{k}]"
+            if not isinstance(call, dict):
+                return f"{at} is not an object"
+            problem = _index_problem(call.get("index"), f"{at}.index") or _text_problem(call.get("id"), f"{at}.id")
+            if problem:
+                return problem
+            function = call.get("function")
+            if function is None:
+                continue
+            if not isinstance(function, dict):
+                return f"{at}.function is not an object"
+            problem = (_text_problem(function.get("name"), f"{at}.function.name")
+                       or _text_problem(function.get("arguments"), f"{at}.function.arguments"))
+            if problem:
+                return problem
+    return None
+
+
+def malformed(problem: str) -> StreamCut:
+    return StreamCut("upstream_error", f"The model server sent a malformed reply: {problem}.")
 
 
 class ReplyAccumulator:
@@ -17,6 +107,9 @@ class ReplyAccumulator:
         self.created: int | None = None
 
     def feed(self, chunk: dict[str, Any]) -> None:
+        """Raises a StreamCut (`upstream_error`) for a malformed chunk, before keeping any of it."""
+        if (problem := chunk_problem(chunk)) is not None:
+            raise malformed(problem)
         if self.id is None:
             self.id, self.created = chunk.get("id"), chunk.get("created")
         if usage := chunk.get("usage"):

@@ -4,9 +4,13 @@ Each variable is listed, with a one-line comment, in `.env.example`. A value tha
 parsed fails at start-up with django-environ's message naming the variable.
 """
 
+import ipaddress
+import os
+import secrets
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -16,13 +20,39 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 VAR_DIR = Path(env.str("GATEWAY_VAR_DIR", default=str(BASE_DIR / "var")))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-secret-key-change-me")
 DEBUG = env.bool("DEBUG", default=False)
+# SECRET_KEY: see "Secret key" below (after DATABASES, on which its default depends).
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# --- Deployment: https, cookies, proxies (docs/decisions.md) ---------------------------------
+# Proxies (addresses or CIDRs, comma list; "unix" for one on a Unix socket) whose X-Forwarded-For
+# and X-Forwarded-Proto are believed. From any other peer those headers are removed before
+# anything reads them (gateway.middleware.TrustedProxyMiddleware, first in MIDDLEWARE); the client
+# is the last X-Forwarded-For hop that is not one of these proxies (gateway/ratelimit.py).
+TRUSTED_PROXIES = [proxy.strip() for proxy in env.list("TRUSTED_PROXIES", default=[]) if proxy.strip()]
+for _proxy in TRUSTED_PROXIES:
+    try:
+        _proxy == "unix" or ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"TRUSTED_PROXIES: {_proxy!r} is not an address, a CIDR or 'unix'.") from None
+if env.str("TRUSTED_PROXY_COUNT", default="") not in ("", "0"):
+    raise ImproperlyConfigured("TRUSTED_PROXY_COUNT is replaced by TRUSTED_PROXIES: list the addresses (or "
+                               "CIDRs) of the proxies in front, e.g. TRUSTED_PROXIES=10.0.0.0/8, and unset "
+                               "TRUSTED_PROXY_COUNT.")
+# Believed only when the peer is one of TRUSTED_PROXIES (the header is removed otherwise).
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Spec 5.1.4: plain http is redirected to https in production.
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+# Strict-Transport-Security on https answers: seconds (0: not sent), subdomains, preload list.
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# The console's session and CSRF cookies only over https; both follow SECURE_SSL_REDIRECT unless set.
+# (An empty value, as in .env.example, counts as unset.)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE") if env.str("SESSION_COOKIE_SECURE", "") \
+    else SECURE_SSL_REDIRECT
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE") if env.str("CSRF_COOKIE_SECURE", "") else SECURE_SSL_REDIRECT
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -32,6 +62,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "django_ratelimit",  # the admin login's limits (accounts/admin_login.py)
     "gateway",
     "accounts",
     "native",
@@ -39,6 +70,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "gateway.middleware.TrustedProxyMiddleware",  # X-Forwarded-* removed unless from TRUSTED_PROXIES
     "gateway.middleware.RequestIdMiddleware",
     "gateway.middleware.OutageMiddleware",  # 503 with Retry-After while PostgreSQL or Redis is down
     "gateway.surfaces.SurfaceMiddleware",
@@ -55,7 +87,12 @@ CONSOLE_MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 # The admin's checks look for its middleware in MIDDLEWARE; it is in CONSOLE_MIDDLEWARE instead.
-SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410"]
+# So do `check --deploy`'s for the security, clickjacking and CSRF middleware: gateway/apps.py runs
+# the deploy checks that depend on them again with CONSOLE_MIDDLEWARE in view (HSTS, redirect,
+# cookies, ...). django_ratelimit.W001 only knows django-redis's cache class: Django's own RedisCache
+# adds with SET NX and counts with INCR, and accounts.admin_login.CounterCache counts atomically too.
+SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410",
+                          "security.W001", "security.W002", "security.W003", "django_ratelimit.W001"]
 
 ROOT_URLCONF = "gateway.urls"
 APPEND_SLASH = False
@@ -106,6 +143,50 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 
+# --- Secret key -----------------------------------------------------------------------------
+# SECRET_KEY from the environment. Without it, the embedded default (SQLite: one host) makes a
+# random key once and keeps it in GATEWAY_VAR_DIR/secret-key (mode 0600), which every process of
+# the install reads; on PostgreSQL every host must share one key, so it must be set. With DEBUG
+# off the service refuses to start with no key, the development key, a key shorter than 50
+# characters, or one `check --deploy` calls weak (fewer than 5 distinct characters).
+DEVELOPMENT_SECRET_KEY = "dev-only-insecure-secret-key-change-me"
+SECRET_KEY = env.str("SECRET_KEY", default="")
+
+
+def _kept_secret_key(path: Path) -> str:
+    if not path.exists():
+        draft = path.with_name(f".secret-key.{os.getpid()}")
+        with os.fdopen(os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as out:
+            out.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)  # atomic: the first process to start wins, the others read its key
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
+if not SECRET_KEY and DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    SECRET_KEY = _kept_secret_key(VAR_DIR / "secret-key")
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = DEVELOPMENT_SECRET_KEY
+if not DEBUG:
+    _key_problem = (
+        "is not set" if not SECRET_KEY
+        else "is the development default" if SECRET_KEY == DEVELOPMENT_SECRET_KEY
+        else f"is {len(SECRET_KEY)} characters long, fewer than 50" if len(SECRET_KEY) < 50
+        else "is too weak (fewer than 5 distinct characters, or Django's insecure prefix)"
+        if len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure-")
+        else ""
+    )
+    if _key_problem:
+        raise ImproperlyConfigured(
+            f"SECRET_KEY {_key_problem}, and DEBUG is off: refusing to start. Set SECRET_KEY in the "
+            "environment (or .env) to a random value of 50 or more characters, the same on every host, "
+            "for example the output of: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+
 REDIS_URL = env.str("REDIS_URL", default="")
 
 # Counters live in the cache without Redis. Culling at Django's default of 300 entries would
@@ -116,6 +197,15 @@ if REDIS_URL:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
 else:
     CACHES = {"default": EMBEDDED_CACHE}
+# django-ratelimit's counts (the admin login, accounts/admin_login.py), beside the counters ("gw:").
+# Without Redis, the database cache with an atomic add and increment (E003 refuses the plain one).
+CACHES["ratelimit"] = {**CACHES["default"], "KEY_PREFIX": "gw"}
+if not REDIS_URL:
+    CACHES["ratelimit"]["BACKEND"] = "accounts.admin_login.CounterCache"
+RATELIMIT_USE_CACHE = "ratelimit"
+# Admin login tries per minute (POST /admin/login/): from one client address, and for one account.
+ADMIN_LOGIN_LIMIT_PER_ADDRESS = env.int("ADMIN_LOGIN_LIMIT_PER_ADDRESS", default=10)
+ADMIN_LOGIN_LIMIT_PER_ACCOUNT = env.int("ADMIN_LOGIN_LIMIT_PER_ACCOUNT", default=5)
 
 AUTH_USER_MODEL = "accounts.Account"
 AUTH_PASSWORD_VALIDATORS = [
@@ -212,13 +302,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # credentials out of every line written (gateway/logfilters.py)
+    "filters": {"redact_secrets": {"()": "gateway.logfilters.RedactSecrets"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {"django.request": {"level": "ERROR"}},
 }
-
-# Proxies in front of the service that append to X-Forwarded-For (0: use the socket address).
-TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", default=0)
 
 # Seconds a process keeps its copy of the model registry at most. A change is seen at once anyway
 # (a version stamp read per call, gateway/routing.py); this is the backstop for writes that send

@@ -4,7 +4,12 @@ The API surfaces (`/v1`, `/api`) need none of the operator console's middleware 
 CSRF, authentication, messages, static files), and on an async view each of those costs two
 thread hops per request. This middleware sends console requests through that stack and API
 requests straight to the view, applying the security middleware's redirect and headers inline
-(they are plain computations, so no thread hop is needed)."""
+(they are plain computations, so no thread hop is needed).
+
+Every API answer is for one caller (a key, a session, a login, a routine's secret or token), so
+none may be kept by a browser or a shared cache: `Cache-Control: no-store` unless the view set a
+Cache-Control of its own (the streams' `no-cache`). The console's pages are the admin's, which
+sends `no-store` itself (never_cache)."""
 
 from __future__ import annotations
 
@@ -41,14 +46,19 @@ class SurfaceMiddleware:
             return self.console(request)
         redirect = self.security.process_request(request)
         response = redirect or self.get_response(request)
-        return self.security.process_response(request, response)
+        return api_headers(self.security.process_response(request, response))
 
     async def __acall__(self, request):
         if not is_api_path(request.path):
             return await self.console(request)
         redirect = self.security.process_request(request)
         response = redirect or await self.get_response(request)
-        return self.security.process_response(request, response)
+        return api_headers(self.security.process_response(request, response))
+
+
+def api_headers(response):
+    response.setdefault("Cache-Control", "no-store")
+    return response
 
 
 def console_chain(get_response, is_async: bool):

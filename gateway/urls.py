@@ -2,8 +2,9 @@ from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
-    path("admin/", admin.site.urls),
+    # before the admin: it holds the admin's login, limited per address and per account
     path("", include("accounts.urls")),
+    path("admin/", admin.site.urls),
     path("", include("native.urls")),
     path("", include("compat.urls")),
     path("", include("routines.urls")),

@@ -78,6 +78,8 @@ def _parse(item: Any) -> Attachment:
     name = item.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
         raise ValueError(f"'name' must be a non-empty string of at most {MAX_NAME_CHARS} characters.")
+    if not _storable(name):  # also refused at the edge (gateway/http.py); the name is stored
+        raise ValueError("'name' must not hold a NUL character or a lone surrogate.")
     raw_type = item.get("content_type")
     if not isinstance(raw_type, str) or not raw_type.strip():
         raise ValueError("'content_type' is required.")
@@ -100,14 +102,29 @@ def _parse(item: Any) -> Attachment:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise ValueError("A text file must be UTF-8.") from None
+        if "\x00" in text:  # the text is stored with the message, and PostgreSQL stores no NUL
+            raise ValueError("A text file must not hold NUL characters.")
     elif not isinstance(text, str):
         raise ValueError("'text' must be a string.")
+    elif not _storable(text):
+        raise ValueError("'text' must not hold a NUL character or a lone surrogate.")
     size = len(text.encode("utf-8"))
     if size > settings.CHAT_ATTACHMENT_MAX_BYTES:
         raise ValueError(f"An attachment may be at most {settings.CHAT_ATTACHMENT_MAX_BYTES} bytes.")
     if len(text) > settings.CHAT_ATTACHMENT_MAX_CHARS:
         raise ValueError(f"A text file may be at most {settings.CHAT_ATTACHMENT_MAX_CHARS} characters.")
     return Attachment(name=name, content_type=content_type, size=size, text=text)
+
+
+def _storable(text: str) -> bool:
+    """No NUL (PostgreSQL refuses it in text and JSON) and no lone surrogate (not UTF-8)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _decoded(data: Any) -> bytes:

@@ -23,7 +23,6 @@ or a forged one is unknown (404).
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from dataclasses import dataclass
@@ -37,7 +36,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
-from gateway.http import read_body
+from gateway.http import BadJsonValue, check_values, loads_lenient, read_body
 from native import mcp_tools
 
 logger = logging.getLogger(__name__)
@@ -132,9 +131,11 @@ def _origin_allowed(request: HttpRequest, origin: str) -> bool:
 
 
 def parse_payload(raw: bytes) -> Any:
+    """The message or batch. NaN, Infinity, an overflowing number, a lone surrogate or a NUL are
+    not refused here but in the message that holds them (`params_problem`), so its id is known."""
     try:
-        payload = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        payload, _suspect = loads_lenient(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
         raise RpcError(PARSE_ERROR, "Parse error: the body is not valid JSON.") from None
     if not isinstance(payload, (dict, list)):
         raise RpcError(INVALID_REQUEST, "Invalid Request: expected a JSON-RPC message or a batch of them.")
@@ -225,6 +226,7 @@ async def answer_message(exchange: Exchange, message: Any) -> dict[str, Any] | N
             params = {}
         if not isinstance(params, dict):
             raise RpcError(INVALID_PARAMS, "Invalid params: 'params' must be an object.")
+        params_problem(params)
         result = await handler(exchange, params)
     except RpcError as exc:
         return exc.body(message_id)
@@ -237,10 +239,25 @@ async def answer_message(exchange: Exchange, message: Any) -> dict[str, Any] | N
 # -- sessions and versions ---------------------------------------------------------------------
 
 
+def params_problem(params: dict[str, Any]) -> None:
+    """Raises -32602 for a value no JSON encoder downstream can write (NaN, Infinity, a number
+    too large for a float), a lone surrogate or a NUL, naming where it is."""
+    try:
+        check_values(params, path=["params"])
+    except BadJsonValue as bad:
+        raise RpcError(INVALID_PARAMS, f"Invalid params: {bad.where()}: {bad.problem}") from None
+    except RecursionError:
+        raise RpcError(INVALID_PARAMS, "Invalid params: nested too deeply.") from None
+
+
 def initialize_response(caller: mcp_tools.Caller, message_id: Any, params: Any) -> HttpResponse:
     """The negotiated version, the server's capabilities, and a new session id in its header."""
     if not isinstance(params, dict) or not isinstance(params.get("protocolVersion"), str):
         error = RpcError(INVALID_PARAMS, "Invalid params: 'protocolVersion' must be a string.")
+        return _rpc_response(error.body(message_id))
+    try:
+        params_problem(params)
+    except RpcError as error:
         return _rpc_response(error.body(message_id))
     requested = params["protocolVersion"]
     version = requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION

@@ -12,7 +12,7 @@ from routines.runs import retry_run
 class RoutineAdmin(admin.ModelAdmin):
     list_display = ["name", "account", "trigger", "is_enabled", "disabled_reason", "consecutive_failures",
                     "last_run_at", "next_run_at"]
-    list_filter = ["trigger", "is_enabled", "disabled_reason"]
+    list_filter = ["trigger", "is_enabled", "disabled_reason", "webhook_signature_scheme"]
     search_fields = ["name", "account__email"]
     raw_id_fields = ["account"]
     # The token and the secret are credentials: never shown on the page.

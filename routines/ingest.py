@@ -18,13 +18,29 @@ from django.utils import timezone
 from gateway.counters import mark_once, unmark, window_hit
 from routines.models import Event, Routine
 from routines.runs import queue_run
-from routines.signatures import signature_valid
+from routines.signatures import (STANDARD_BAD_TIMESTAMP, STANDARD_OK, STANDARD_TOLERANCE_SECONDS, signature_valid,
+                                  standard_check)
 
 EVENT_ID_HEADERS = ("x-event-id", "x-request-id", "x-delivery-id", "x-repo-delivery")
 EVENT_ID_FIELDS = ("id", "event_id", "uuid")
 EVENT_ID_MAX = 200  # longer ids are kept as their SHA-256
 RATE_WINDOW_SECONDS = 60
 PENDING_SECONDS = 30  # how long a delivery being stored holds its id against a concurrent one
+# A Standard Webhooks delivery is accepted while its timestamp is within the tolerance of the
+# clock, either way: for as long as a replay of it could be accepted, its id must still be seen.
+STANDARD_SEEN_SECONDS = 2 * STANDARD_TOLERANCE_SECONDS + 1
+BAD_SIGNATURE = {"error": "unauthorized",
+                 "message": "The signature is missing or wrong: send the HMAC-SHA256 of the exact body, "
+                            "in hex, in X-Svc-Signature (or X-Hub-Signature-256)."}
+BAD_STANDARD_SIGNATURE = {
+    "error": "unauthorized",
+    "message": "The signature is missing or wrong: this routine takes Standard Webhooks signatures, "
+               "headers webhook-id, webhook-timestamp (Unix seconds) and webhook-signature "
+               "(v1,<base64 HMAC-SHA256 of \"id.timestamp.body\">)."}
+BAD_STANDARD_TIMESTAMP = {
+    "error": "unauthorized",
+    "message": f"The webhook-timestamp is more than {STANDARD_TOLERANCE_SECONDS} seconds away from the "
+               "server's clock: sign each delivery when it is sent (a delivery sent again is refused)."}
 
 
 def ingest(token: str, body: bytes, headers: Mapping[str, str], *, source: str = "webhook",
@@ -40,16 +56,25 @@ def ingest(token: str, body: bytes, headers: Mapping[str, str], *, source: str =
         return 413, {"error": "payload_too_large", "message": f"The body is larger than {limit} bytes.",
                      "max_bytes": limit}
     lower = {name.lower(): value for name, value in headers.items()}
-    if verify_signature and routine.webhook_secret and not signature_valid(routine.webhook_secret, body, lower):  # 5
-        return 401, {"error": "unauthorized",
-                     "message": "The signature is missing or wrong: send the HMAC-SHA256 of the exact body, "
-                                "in hex, in X-Svc-Signature (or X-Hub-Signature-256)."}
+    standard = routine.webhook_signature_scheme == Routine.SignatureScheme.STANDARD
+    if verify_signature and routine.webhook_secret:  # 5
+        if standard:
+            outcome = standard_check(routine.webhook_secret, body, lower)
+            if outcome != STANDARD_OK:
+                return 401, dict(BAD_STANDARD_TIMESTAMP if outcome == STANDARD_BAD_TIMESTAMP
+                                 else BAD_STANDARD_SIGNATURE)
+        elif not signature_valid(routine.webhook_secret, body, lower):
+            return 401, dict(BAD_SIGNATURE)
     parsed = _json_of(body)
+    if event_id is None and standard:  # the Standard Webhooks id comes before spec 6.1's sources
+        event_id = (lower.get("webhook-id") or "").strip() or None
     event_id = _bounded(_storable(event_id or event_id_of(lower, parsed, body)))
     # 6: the stored events decide (a mark set before the event is stored would, if the process
     # died in between, answer every retry "duplicate" and lose the event). A short mark serializes
     # deliveries of the same id arriving together; it ends by itself if nothing is stored.
     window = settings.WEBHOOK_DUPLICATE_WINDOW_SECONDS
+    if standard:  # never shorter than the time a replay's timestamp stays acceptable
+        window = max(window, STANDARD_SEEN_SECONDS)
     pending_key = f"hook-pending:{routine.pk}:{hashlib.sha256(event_id.encode('utf-8')).hexdigest()}"
     duplicate = {"ok": True, "ignored": "duplicate", "event_id": event_id}
     if not mark_once(pending_key, min(PENDING_SECONDS, window)):

@@ -13,6 +13,10 @@ class Routine(models.Model):
         USER = "user"
         FAILURES = "failures"
 
+    class SignatureScheme(models.TextChoices):
+        BODY = "body"  # spec 5.4: HMAC of the body in X-Svc-Signature / X-Hub-Signature-256
+        STANDARD = "standard"  # Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature
+
     account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="routines")
     name = models.CharField(max_length=120)
     prompt = models.TextField(max_length=8000)
@@ -22,6 +26,10 @@ class Routine(models.Model):
     is_enabled = models.BooleanField(default=True)
     webhook_secret = models.CharField(max_length=128, null=True, blank=True, help_text="Null: unsigned.")
     webhook_token = models.CharField(max_length=64, unique=True)
+    webhook_signature_scheme = models.CharField(
+        max_length=16, choices=SignatureScheme.choices, default=SignatureScheme.BODY,
+        help_text="body: the spec's HMAC of the body. standard: Standard Webhooks (id and timestamp signed, "
+                  "replays refused).")
     schedule = models.CharField(max_length=120, blank=True, help_text="5-field cron, for the schedule trigger.")
     timezone = models.CharField(max_length=64, default="UTC")
     model = models.CharField(max_length=300, blank=True, help_text="Empty: the default model.")

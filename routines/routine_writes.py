@@ -53,6 +53,8 @@ class RoutineInput(serializers.Serializer):
     uses_ai = StrictBooleanField(required=False)
     is_enabled = StrictBooleanField(required=False)
     webhook_secret = StrictCharField(max_length=128, allow_null=True, required=False, trim_whitespace=False)
+    # beyond the spec: "standard" signs id and timestamp with the body (Standard Webhooks), see docs/webhooks.md
+    webhook_signature_scheme = serializers.ChoiceField(choices=Routine.SignatureScheme.values, required=False)
     schedule = StrictCharField(max_length=120, allow_blank=True, required=False)
     timezone = StrictCharField(max_length=64, required=False)
     model = StrictCharField(max_length=300, allow_null=True, allow_blank=True, required=False)

@@ -36,6 +36,7 @@ from gateway.metering import meter
 from gateway.models import UsageRecord
 from gateway.routing import registry
 from routines.deliveries import allowed_attempts, enqueue_delivery, give_up_delivery, new_deliveries
+from routines.deliveries.base import scrubbed
 from routines.durable import DATABASE_DOWN, durably
 from routines.inbox import notify
 from routines.models import Delivery, Routine, Run
@@ -259,6 +260,7 @@ def _end(run: Run, *, error: str, output: str | None = None, counts: bool = True
     with the routine's count of failures in a row (unless `counts` is false: a failure that is
     the gateway's, not the routine's). True when this call ended it."""
     now = timezone.now()
+    error = scrubbed(error, run.routine) if error else error  # shown in the API, the console and the admin
     status = Run.Status.FAILED if error else Run.Status.SUCCEEDED
     values = {"status": status, "error": error, "finished_at": now, **fields}
     if output is not None:

@@ -37,6 +37,7 @@ def routine_record(routine: Routine, *, with_token: bool = False) -> dict:
         "uses_ai": routine.uses_ai,
         "is_enabled": routine.is_enabled,
         "webhook_assinado": bool(routine.webhook_secret),
+        "webhook_signature_scheme": routine.webhook_signature_scheme,
         "schedule": routine.schedule or None,
         "timezone": routine.timezone,
         "model": routine.model or None,

@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from gateway.errors import ApiError
+from gateway.validation import check_field_types, check_items
 
 STOP_TO_FINISH = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
                   "model_context_window_exceeded": "length", "tool_use": "tool_calls", "refusal": "content_filter"}
@@ -19,6 +20,15 @@ FINISH_TO_STOP = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "too
                   "content_filter": "refusal"}
 CHOICE_TO_CHAT = {"auto": "auto", "any": "required", "none": "none"}
 CHOICE_TO_ANTHROPIC = {"auto": "auto", "required": "any", "none": "none"}
+
+# The types of a Messages request's fields (Anthropic's API reference); a wrong one is a 400 naming it.
+MESSAGES_FIELDS = {
+    "model": "string", "max_tokens": "integer", "messages": "array", "system": "string|array", "stream": "boolean",
+    "tools": "array<object>", "tool_choice": "object", "temperature": "number", "top_p": "number",
+    "top_k": "integer", "stop_sequences": "array<string>", "metadata": "object", "thinking": "object",
+    "service_tier": "string",
+}
+MESSAGE_FIELDS = {"role": "string", "content": "string|array"}
 
 
 def _bad(message: str) -> ApiError:
@@ -49,6 +59,8 @@ def _parse_args(arguments: Any) -> dict:
 def messages_to_chat_request(body: dict) -> dict:
     if not isinstance(body, dict):
         raise _bad("The request body must be a JSON object.")
+    check_field_types(body, MESSAGES_FIELDS, style="dot")
+    check_items(body.get("messages"), MESSAGE_FIELDS, name="messages", style="dot")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _bad("messages: a non-empty list of messages is required.")

@@ -45,12 +45,21 @@ class MessagesToChatStream:
                 self._anthropic_usage[key] = value
 
     def feed(self, event: dict) -> list[dict]:
+        """The chunks of one event. Raises StreamError for an error event, ValueError for an event
+        that is not what the Messages API sends (read by the provider as a malformed stream)."""
         if not isinstance(event, dict):
             raise ValueError("An Anthropic stream event must be a JSON object.")
+        try:
+            return self._feed(event)
+        except (TypeError, AttributeError):  # an unhashable index, a field of the wrong type
+            raise ValueError("A malformed Anthropic stream event.") from None
+
+    def _feed(self, event: dict) -> list[dict]:
         kind = event.get("type")
         if kind == "error":
             error = _obj(event.get("error"))
-            raise StreamError(error.get("type") or "api_error", error.get("message") or "The upstream stream failed.")
+            message = error.get("message") if isinstance(error.get("message"), str) else None
+            raise StreamError(str(error.get("type") or "api_error"), message or "The upstream stream failed.")
         out: list[dict] = []
         if not self._started and kind != "ping":
             self._started = True

@@ -10,8 +10,18 @@ import time
 from typing import Any
 
 from gateway.errors import ApiError
+from gateway.validation import check_field_types
 
 TOOLS_UNSUPPORTED = "Tools are not supported on the Responses endpoint."
+
+# The types of a Responses request's fields (OpenAI's API reference); a wrong one is a 400 naming it.
+FIELDS = {
+    "model": "string", "input": "string|array", "instructions": "string", "stream": "boolean",
+    "max_output_tokens": "integer", "temperature": "number", "top_p": "number", "tools": "array",
+    "tool_choice": "string|object", "parallel_tool_calls": "boolean", "metadata": "object", "store": "boolean",
+    "user": "string", "previous_response_id": "string", "text": "object", "reasoning": "object",
+    "truncation": "string", "stream_options": {"include_obfuscation": "boolean"},
+}
 
 
 def _bad(message: str) -> ApiError:
@@ -32,6 +42,7 @@ def _obj(value: Any) -> dict:
 def responses_to_chat_request(body: dict) -> dict:
     if not isinstance(body, dict):
         raise _bad("The request body must be a JSON object.")
+    check_field_types(body, FIELDS)
     if body.get("tools"):
         raise _unsupported(TOOLS_UNSUPPORTED)
     if body.get("previous_response_id"):

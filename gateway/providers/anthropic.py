@@ -14,7 +14,7 @@ from typing import Any
 from gateway.formats import StreamError
 from gateway.formats.anthropic import chat_to_messages_request
 from gateway.formats.anthropic_stream import MessagesToChatStream
-from gateway.providers.base import broken, http_client, missing_key, server_events, timeouts
+from gateway.providers.base import broken, http_client, missing_key, secrets_of, server_events, timeouts
 from gateway.routing import Target
 
 API_VERSION = "2023-06-01"
@@ -35,6 +35,7 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name, created=int(time.time()),
         include_usage=True,
     )
+    secrets = secrets_of(request, target.server)
     started = False
     async for _event, data in server_events(request, target.server):
         if translator.finished:
@@ -44,7 +45,8 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         except ValueError:
             raise broken(started, "The model server sent a malformed stream.") from None
         except StreamError as exc:
-            raise broken(started, exc.message or "The model server reported an error.", cut="upstream_error") from None
+            raise broken(started, exc.message or "The model server reported an error.", cut="upstream_error",
+                         secrets=secrets) from None
         for chunk in chunks:
             started = True
             yield chunk

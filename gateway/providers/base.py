@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import httpx
 
 from gateway import cooldown
+from gateway.redact import credentials_in, redact
 from gateway.routing import Server
 from gateway.sse import sse_read
 
@@ -31,6 +32,10 @@ class UpstreamError(Exception):
     retry_after: float | None = None
     cooldown_cause: str | None = None  # set when the server could not be reached or timed out
 
+    def __post_init__(self) -> None:
+        # whatever built it, no credential-shaped text leaves in a failure's message
+        self.message = redact(self.message)
+
     @property
     def retryable(self) -> bool:
         return self.kind != REFUSED
@@ -46,12 +51,25 @@ class StreamCut(Exception):
     reason: str
     message: str
 
+    def __post_init__(self) -> None:
+        self.message = redact(self.message)
+
     def __str__(self) -> str:
         return f"{self.reason}: {self.message}"
 
 
-def failure_from_response(status: int, body: bytes, headers: httpx.Headers) -> UpstreamError:
-    message = _error_message(body) or f"The model server answered {status}."
+def secrets_of(request: httpx.Request, server: Server) -> list[str]:
+    """The credentials a request to `server` carries: the server's key and every credential
+    header that was sent. An answer's text is shown only without them (gateway/redact.py)."""
+    return [server.api_key, *credentials_in(request.headers)]
+
+
+def failure_from_response(status: int, body: bytes, headers: httpx.Headers,
+                          secrets: list[str] | tuple[str, ...] = ()) -> UpstreamError:
+    """The failure of a model server's answer other than 200. Its error message is passed on to
+    the caller, so it is stripped of `secrets` (what the request carried) and of anything shaped
+    like a credential first: some servers echo the key they refused."""
+    message = _error_message(body, secrets) or f"The model server answered {status}."
     retry_after = _retry_after(headers)
     if status >= 500 or status in RETRYABLE_STATUSES:
         return UpstreamError(UNAVAILABLE, status, message, retry_after)
@@ -101,16 +119,21 @@ async def send(request: httpx.Request, server: Server, *, stream: bool) -> tuple
     return response, verdict
 
 
-def _error_message(body: bytes) -> str:
+ERROR_TEXT_CHARS = 300  # of a body that is not JSON, the start is shown
+ERROR_TEXT_READ = 4096  # ... after redacting this much of it (a key cut at 300 is still found)
+
+
+def _error_message(body: bytes, secrets: list[str] | tuple[str, ...] = ()) -> str:
     try:
         data = json.loads(body)
     except ValueError:
-        return body[:300].decode(errors="replace").strip()
+        text = redact(body[:ERROR_TEXT_READ].decode(errors="replace"), secrets)
+        return text[:ERROR_TEXT_CHARS].strip()
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return error["message"]
+        return redact(error["message"], secrets)
     if isinstance(error, str):
-        return error
+        return redact(error, secrets)
     return ""
 
 
@@ -156,7 +179,8 @@ async def server_events(request: httpx.Request, server: Server):
     started = False
     try:
         if response.status_code != 200:
-            raise failure_from_response(response.status_code, await response.aread(), response.headers)
+            raise failure_from_response(response.status_code, await response.aread(), response.headers,
+                                        secrets_of(request, server))
         async for event, data in sse_read(response.aiter_raw()):
             yield event, data
             started = True
@@ -174,6 +198,9 @@ async def server_events(request: httpx.Request, server: Server):
         await response.aclose()
 
 
-def broken(started: bool, message: str, cut: str = "disconnected") -> Exception:
-    """A malformed or failed stream: a StreamCut once the reply has begun, else an UpstreamError."""
+def broken(started: bool, message: str, cut: str = "disconnected",
+           secrets: list[str] | tuple[str, ...] = ()) -> Exception:
+    """A malformed or failed stream: a StreamCut once the reply has begun, else an UpstreamError.
+    `message` may be the server's own words: it is stripped of `secrets` (`secrets_of`)."""
+    message = redact(message, secrets)
     return StreamCut(cut, message) if started else UpstreamError(BAD_RESPONSE, 502, message)

@@ -17,10 +17,12 @@ from gateway.providers.base import (
     failure_from_response,
     http_client,
     missing_key,
+    secrets_of,
     send,
     server_events,
     timeouts,
 )
+from gateway.replies import chunk_problem
 from gateway.routing import Target
 
 
@@ -38,6 +40,7 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         "POST", f"{target.server.base_url}/chat/completions", json=payload, headers=_headers(target),
         timeout=timeouts(target.server),
     )
+    secrets = secrets_of(request, target.server)
     started = finished = done = False
     async for _event, data in server_events(request, target.server):
         if done:
@@ -53,7 +56,10 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
             continue
         if error := chunk.get("error"):
             message = error.get("message") if isinstance(error, dict) else str(error)
-            raise broken(started, message or "The model server reported an error.", cut="upstream_error")
+            raise broken(started, message or "The model server reported an error.", cut="upstream_error",
+                         secrets=secrets)
+        if problem := chunk_problem(chunk):
+            raise broken(started, f"The model server sent a malformed reply: {problem}.", cut="upstream_error")
         if any(choice.get("finish_reason") for choice in chunk.get("choices") or ()):
             finished = True
         started = True
@@ -71,5 +77,6 @@ async def forward(target: Target, path: str, **kwargs: Any) -> httpx.Response:
     )
     response, _verdict = await send(request, target.server, stream=False)
     if response.status_code != 200:
-        raise failure_from_response(response.status_code, response.content, response.headers)
+        raise failure_from_response(response.status_code, response.content, response.headers,
+                                    secrets_of(request, target.server))
     return response

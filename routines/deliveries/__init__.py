@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from routines.deliveries.base import DeliveryFailed
+from routines.deliveries.base import DeliveryFailed, scrubbed
 from routines.durable import DATABASE_DOWN, durably
 from routines.models import Delivery
 from routines.targets import parse_target
@@ -126,6 +126,8 @@ def send_delivery(delivery_id: int, *, task_id: str, last_try: bool = False) -> 
     except Exception as exc:  # a bug or an unexpected library error: the delivery records it
         log.exception("%s failed unexpectedly", what)
         failure = DeliveryFailed(f"Unexpected error: {exc.__class__.__name__}")
+    if failure is not None:  # a receiver's or a provider's words: they may echo a token or the secret
+        failure.message = scrubbed(failure.message, run.routine)
     if failure is None:
         ended = durably(lambda: _record(delivery, task_id, Delivery.Status.SUCCEEDED, ""), what=what)
     elif failure.retryable and not last_try and delivery.attempts < allowed_attempts():
@@ -143,7 +145,7 @@ def give_up_delivery(delivery_id: int, error: str) -> bool:
     on the last one)."""
     return bool(Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.PENDING,
                                         attempts__gte=allowed_attempts())
-                .update(status=Delivery.Status.FAILED, error=error, busy_until=None))
+                .update(status=Delivery.Status.FAILED, error=scrubbed(error), busy_until=None))
 
 
 def _mine(delivery: Delivery, task_id: str):

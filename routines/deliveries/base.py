@@ -7,6 +7,15 @@ from typing import Any, Callable
 import httpx
 from django.conf import settings
 
+from gateway.redact import configured_secrets, redact
+
+
+def scrubbed(text: str, routine=None) -> str:
+    """An error text fit to store and show (a run's or a delivery's `error`, seen in the API, the
+    inbox and the admin): without the credentials this process holds (model server keys, channel
+    tokens), the routine's own signing secret, or anything shaped like a credential."""
+    return redact(text, [*configured_secrets(), getattr(routine, "webhook_secret", None)])
+
 
 class DeliveryFailed(Exception):
     """A target could not be reached. `retryable`: a later try may succeed (5xx, timeout)."""

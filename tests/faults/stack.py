@@ -300,7 +300,7 @@ class Stack:
         self.web = Service("web", [str(BIN / "gunicorn"), "gateway.asgi:application", "-k",
                                    "uvicorn_worker.UvicornWorker", "--bind", f"127.0.0.1:{self.web_port}",
                                    "--workers", str(WEB_WORKERS), "--access-logfile", "-",
-                                   "--graceful-timeout", "5"],
+                                   "--forwarded-allow-ips", "", "--graceful-timeout", "5"],
                            env=self.env, logs=self.logs, ready=self._web_ready)
         self.worker = Service("worker", [str(BIN / "celery"), "-A", "gateway", "worker", "--loglevel", "INFO"],
                               env=self.env, logs=self.logs, ready=lambda: "ready." in self.worker.log_text()
@@ -319,7 +319,7 @@ class Stack:
             "GATEWAY_VAR_DIR": str(self.var),
             "PYTHONPATH": str(ROOT),
             "PYTHONUNBUFFERED": "1",
-            "SECRET_KEY": "faults-" + "x" * 40,
+            "SECRET_KEY": "faults-" + "x" * 50,  # 50 characters at least, or the settings refuse to start
             "LOG_LEVEL": "INFO",
             "PASSWORD_HASHERS": "django.contrib.auth.hashers.MD5PasswordHasher",
             # short enough for a test to see runs swept and deliveries retried

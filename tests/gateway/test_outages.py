@@ -161,7 +161,8 @@ def test_pooled_postgresql_connections_are_checked_before_use(settings):
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
         env={"PATH": "/usr/bin:/bin", "DJANGO_SETTINGS_MODULE": "gateway.settings",
-             "DATABASE_URL": "postgres://nobody@127.0.0.1:1/nothing", "GATEWAY_VAR_DIR": str(settings.VAR_DIR)},
+             "DATABASE_URL": "postgres://nobody@127.0.0.1:1/nothing", "GATEWAY_VAR_DIR": str(settings.VAR_DIR),
+             "SECRET_KEY": settings.SECRET_KEY},
     )
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"health": True, "age": 0, "check": True}
 
@@ -231,7 +232,8 @@ def test_no_request_fails_once_postgresql_is_back(private_postgres, settings):
         [sys.executable, "-c", RESTART_SCRIPT, json.dumps(ctl)], cwd=ROOT, capture_output=True, text=True,
         timeout=120,
         env={"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "gateway.settings",
-             "DATABASE_URL": url, "DB_POOL_TIMEOUT_SECONDS": "2", "GATEWAY_VAR_DIR": str(settings.VAR_DIR)},
+             "DATABASE_URL": url, "DB_POOL_TIMEOUT_SECONDS": "2", "GATEWAY_VAR_DIR": str(settings.VAR_DIR),
+             "SECRET_KEY": settings.SECRET_KEY},
     )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])

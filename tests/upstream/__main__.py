@@ -40,6 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stall-after-tokens", type=int)
     p.add_argument("--stall-seconds", type=float, default=30)
     p.add_argument("--ollama-only", action="store_true", help="list models on /api/tags only (/v1/models: 404)")
+    p.add_argument("--leak-credentials", action="store_true",
+                   help="error messages echo the request's Authorization and x-api-key (a leaky server)")
+    p.add_argument("--error-after-tokens", type=int, help="streams: an error event after N tokens")
     p.add_argument("--no-record", dest="record", action="store_false",
                    help="keep no request log (long benchmarks)")
     return p.parse_args(argv)

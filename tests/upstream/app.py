@@ -107,21 +107,29 @@ class UpstreamApp:
                 raise ClientError(status, _phrase(status) + " (injected by the test upstream)")
             result = route(req, knobs, anthropic)
         except ClientError as exc:
+            if knobs["leak_credentials"]:
+                exc.message = leaky(exc.message, headers)
             result = _error_reply(exc, anthropic, request_id)
 
         if isinstance(result, Stream):
-            await self._stream(result, knobs, send, receive, id_header)
+            error = None
+            if knobs["error_after_tokens"] is not None:
+                message = "The model crashed mid-reply."
+                error = stream_error(leaky(message, headers) if knobs["leak_credentials"] else message, anthropic,
+                                     request_id)
+            await self._stream(result, knobs, send, receive, id_header, error)
         elif method == "POST" and knobs["cut_after_tokens"] is not None and result.status < 400:
             await _drop_connection(send, receive)
         else:
             await _send_reply(send, result, id_header)
 
     async def _stream(self, stream: Stream, knobs: dict[str, Any], send: Any, receive: Any,
-                      id_header: tuple[bytes, bytes]) -> None:
+                      id_header: tuple[bytes, bytes], error: bytes | None = None) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, id_header]})
         await send({"type": "http.response.body", "body": b"".join(stream.head), "more_body": True})
         tokens = stream.tokens
         cut, stall = knobs["cut_after_tokens"], knobs["stall_after_tokens"]
+        fail = None if error is None else min(knobs["error_after_tokens"], len(tokens))
         cut = None if cut is None else min(cut, len(tokens))
         stall = None if stall is None else min(stall, len(tokens))
         delay = 1 / knobs["tokens_per_second"] if knobs["tokens_per_second"] else 0
@@ -131,6 +139,9 @@ class UpstreamApp:
             for i in range(len(tokens) + 1):
                 if i == cut:
                     await _drop_connection(send, receive, watcher)
+                    return
+                if i == fail:
+                    await send({"type": "http.response.body", "body": error, "more_body": False})
                     return
                 if i == stall:
                     await asyncio.wait((watcher,), timeout=knobs["stall_seconds"])
@@ -181,6 +192,21 @@ def _phrase(status: int) -> str:
         return http.HTTPStatus(status).phrase
     except ValueError:
         return f"Error {status}"
+
+
+def leaky(message: str, headers: dict[str, str]) -> str:
+    """`message` as a careless server words it: with the credentials the request carried."""
+    authorization, api_key = headers.get("authorization", ""), headers.get("x-api-key", "")
+    key = api_key or authorization.partition(" ")[2]
+    return (f"{message} Incorrect API key provided: {key}. You sent Authorization: {authorization!r}, "
+            f"x-api-key: {api_key!r} (raw headers: {dumps(headers)}).")
+
+
+def stream_error(message: str, anthropic: bool, request_id: str) -> bytes:
+    """An error event inside a stream, in the wire format's shape."""
+    if anthropic:
+        return f"event: error\ndata: {dumps(anthropic_wire.error_body(500, message, request_id))}\n\n".encode()
+    return f"data: {dumps(openai_wire.error_body(500, message))}\n\n".encode()
 
 
 def _error_reply(exc: ClientError, anthropic: bool, request_id: str) -> Reply:

@@ -16,7 +16,7 @@ DEFAULTS: dict[str, Any] = {
     "tokens_per_second": 0,  # pace of streamed tokens; 0 = as fast as possible
     "reply": None,  # text that replaces the "Echo: ..." default
     "usage": True,  # False: no usage anywhere (the gateway must count itself)
-    "tool_name": None,  # tool to call instead of the first one offered
+    "tool_name": None,  # tool to call instead of the first one offered (not a string: a malformed reply)
     "tool_arguments": {},  # arguments of that call (a dict, or a raw JSON string)
     "tool_script": None,  # OpenAI chat: a list of {"name", "arguments"}; round N after the last user message calls entry N
     "models": ["echo-1"],
@@ -31,10 +31,13 @@ DEFAULTS: dict[str, Any] = {
     "end_delay_ms": 0,  # streams: end the body this long after the last event
     "record": True,  # keep every request in `requests` (turn off for long benchmarks)
     "ollama_only": False,  # list models only as Ollama does (`/api/tags`); `/v1/models` answers 404
+    "leak_credentials": False,  # error messages echo the request's Authorization / x-api-key (a leaky server)
+    "error_after_tokens": None,  # streams: an error event after N tokens, then the end of the body
 }
 KINDS = ("openai", "anthropic", "both")
 _NUMBER_KNOBS = ("latency_ms", "tokens_per_second", "stall_seconds", "end_delay_ms")
-_INT_KNOBS = ("embedding_dim", "fail_status", "fail_times", "cut_after_tokens", "stall_after_tokens")
+_INT_KNOBS = ("embedding_dim", "fail_status", "fail_times", "cut_after_tokens", "stall_after_tokens",
+              "error_after_tokens")
 
 
 @dataclass
@@ -104,12 +107,14 @@ def _check(name: str, value: Any) -> None:
             ok = isinstance(value, int) and (value > 0 if name == "embedding_dim" else value >= -1)
     elif name == "kind":
         ok = value in KINDS
-    elif name in ("usage", "record", "ollama_only"):
+    elif name in ("usage", "record", "ollama_only", "leak_credentials"):
         ok = isinstance(value, bool)
     elif name in ("fail_paths", "models"):
         ok = (value is None and name == "fail_paths") or (
             isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
-    elif name in ("reply", "tool_name", "require_key"):
+    elif name == "tool_name":  # any JSON value: a name that is not a string makes a malformed reply
+        ok = value is None or isinstance(value, (str, int, float, list, dict))
+    elif name in ("reply", "require_key"):
         ok = value is None or isinstance(value, str)
     elif name == "tool_arguments":
         ok = isinstance(value, (dict, str))

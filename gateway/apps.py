@@ -1,0 +1,31 @@
+from django.apps import AppConfig
+from django.core import checks
+
+
+class GatewayConfig(AppConfig):
+    name = "gateway"
+
+    def ready(self) -> None:
+        checks.register(console_deploy_checks, checks.Tags.security, deploy=True)
+
+
+def console_deploy_checks(app_configs, **kwargs):
+    """`check --deploy` with the console's middleware in view.
+
+    Django's deploy checks of HSTS, the SSL redirect, nosniff, the referrer and opener policies,
+    X-Frame-Options and the CSRF cookie pass without a word when the security, clickjacking or
+    CSRF middleware is not in MIDDLEWARE. Ours are in CONSOLE_MIDDLEWARE, applied by
+    gateway.surfaces.SurfaceMiddleware (the security middleware to the API surfaces too), so
+    those checks are run again here as if they were in MIDDLEWARE; the three "not in MIDDLEWARE"
+    warnings are silenced in the settings."""
+    from django.conf import settings
+    from django.core.checks.security import base, csrf
+    from django.test.utils import override_settings
+
+    depend_on_middleware = [
+        base.check_sts, base.check_sts_include_subdomains, base.check_sts_preload,
+        base.check_content_type_nosniff, base.check_ssl_redirect, base.check_xframe_deny,
+        base.check_referrer_policy, base.check_cross_origin_opener_policy, csrf.check_csrf_cookie_secure,
+    ]
+    with override_settings(MIDDLEWARE=[*settings.MIDDLEWARE, *settings.CONSOLE_MIDDLEWARE]):
+        return [message for check in depend_on_middleware for message in check(app_configs)]
