@@ -1,10 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from gateway.openapi.views import admin_contract, openapi_json
+
 urlpatterns = [
     # before the admin: it holds the admin's login, limited per address and per account
     path("", include("accounts.urls")),
+    path("admin/api-contract/", admin.site.admin_view(admin_contract), name="admin-api-contract"),
     path("admin/", admin.site.urls),
+    path("api/v1/openapi.json", openapi_json),
     path("", include("native.urls")),
     path("", include("compat.urls")),
     path("", include("routines.urls")),

@@ -13,6 +13,14 @@ def pytest_configure(config):
     # In this process usage records are written inline, inside each test's transaction; the
     # server processes that tests start keep the batched writer of production.
     settings.USAGE_BATCHED = False
+    # Every response a test receives from the Django test client is checked against the OpenAPI
+    # document (tests/contract.py); GATEWAY_CONTRACT=off turns it off, =<file> records instead.
+    mode = os.environ.get("GATEWAY_CONTRACT", "")
+    if mode != "off":
+        from tests.contract import install_client_checks, install_httpx_checks
+
+        install_client_checks(record_to=mode or None)
+        install_httpx_checks(record_to=mode or None)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,0 +1,178 @@
+"""Shared pieces of the OpenAPI document: error bodies per surface, headers, small builders.
+
+The error bodies follow gateway/errors.py (spec 7.1): the fixed inner objects are closed
+(`additionalProperties: false`); the top level stays open because `ApiError.extra` may add fields
+(`partial`, `retry_after`, `request_id`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+REF = "#/components/schemas/"
+
+NULLABLE_STRING = {"type": ["string", "null"]}
+TIMESTAMP = {"type": "string", "format": "date-time"}
+NULLABLE_TIMESTAMP = {"type": ["string", "null"], "format": "date-time"}
+
+
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": REF + name}
+
+
+def obj(required: dict[str, Any], optional: dict[str, Any] | None = None, *, closed: bool = False) -> dict[str, Any]:
+    """An object schema: `required` fields must be present; `closed` forbids any other."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {**required, **(optional or {})},
+        "required": list(required),
+    }
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+ANY_OBJECT: dict[str, Any] = {"type": "object"}
+
+SCHEMAS: dict[str, Any] = {
+    # --- errors ---------------------------------------------------------------------------
+    "OpenAIError": obj({"error": obj({
+        "message": {"type": "string"},
+        "type": {"type": "string"},
+        "param": NULLABLE_STRING,
+        "code": NULLABLE_STRING,
+    }, closed=True)}),
+    "AnthropicError": obj({
+        "type": {"const": "error"},
+        "error": obj({"type": {"type": "string"}, "message": {"type": "string"}}, closed=True),
+    }),
+    "AuthError": obj({
+        "status": {"const": "error"},
+        "message": {"type": "string"},
+        "errors": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+    }),
+    "StatusError": obj({"status": {"const": "error"}, "message": {"type": "string"}}),
+    "CollectionError": obj({"status": {"const": "error"}, "code": {"type": "string"}, "message": {"type": "string"}}),
+    "Detail": obj({"detail": {"type": "string"}}),
+    "ValidationError": obj({
+        "message": {"type": "string"},
+        "errors": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+    }),
+    "Message": obj({"message": {"type": "string"}}, closed=True),
+    "GeneralLimit": obj({"codigo": {"const": "limite_de_requisicoes"}, "detail": {"type": "string"}}, closed=True),
+    "HookError": obj({"error": {"type": "string"}}),
+    "HookAnswer": obj({"ok": {"const": True}}, {
+        "ignored": {"enum": ["disabled", "disabled_routine", "duplicate", "rate_limited"]},
+        "queued": {"type": "boolean"},
+        "event_id": {"type": "string"},
+    }),
+    "JsonRpcMessage": {"type": ["object", "array"]},
+    "JsonRpcResponse": {
+        **obj({"jsonrpc": {"const": "2.0"}, "id": {"type": ["string", "integer", "null"]}},
+              {"result": {}, "error": obj({"code": {"type": "integer"}, "message": {"type": "string"}},
+                                          {"data": {}}, closed=True)}, closed=True),
+        "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
+    },
+    "JsonRpcAnswer": {"anyOf": [{"$ref": REF + "JsonRpcResponse"},
+                                {"type": "array", "minItems": 1, "items": {"$ref": REF + "JsonRpcResponse"}}]},
+}
+
+HEADERS: dict[str, Any] = {
+    "X-Request-Id": {"required": True,
+                     "description": "On every response; a client's own id (up to 64 of letters, digits, - and _) "
+                     "is returned unchanged.", "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}},
+    "X-RateLimit-Limit": {"description": "Ceiling of this endpoint.", "schema": {"type": "string",
+                                                                              "pattern": "^[0-9]+$"}},
+    "X-RateLimit-Remaining": {"description": "Requests left in the window.",
+                              "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+    "X-RateLimit-Reset": {"description": "On 429: the window's end as Unix time.",
+                          "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+    "Retry-After": {"description": "On 429 and some 503: seconds to wait.",
+                    "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+    "Location": {"description": "The https address of a redirected request.", "schema": {"type": "string"}},
+    "X-Inference-Request-Id": {"description": "On /v1 endpoints and on the chat stream.", "schema": {"type": "string"}},
+}
+
+SECURITY_SCHEMES = {
+    "bearer": {"type": "http", "scheme": "bearer",
+               "description": "An API key (`svc_usr_<id>_<secret>`) or a session token from login."},
+    "apiKeyHeader": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+    "session": {"type": "http", "scheme": "bearer", "description": "A session token from login only."},
+}
+
+CREDENTIAL = [{"bearer": []}, {"apiKeyHeader": []}]
+SESSION = [{"session": []}]
+NO_CREDENTIAL: list = []
+
+
+def error_schema(path: str) -> dict[str, Any]:
+    """Every JSON error body a route of `path` may answer (surface shape, auth, validation, framework)."""
+    if path.startswith("/v1/messages"):
+        shapes = ["AnthropicError", "OpenAIError", "Message"]
+    elif path.startswith("/v1/"):
+        shapes = ["OpenAIError", "Message"]
+    elif path.startswith("/api/v1/auth/"):
+        shapes = ["AuthError", "Message", "ValidationError", "GeneralLimit"]
+    elif path.startswith("/api/v1/conversations"):
+        shapes = ["StatusError", "Message", "ValidationError", "GeneralLimit"]
+    elif path.startswith("/api/v1/collections"):
+        shapes = ["CollectionError", "Message", "ValidationError", "GeneralLimit"]
+    elif path == "/api/v1/mcp":  # transport refusals are JSON-RPC errors with an HTTP status
+        shapes = ["JsonRpcResponse", "Detail", "Message", "ValidationError", "GeneralLimit"]
+    elif path.startswith("/api/v1/hooks/"):
+        shapes = ["HookError", "Message", "Detail"]
+    else:
+        shapes = ["Detail", "Message", "ValidationError", "GeneralLimit"]
+    return {"anyOf": [ref(name) for name in shapes]}
+
+
+def _headers(*names: str) -> dict[str, Any]:
+    return {name: {"$ref": "#/components/headers/" + name} for name in ("X-Request-Id", *names)}
+
+
+def json_response(description: str, schema: dict[str, Any], *, limited: bool = True) -> dict[str, Any]:
+    return {
+        "description": description,
+        "headers": _headers(*(("X-RateLimit-Limit", "X-RateLimit-Remaining") if limited else ())),
+        "content": {"application/json": {"schema": schema}},
+    }
+
+
+def error_responses(path: str) -> dict[str, Any]:
+    html = {"text/html": {"schema": {"type": "string"}}} if path.startswith("/v1/") else {}
+    body = {"application/json": {"schema": error_schema(path)}, **html}
+    return {
+        "301": {"description": "Plain http redirected to https when SECURE_SSL_REDIRECT is on (spec 5.1.4).",
+                "headers": {"Location": {"$ref": "#/components/headers/Location"}}},
+        "4XX": {"description": "Refused: the surface's error shape (spec 7.1); 401 without rate-limit headers.",
+                "headers": _headers("X-RateLimit-Limit", "X-RateLimit-Remaining", "Retry-After",
+                                    "X-RateLimit-Reset"),
+                "content": body},
+        "5XX": {"description": "Upstream or service failure; 503 may carry Retry-After.",
+                "headers": _headers("Retry-After"),
+                "content": body},
+    }
+
+
+def operation(path: str, summary: str, responses: dict[str, Any], *, security=CREDENTIAL,
+              body: dict[str, Any] | None = None, body_type: str = "application/json",
+              tags: list[str] | None = None, stream: bool = False) -> dict[str, Any]:
+    """One operation; `stream` adds `text/event-stream` to the 200."""
+    op: dict[str, Any] = {"summary": summary, "security": security,
+                          "responses": {**responses, **error_responses(path)}}
+    if tags:
+        op["tags"] = tags
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": {body_type: {"schema": body}}}
+    if stream:
+        ok = op["responses"].setdefault("200", {"description": "Streamed reply", "content": {}})
+        ok.setdefault("content", {})["text/event-stream"] = {"schema": {"type": "string"}}
+    return op
+
+
+def id_param(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "integer", "minimum": 0}}
+
+
+def str_param(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
