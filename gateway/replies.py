@@ -1,16 +1,14 @@
 """Gathering a streamed reply (chat-completion chunks) into one completion, and its usage.
 
-Every chunk is checked before it is used: a model server's malformed reply (a tool call whose
-name is not a string, text that is not a string or not valid Unicode, usage that is not a count)
-stops the reply as a `StreamCut` (`upstream_error`), which every surface answers as a failure
-of the model server: a 502 in its shape, or its stream's failure signal once the stream has
+`chunk_problem` says what makes a chunk unusable (a tool call whose name is not a string, text that
+is not a string or not valid Unicode, usage that is not a count). Each provider checks every chunk
+with it where it reads the chunk, and stops a malformed reply as a failure of the model server
+(`upstream_error`): a 502 in the surface's shape, or its stream's failure signal once the stream has
 begun (docs/decisions.md, "Errors inside streams" and "A malformed reply from a model server")."""
 
 from __future__ import annotations
 
 from typing import Any
-
-from gateway.providers.base import StreamCut
 
 _USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
@@ -91,10 +89,6 @@ def chunk_problem(chunk: Any) -> str | None:
     return None
 
 
-def malformed(problem: str) -> StreamCut:
-    return StreamCut("upstream_error", f"The model server sent a malformed reply: {problem}.")
-
-
 class ReplyAccumulator:
     """Feed every chunk; `completion()` gives the chat.completion so far (partial included)."""
 
@@ -107,9 +101,7 @@ class ReplyAccumulator:
         self.created: int | None = None
 
     def feed(self, chunk: dict[str, Any]) -> None:
-        """Raises a StreamCut (`upstream_error`) for a malformed chunk, before keeping any of it."""
-        if (problem := chunk_problem(chunk)) is not None:
-            raise malformed(problem)
+        """`chunk` was checked by its provider (`chunk_problem`), once, where it was read."""
         if self.id is None:
             self.id, self.created = chunk.get("id"), chunk.get("created")
         if usage := chunk.get("usage"):

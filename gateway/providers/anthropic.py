@@ -15,6 +15,7 @@ from gateway.formats import StreamError
 from gateway.formats.anthropic import chat_to_messages_request
 from gateway.formats.anthropic_stream import MessagesToChatStream
 from gateway.providers.base import broken, http_client, missing_key, secrets_of, server_events, timeouts
+from gateway.replies import chunk_problem
 from gateway.routing import Target
 
 API_VERSION = "2023-06-01"
@@ -48,6 +49,8 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
             raise broken(started, exc.message or "The model server reported an error.", cut="upstream_error",
                          secrets=secrets) from None
         for chunk in chunks:
+            if problem := chunk_problem(chunk):  # a tool name that is not a string, passed through
+                raise broken(started, f"The model server sent a malformed reply: {problem}.", cut="upstream_error")
             started = True
             yield chunk
     if not translator.finished:

@@ -205,7 +205,7 @@ def private_postgres():
     from tests.servers import free_port
 
     if not shutil.which("initdb") or not shutil.which("pg_ctl"):
-        pytest.skip("initdb and pg_ctl are needed")
+        pytest.fail("initdb and pg_ctl are needed (Debian: apt-get install postgresql); .ci/run has them")
     base = tempfile.mkdtemp(prefix="gw-pg-")
     prefix = []
     if os.geteuid() == 0:
