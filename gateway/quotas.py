@@ -84,10 +84,6 @@ def quota_readings(*, account_id: int, group, keyed: list[tuple[str, Window]],
     read (a refused request)."""
     if not amounts:
         return []
-    if settings.USAGE_BATCHED:
-        from gateway.usage_writer import usage_writer
-
-        usage_writer.start()  # this process drains its spool, and those of processes that are gone
     ceilings = ceilings_of(group) if group is not None else None
     missing = [(key, window) for (key, window), amount in zip(keyed, amounts)
                if amount is None and (ceilings is None or ceilings[window.period] >= 0)]
