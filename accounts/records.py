@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from accounts.models import Account
+from gateway.output import timestamp
 
 
 def account_identity(account: Account) -> dict[str, Any]:
@@ -26,8 +27,8 @@ def account_record(account: Account) -> dict[str, Any]:
         **account_identity(account),
         "is_staff": account.is_staff,
         "api_access": group.api_access,
-        "created_at": account.date_joined.isoformat(),
-        "last_login_at": account.last_login.isoformat() if account.last_login else None,
+        "created_at": timestamp(account.date_joined),
+        "last_login_at": timestamp(account.last_login),
     }
 
 

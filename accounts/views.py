@@ -1,8 +1,6 @@
 """Authentication endpoints (spec 4.1–4.4, 5.2, 5.5)."""
 
-from datetime import timezone as dt_timezone
 
-from django.http import JsonResponse
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -14,6 +12,7 @@ from accounts.sessions import session_delete
 from gateway import ratelimit
 from gateway.errors import ApiError
 from gateway.http import read_json_object
+from gateway.output import respond, timestamp, timestamp_with_offset
 from gateway.validation import validated
 
 
@@ -27,15 +26,11 @@ class PasswordInput(serializers.Serializer):
     password = serializers.CharField(max_length=1024, trim_whitespace=False)
 
 
-def iso_utc_micro(moment) -> str:
-    return moment.astimezone(dt_timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 @endpoint("POST", auth=NONE, limit=ratelimit.LOGIN)
 def login(request):
     data = validated(LoginInput, read_json_object(request))
     account, session = account_login(email=data["email"], password=data["password"], remember=data["remember_me"])
-    return JsonResponse(
+    return respond(
         {
             "status": "success",
             "message": "Login successful.",
@@ -52,7 +47,7 @@ def login(request):
 @endpoint("POST", auth=SESSION, session_needs_api_access=False)
 def logout(request):
     session_delete(session=request.principal.session)
-    return JsonResponse({"status": "success", "message": "Logged out."})
+    return respond({"status": "success", "message": "Logged out."})
 
 
 @endpoint("POST", auth=SESSION)
@@ -61,11 +56,11 @@ def api_key_create(request):
     account = request.principal.account
     password_confirm(account=account, password=data["password"])
     issued = api_key_generate(account=account)
-    return JsonResponse(
+    return respond(
         {
             "status": "success",
             "message": "API key generated. Store it now: it will not be shown again.",
-            "data": {"api_key": issued.key, "expires_at": iso_utc_micro(issued.expires_at)},
+            "data": {"api_key": issued.key, "expires_at": timestamp(issued.expires_at)},
         },
         status=201,
     )
@@ -75,18 +70,18 @@ def api_key_create(request):
 def api_key_delete(request):
     if not api_key_revoke(account=request.principal.account):
         raise ApiError(404, "There is no API key to revoke.", code="not_found")
-    return JsonResponse({"status": "success", "message": "API key revoked."})
+    return respond({"status": "success", "message": "API key revoked."})
 
 
 @endpoint("GET")
 def verify(request):
     principal = request.principal
-    return JsonResponse(
+    return respond(
         {
             "valid": True,
             "via": principal.via,
             "user": account_identity(principal.account),
-            "checked_at": timezone.now().isoformat(timespec="seconds"),
+            "checked_at": timestamp_with_offset(timezone.now()),
         }
     )
 
@@ -95,7 +90,7 @@ def verify(request):
 def me(request):
     account = request.principal.account
     group = account.group
-    return JsonResponse(
+    return respond(
         {
             **account_record(account),
             "allowed_models": allowed_model_ids(account),

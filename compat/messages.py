@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from django.http import JsonResponse
-
 from accounts.endpoints import endpoint
 from compat.proxy import Call, chat_call
 from gateway import ratelimit
@@ -15,6 +13,7 @@ from gateway.calls import check_chat_size
 from gateway.formats.anthropic import chat_to_messages_response, messages_to_chat_request
 from gateway.formats.anthropic_stream import ChatToMessagesStream
 from gateway.http import read_json_object
+from gateway.output import respond
 from gateway.routing import plan_chain
 from gateway.sse import sse_event
 from gateway.tokens import count_chat_request
@@ -56,4 +55,4 @@ def count_tokens(request):
     chat = messages_to_chat_request({**body, "max_tokens": 1})
     check_chat_size(chat)
     plan_chain(chat.get("model"), group=request.principal.account.group)
-    return JsonResponse({"input_tokens": count_chat_request(chat)})
+    return respond({"input_tokens": count_chat_request(chat)})

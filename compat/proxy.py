@@ -15,13 +15,14 @@ from functools import partial
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from gateway.calls import call_plan, check_chat_size
-from gateway.http import read_json_object
 from gateway.dispatch import open_reply
 from gateway.errors import ApiError, render_error
+from gateway.http import read_json_object
 from gateway.metering import AfterSendResponse, meter, usage_of
+from gateway.output import respond
 from gateway.providers.base import StreamCut
 from gateway.replies import ReplyAccumulator
 from gateway.routing import Target
@@ -121,7 +122,7 @@ class Call:
 
     def json_response(self, payload: dict[str, Any], status: int = 200) -> HttpResponse:
         """A whole reply; usage is metered once the body has been sent."""
-        return self._metered(JsonResponse(payload, status=status))
+        return self._metered(respond(payload, status=status))
 
     def cut_response(self, partial: dict[str, Any]) -> HttpResponse:
         """A reply that stopped midway: 504 (`read_timeout`) or 502, with what had arrived in

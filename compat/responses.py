@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from django.http import JsonResponse
-
 from accounts.endpoints import endpoint
 from compat.proxy import Call, chat_call
 from gateway import ratelimit
 from gateway.calls import check_chat_size
 from gateway.formats.responses import ChatToResponsesStream, chat_to_response, responses_to_chat_request
 from gateway.http import read_json_object
+from gateway.output import respond
 from gateway.routing import plan_chain
 from gateway.sse import sse_event
 from gateway.tokens import count_chat_request
@@ -51,4 +50,4 @@ def input_tokens(request):
     chat = responses_to_chat_request(body)
     check_chat_size(chat)
     plan_chain(chat.get("model"), group=request.principal.account.group)
-    return JsonResponse({"object": "response.input_tokens", "input_tokens": count_chat_request(chat)})
+    return respond({"object": "response.input_tokens", "input_tokens": count_chat_request(chat)})

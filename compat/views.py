@@ -1,9 +1,9 @@
 """GET /v1/models."""
 
-from django.http import JsonResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
+from gateway.output import respond
 from gateway.routing import usable_targets
 
 
@@ -14,4 +14,4 @@ def models(request):
         {"id": t.public_id, "object": "model", "created": t.created, "owned_by": t.server.name}
         for t in usable_targets(request.principal.account.group)
     ]
-    return JsonResponse({"object": "list", "data": data})
+    return respond({"object": "list", "data": data})

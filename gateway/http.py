@@ -167,7 +167,3 @@ def read_json_object(request: HttpRequest) -> dict[str, Any]:
             raise ApiError(400, "The request body is nested too deeply.", code="invalid_json") from None
     return data
 
-
-def timestamp(moment) -> str | None:
-    """An aware datetime in ISO 8601 with `Z` for UTC (None stays None)."""
-    return moment.isoformat().replace("+00:00", "Z") if moment is not None else None

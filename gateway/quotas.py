@@ -26,6 +26,7 @@ from django.db.models import F, Q, Sum
 
 from gateway.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
 from gateway.errors import ApiError
+from gateway.output import timestamp
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None
             raise ApiError(
                 403,
                 f"Token quota reached: the {ADJECTIVE[window.period]} ceiling of {ceiling} tokens is used up "
-                f"until {window.resets_at.strftime('%Y-%m-%dT%H:%M:%SZ')}.",
+                f"until {timestamp(window.resets_at)}.",
                 code="permission_denied",
             )
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Any
 
 from django.db.models import Count, Sum
 
 from gateway.models import UsageRecord
+from gateway.output import timestamp
 from gateway.quotas import ceilings_of, quota_used
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def usage_summary(*, account) -> dict[str, Any]:
@@ -27,7 +23,7 @@ def usage_summary(*, account) -> dict[str, Any]:
             "limit": ceiling,
             "used": used,
             "remaining": max(ceiling - used, 0) if ceiling >= 0 else None,
-            "resets_at": _iso(window.resets_at),
+            "resets_at": timestamp(window.resets_at),
         }
         if window.period == "month":
             month_start = window.starts_at

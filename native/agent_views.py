@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.http import JsonResponse
 from rest_framework import serializers
 
 from accounts.endpoints import endpoint
@@ -18,6 +17,7 @@ from gateway import ratelimit
 from gateway.calls import MAX_MESSAGE_CHARS, MAX_MESSAGES
 from gateway.errors import ApiError, render_error
 from gateway.http import read_json_object
+from gateway.output import respond
 from gateway.validation import validated
 from native.agent import AgentRequest, Ledger, agent_chain, agent_chat_turn
 from native.agent_run import agent_run_task
@@ -98,4 +98,4 @@ async def _answer(request, service):
         result = await service(prepared, ledger)
     except ApiError as exc:
         return render_error(request, exc)
-    return JsonResponse({**result, "request_id": request.request_id})
+    return respond({**result, "request_id": request.request_id})

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
 from gateway.errors import ApiError
+from gateway.output import respond
 from gateway.sse import sse_event
 from native.chat_reply import INTERRUPTED, ChatReply
 from native.chat_turn import chat_turn_prepare
@@ -48,7 +49,7 @@ async def _frames(events: AsyncIterator[tuple[str, dict[str, Any]]]) -> AsyncIte
         yield sse_event(name, payload)
 
 
-async def _whole(reply: ChatReply) -> JsonResponse:
+async def _whole(reply: ChatReply) -> HttpResponse:
     """The events gathered into one object; a failure is raised as the HTTP error it stands for."""
     text: list[str] = []
     error: dict[str, Any] | None = None
@@ -64,7 +65,7 @@ async def _whole(reply: ChatReply) -> JsonResponse:
              "message_id": done.get("message_id"), "text": "".join(text), "citations": reply.citations,
              "usage": done.get("usage")}
     if error is None:
-        return JsonResponse(whole)
+        return respond(whole)
     found = {"codigo": error["codigo"], "request_id": reply.request_id, "conversation_id": reply.conversation_id}
     headers = {"X-Inference-Request-Id": reply.request_id}
     if error["codigo"] == INTERRUPTED:

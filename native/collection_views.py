@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from rest_framework import serializers
 
@@ -27,6 +27,7 @@ from gateway import ratelimit
 from gateway.embeddings import embedding_model_for
 from gateway.errors import ApiError, FrameworkError, ValidationFailed, render_error
 from gateway.http import read_json_object
+from gateway.output import respond
 from gateway.validation import validated
 from gateway.workers import in_worker
 from native import collections as library
@@ -84,20 +85,20 @@ class SearchInput(serializers.Serializer):
 @endpoint("GET")
 def collection_list(request):
     found = library.collection_list(account=request.principal.account)
-    return JsonResponse({"data": [library.collection_json(c) for c in found]})
+    return respond({"data": [library.collection_json(c) for c in found]})
 
 
 @endpoint("POST")
 def collection_create(request):
     data = validated(CollectionInput, read_json_object(request))
     created = library.collection_create(account=request.principal.account, **data)
-    return JsonResponse(library.collection_json(created), status=201)
+    return respond(library.collection_json(created), status=201)
 
 
 @endpoint("GET")
 def collection_detail(request, collection_id: int):
     found = library.collection_get(account=request.principal.account, collection_id=collection_id)
-    return JsonResponse(library.collection_json(found))
+    return respond(library.collection_json(found))
 
 
 @endpoint("DELETE")
@@ -112,7 +113,7 @@ def collection_delete(request, collection_id: int):
 @endpoint("GET")
 def document_list(request, collection_id: int):
     found = library.collection_get(account=request.principal.account, collection_id=collection_id)
-    return JsonResponse({"data": [library.document_json(d) for d in library.document_list(collection=found)]})
+    return respond({"data": [library.document_json(d) for d in library.document_list(collection=found)]})
 
 
 @endpoint("DELETE")
@@ -135,7 +136,7 @@ async def document_write(request, collection_id: int):
     collection, document, target = request.prepared
     stored = await library.document_write(collection=collection, document=document, target=target,
                                           request_id=request.request_id)
-    return JsonResponse(library.document_json(stored), status=201)
+    return respond(library.document_json(stored), status=201)
 
 
 def _read_document(request) -> library.NewDocument:
@@ -195,8 +196,8 @@ async def collection_search(request, collection_id: int):
     collection, data = request.prepared
     hits = await search_collection(collection, data["query"], k=data["k"], request_id=request.request_id,
                                    quota_used=request.quota_used)
-    return JsonResponse({"collection_id": collection.pk, "model": collection.embedding_model or None,
-                         "results": hits})
+    return respond({"collection_id": collection.pk, "model": collection.embedding_model or None,
+                    "results": hits})
 
 
 def _prepare_reindex(request):
@@ -210,7 +211,7 @@ async def collection_reindex(request, collection_id: int):
     count = await library.collection_reindex(collection=collection, target=target, request_id=request.request_id)
     fresh = await in_worker(library.collection_get)(
         account=request.principal.account, collection_id=collection.pk)
-    return JsonResponse({**library.collection_json(fresh), "reindexed_chunks": count})
+    return respond({**library.collection_json(fresh), "reindexed_chunks": count})
 
 
 def _own(request):

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from gateway.embeddings import embed_batched, embedding_model_for
 from gateway.errors import ApiError
-from gateway.http import timestamp
+from gateway.output import timestamp
 from gateway.metering import meter
 from gateway.routing import Target
 from gateway.workers import in_worker

@@ -3,11 +3,11 @@ Only the caller's own; anything else is a 404. Errors are `{status: 'error', mes
 
 from __future__ import annotations
 
-from django.http import JsonResponse
 from rest_framework import serializers
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
+from gateway.output import respond
 from gateway.validation import validated
 from native.conversations import (
     PER_PAGE_DEFAULT,
@@ -30,7 +30,7 @@ class PageInput(serializers.Serializer):
 def conversations(request):
     query = validated(PageInput, request.GET.dict())
     page = conversation_list(account=request.principal.account, page=query["page"], per_page=query["per_page"])
-    return JsonResponse({
+    return respond({
         "status": "success",
         "data": [conversation_data(c) for c in page.items],
         "pagination": {"page": page.page, "per_page": page.per_page, "total": page.total, "pages": page.pages},
@@ -42,14 +42,14 @@ def conversation(request, conversation_id: int):
     account = request.principal.account
     if request.method == "DELETE":
         conversation_trash(account=account, conversation_id=conversation_id)
-        return JsonResponse({"status": "success", "message": "Conversation moved to the trash."})
+        return respond({"status": "success", "message": "Conversation moved to the trash."})
     found = conversation_get(account=account, conversation_id=conversation_id)
     data = conversation_data(found)
     data["messages"] = [message_data(m) for m in found.messages.order_by("id")]
-    return JsonResponse({"status": "success", "data": data})
+    return respond({"status": "success", "data": data})
 
 
 @endpoint("DELETE", limit=ratelimit.CONVERSATION_PURGE)
 def conversation_permanent(request, conversation_id: int):
     conversation_purge(account=request.principal.account, conversation_id=conversation_id)
-    return JsonResponse({"status": "success", "message": "Conversation deleted permanently."})
+    return respond({"status": "success", "message": "Conversation deleted permanently."})

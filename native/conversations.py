@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gateway.errors import ApiError
-from gateway.http import timestamp
+from gateway.output import timestamp
 from native.models import Conversation, Message
 
 TITLE_CHARS = 80

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.http import JsonResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
@@ -12,6 +11,7 @@ from gateway.embeddings import embed, embedding_chain
 from gateway.errors import ValidationFailed
 from gateway.http import read_json_object
 from gateway.metering import AfterSendResponse, meter
+from gateway.output import respond
 
 SURFACE = "native_embeddings"
 
@@ -60,4 +60,4 @@ async def embeddings(request):
         "model": model,
         "usage": {"prompt_tokens": result.prompt_tokens, "total_tokens": result.prompt_tokens},
     }
-    return AfterSendResponse(JsonResponse(body).content, after_send=record, content_type="application/json")
+    return AfterSendResponse(respond(body).content, after_send=record, content_type="application/json")

@@ -32,11 +32,12 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core import signing
 from django.core.exceptions import DisallowedHost
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
 from gateway.http import BadJsonValue, check_values, loads_lenient, read_body
+from gateway.output import respond
 from native import mcp_tools
 
 logger = logging.getLogger(__name__)
@@ -337,4 +338,4 @@ METHODS = {"ping": ping, "tools/list": tools_list, "tools/call": tools_call}
 
 
 def _rpc_response(body: Any, status: int = 200) -> HttpResponse:
-    return JsonResponse(body, status=status, safe=False)
+    return respond(body, status=status)

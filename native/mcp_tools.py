@@ -21,6 +21,7 @@ from jsonschema.exceptions import best_match
 from gateway.calls import check_chat_size
 from gateway.completion import complete, meter_completion
 from gateway.errors import ApiError
+from gateway.output import timestamp
 from gateway.routing import registry, usable_targets
 from gateway.workers import in_worker
 from native.agent import agent_chain
@@ -156,8 +157,8 @@ def _routines(account) -> list[dict[str, Any]]:
     return [
         {"id": r.pk, "name": r.name, "trigger": r.trigger, "is_enabled": r.is_enabled,
          "disabled_reason": r.disabled_reason or None, "schedule": r.schedule or None,
-         "last_run_at": r.last_run_at.isoformat() if r.last_run_at else None,
-         "next_run_at": r.next_run_at.isoformat() if r.next_run_at else None}
+         "last_run_at": timestamp(r.last_run_at),
+         "next_run_at": timestamp(r.next_run_at)}
         for r in Routine.objects.filter(account=account).order_by("id")
     ]
 

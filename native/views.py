@@ -1,16 +1,16 @@
 """The native /api/v1 surface."""
 
 from django.conf import settings
-from django.http import JsonResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
+from gateway.output import respond
 from gateway.usage import usage_summary
 
 
 @endpoint("GET", limit=ratelimit.VERSION)
 def version(request):
-    return JsonResponse(
+    return respond(
         {"service": "model-gateway", "version": settings.SERVICE_VERSION, "api_version": settings.API_VERSION}
     )
 
@@ -18,4 +18,4 @@ def version(request):
 @endpoint("GET")
 def usage(request):
     """Token quotas and this month's usage of the caller (spec 8.4)."""
-    return JsonResponse(usage_summary(account=request.principal.account))
+    return respond(usage_summary(account=request.principal.account))

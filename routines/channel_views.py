@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from rest_framework import serializers
 
 from accounts.endpoints import NONE, endpoint
 from gateway import ratelimit
 from gateway.http import read_body, read_json_object
+from gateway.output import respond, timestamp
 from gateway.validation import validated
 from routines.channels import (
     CODE_DIGITS,
@@ -53,20 +54,19 @@ class VerifyInput(serializers.Serializer):
 
 @endpoint("GET")
 def channels(request):
-    return JsonResponse({"channels": [channel_record(c) for c in channel_list(account=request.principal.account)]})
+    return respond({"channels": [channel_record(c) for c in channel_list(account=request.principal.account)]})
 
 
 @endpoint("DELETE")
 def channel_detail(request, channel_id: int):
     channel_delete(account=request.principal.account, channel_id=channel_id)
-    return JsonResponse({"deleted": True, "id": channel_id})
+    return respond({"deleted": True, "id": channel_id})
 
 
 @endpoint("POST")
 def telegram_link(request):
     link = telegram_link_create(account=request.principal.account)
-    expires_at = link.expires_at.isoformat().replace("+00:00", "Z")
-    return JsonResponse({"link": link.link, "expires_at": expires_at}, status=201)
+    return respond({"link": link.link, "expires_at": timestamp(link.expires_at)}, status=201)
 
 
 @endpoint("POST", auth=NONE, limit=ratelimit.DEFAULT)
@@ -82,19 +82,19 @@ def telegram_updates(request, secret: str):
         update = None
     if isinstance(update, dict):
         telegram_update_handle(update)
-    return JsonResponse({"ok": True})
+    return respond({"ok": True})
 
 
 @endpoint("POST")
 def whatsapp_number(request):
     data = validated(NumberInput, read_json_object(request))
     channel = whatsapp_code_send(account=request.principal.account, number=data["number"])
-    expires_at = channel.code_expires_at.isoformat().replace("+00:00", "Z")
-    return JsonResponse({"channel": channel_record(channel), "code_expires_at": expires_at}, status=201)
+    return respond({"channel": channel_record(channel), "code_expires_at": timestamp(channel.code_expires_at)},
+                   status=201)
 
 
 @endpoint("POST")
 def whatsapp_confirm(request):
     data = validated(VerifyInput, read_json_object(request))
     channel = whatsapp_verify(account=request.principal.account, number=data["number"], code=data["code"])
-    return JsonResponse({"channel": channel_record(channel)})
+    return respond({"channel": channel_record(channel)})

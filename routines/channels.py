@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from gateway.errors import ApiError, ValidationFailed
-from gateway.http import timestamp
+from gateway.output import timestamp
 from routines.deliveries import telegram, whatsapp
 from routines.deliveries.base import DeliveryFailed
 from routines.models import LinkedChannel

@@ -6,11 +6,12 @@ from __future__ import annotations
 import re
 
 from django.conf import settings
-from django.http import Http404, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse
 
 from accounts.endpoints import NONE, endpoint
 from gateway import ratelimit
 from gateway.http import read_json_object
+from gateway.output import respond, timestamp
 from routines import routine_writes as writes
 from routines.blueprints import BLUEPRINTS
 from routines.inbox import inbox_messages, mark_read
@@ -19,10 +20,6 @@ from routines.models import Routine, Run
 from routines.runs import recent_runs
 
 TOKEN_FORM = re.compile(r"[0-9a-f]{32,64}")
-
-
-def _iso(moment):
-    return moment.isoformat() if moment else None
 
 
 def routine_record(routine: Routine, *, with_token: bool = False) -> dict:
@@ -43,9 +40,9 @@ def routine_record(routine: Routine, *, with_token: bool = False) -> dict:
         "model": routine.model or None,
         "consecutive_failures": routine.consecutive_failures,
         "disabled_reason": routine.disabled_reason or None,
-        "last_run_at": _iso(routine.last_run_at),
-        "next_run_at": _iso(routine.next_run_at),
-        "created_at": _iso(routine.created_at),
+        "last_run_at": timestamp(routine.last_run_at),
+        "next_run_at": timestamp(routine.next_run_at),
+        "created_at": timestamp(routine.created_at),
     }
     if with_token:
         record["webhook_token"] = routine.webhook_token
@@ -65,9 +62,9 @@ def run_record(run: Run) -> dict:
         "error": run.error or None,
         "model": run.model or None,
         "usage": run.usage,
-        "created_at": _iso(run.created_at),
-        "started_at": _iso(run.started_at),
-        "finished_at": _iso(run.finished_at),
+        "created_at": timestamp(run.created_at),
+        "started_at": timestamp(run.started_at),
+        "finished_at": timestamp(run.finished_at),
         "deliveries": [
             {"target": d.target, "status": d.status, "attempts": d.attempts, "error": d.error or None}
             for d in run.deliveries.all()
@@ -94,71 +91,72 @@ def routines(request):
     account = request.principal.account
     if request.method == "GET":
         mine = Routine.objects.filter(account=account).order_by("id")
-        return JsonResponse({"routines": [routine_record(r) for r in mine]})
+        return respond({"routines": [routine_record(r) for r in mine]})
     written = writes.routine_create(account=account, data=read_json_object(request))
     routine = written.routine
-    return JsonResponse({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine),
-                         "webhook_secret": written.secret_shown}, status=201)
+    return respond({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine),
+                    "webhook_secret": written.secret_shown}, status=201)
 
 
 @endpoint("GET", "PUT", "DELETE")
 def routine_detail(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
     if request.method == "GET":  # like the list: no token, no secret
-        return JsonResponse({"routine": routine_record(routine)})
+        return respond({"routine": routine_record(routine)})
     if request.method == "DELETE":
         writes.routine_delete(routine=routine)
         return HttpResponse(status=204)
     routine = writes.routine_update(routine=routine, data=read_json_object(request)).routine
-    return JsonResponse({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine)})
+    return respond({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine)})
 
 
 @endpoint("POST")
 def run_now(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
     run = writes.routine_run_now(routine=routine)
-    return JsonResponse({"run": run_record(run)}, status=202)
+    return respond({"run": run_record(run)}, status=202)
 
 
 @endpoint("POST")
 def rotate_token(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
     routine = writes.routine_rotate_token(routine=routine)
-    return JsonResponse({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine)})
+    return respond({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine)})
 
 
 @endpoint("POST")
 def rotate_secret(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
     secret = writes.routine_rotate_secret(routine=routine)
-    return JsonResponse({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine),
-                         "webhook_secret": secret})
+    return respond({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine),
+                    "webhook_secret": secret})
 
 
 @endpoint("GET")
 def runs(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
-    return JsonResponse({"runs": [run_record(r) for r in recent_runs(routine)]})
+    return respond({"runs": [run_record(r) for r in recent_runs(routine)]})
 
 
 @endpoint("GET")
 def blueprints(request):
-    return JsonResponse({"blueprints": BLUEPRINTS})
+    return respond({"blueprints": BLUEPRINTS})
 
 
 def inbox_record(message) -> dict:
     return {"id": message.pk, "title": message.title, "body": message.body, "routine_id": message.routine_id,
-            "run_id": message.run_id, "read_at": _iso(message.read_at), "created_at": _iso(message.created_at)}
+            "run_id": message.run_id, "read_at": timestamp(message.read_at),
+            "created_at": timestamp(message.created_at)}
 
 
 @endpoint("GET")
 def inbox(request):
-    return JsonResponse({"messages": [inbox_record(m) for m in inbox_messages(request.principal.account)]})
+    return respond({"messages": [inbox_record(m) for m in inbox_messages(request.principal.account)]})
 
 
 @endpoint("POST")
 def inbox_read(request, message_id: int):
-    return JsonResponse({"message": inbox_record(mark_read(request.principal.account, message_id))})
+    return respond({"message": inbox_record(mark_read(request.principal.account, message_id))})
 
 
 @endpoint("POST", auth=NONE, limit=ratelimit.HOOKS)
@@ -167,12 +165,12 @@ def _hook(request, token: str):
     here, the token's form, and checks 2 to 8 in `ingest`. At most one byte over the cap is read
     from the body."""
     if not settings.WEBHOOKS_ENABLED:
-        return JsonResponse({"ok": True, "ignored": "disabled"})
+        return respond({"ok": True, "ignored": "disabled"})
     if not TOKEN_FORM.fullmatch(token):
         raise Http404  # the framework's plain 404, as for an unknown route (no rate headers)
     body = request.read(settings.WEBHOOK_MAX_BODY_BYTES + 1)
     status, answer = ingest(token, body, request.headers)
-    return JsonResponse(answer, status=status)
+    return respond(answer, status=status)
 
 
 def hook(request, token: str):

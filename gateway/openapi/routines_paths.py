@@ -33,7 +33,10 @@ SCHEMAS = {
     }, closed=True),
     "MeResponse": obj({"id": {"type": "integer"}, "allowed_models": {"type": ["array", "null"],
                                                                      "items": {"type": "string"}},
-                       "limits": ANY_OBJECT}),
+                       "limits": obj({
+                           "daily_tokens": {"type": "integer"}, "weekly_tokens": {"type": "integer"},
+                           "monthly_tokens": {"type": "integer"}, "remote_servers_allowed": {"type": "boolean"},
+                           "attachments_per_message": {"type": ["integer", "null"]}}, closed=True)}),
     "RoutineInput": obj({"name": {"type": "string", "maxLength": 120}, "prompt": {"type": "string",
                                                                                  "maxLength": 8000},
                          "delivery_targets": {"type": "array", "minItems": 1, "maxItems": 5,
@@ -65,6 +68,12 @@ SCHEMAS = {
                     "error": NULLABLE_STRING})}},
                {"event_id": NULLABLE_STRING, "error": NULLABLE_STRING, "model": NULLABLE_STRING,
                 "started_at": NULLABLE_TIMESTAMP, "finished_at": NULLABLE_TIMESTAMP}),
+    "Channel": obj({"id": {"type": "integer"}, "kind": {"enum": ["telegram", "whatsapp"]},
+                    "address": NULLABLE_STRING, "verified": {"type": "boolean"}, "verified_at": NULLABLE_TIMESTAMP,
+                    "created_at": TIMESTAMP}, closed=True),
+    "Blueprint": obj({"id": {"type": "string"}, "name": {"type": "string"}, "description": {"type": "string"},
+                      "routine": ref("RoutineInput"),
+                      "suggested_targets": {"type": "array", "items": {"type": "string"}}}, closed=True),
     "InboxMessage": obj({"id": {"type": "integer"}, "title": {"type": "string"}, "body": {"type": "string"},
                          "routine_id": NULLABLE_INT, "run_id": NULLABLE_INT, "read_at": NULLABLE_TIMESTAMP,
                          "created_at": TIMESTAMP}, closed=True),
@@ -107,7 +116,7 @@ def paths() -> dict:
     }
     path = "/api/v1/routines/blueprints"
     p[path] = {"get": operation(path, "Ready-made automations",
-                                _ok(obj({"blueprints": {"type": "array", "items": ANY_OBJECT}})), tags=ROUTINES)}
+                                _ok(obj({"blueprints": {"type": "array", "items": ref("Blueprint")}})), tags=ROUTINES)}
     path = "/api/v1/routines/{routine_id}"
     p[path] = {
         "parameters": [id_param("routine_id")],
@@ -144,7 +153,8 @@ def paths() -> dict:
 
     path = "/api/v1/channels"
     p[path] = {"get": operation(path, "Linked channels",
-                                _ok(obj({"channels": {"type": "array", "items": ANY_OBJECT}})), tags=CHANNELS)}
+                                _ok(obj({"channels": {"type": "array", "items": ref("Channel")}}, closed=True)),
+                                tags=CHANNELS)}
     path = "/api/v1/channels/{channel_id}"
     p[path] = {"parameters": [id_param("channel_id")],
                "delete": operation(path, "Unlink a channel",
@@ -160,9 +170,13 @@ def paths() -> dict:
                                  security=NO_CREDENTIAL, body=ANY_OBJECT, tags=CHANNELS)}
     path = "/api/v1/channels/whatsapp"
     p[path] = {"post": operation(path, "Register a WhatsApp number",
-                                 _ok(obj({"channel": ANY_OBJECT, "code_expires_at": TIMESTAMP}), "201", "Created"),
-                                 body=ANY_OBJECT, tags=CHANNELS)}
+                                 _ok(obj({"channel": ref("Channel"), "code_expires_at": TIMESTAMP}, closed=True),
+                                     "201", "Created"),
+                                 body=obj({"number": {"type": "string", "maxLength": 32}}), tags=CHANNELS)}
     path = "/api/v1/channels/whatsapp/verify"
-    p[path] = {"post": operation(path, "Confirm a WhatsApp number", _ok(ANY_OBJECT), body=ANY_OBJECT,
+    p[path] = {"post": operation(path, "Confirm a WhatsApp number",
+                                 _ok(obj({"channel": ref("Channel")}, closed=True)),
+                                 body=obj({"number": {"type": "string", "maxLength": 32},
+                                           "code": {"type": "string", "pattern": "^[0-9]+$"}}),
                                  tags=CHANNELS)}
     return p

@@ -2,26 +2,51 @@
 
 from __future__ import annotations
 
-from gateway.openapi.components import ANY_OBJECT, json_response, obj, operation, ref
+from gateway.openapi.components import ANY_OBJECT, NULLABLE_STRING, json_response, obj, operation, ref
 
 SCHEMAS = {
     "ModelList": obj({"object": {"const": "list"},
-                      "data": {"type": "array", "items": obj({"id": {"type": "string"},
-                                                              "object": {"const": "model"}})}}),
+                      "data": {"type": "array", "items": obj({"id": {"type": "string"}, "object": {"const": "model"},
+                                                              "created": {"type": "integer"},
+                                                              "owned_by": {"type": "string"}})}}),
     "ChatCompletionRequest": obj({"model": {"type": "string"}, "messages": {"type": "array", "maxItems": 200}},
                                  {"stream": {"type": "boolean"}, "stream_options": ANY_OBJECT}),
     "ChatCompletion": obj({"id": {"type": "string"}, "object": {"const": "chat.completion"},
-                           "choices": {"type": "array", "items": ANY_OBJECT}}),
+                           "created": {"type": "integer"}, "model": {"type": "string"},
+                           "choices": {"type": "array", "minItems": 1, "items": obj({
+                               "index": {"type": "integer"}, "finish_reason": NULLABLE_STRING,
+                               "message": obj({"role": {"const": "assistant"},
+                                               "content": NULLABLE_STRING},
+                                              {"tool_calls": {"type": "array", "items": obj({
+                                                  "id": {"type": "string"}, "type": {"const": "function"},
+                                                  "function": obj({"name": {"type": "string"},
+                                                                   "arguments": {"type": "string"}})})}})})}},
+                          {"usage": obj({"prompt_tokens": {"type": "integer"},
+                                         "completion_tokens": {"type": "integer"},
+                                         "total_tokens": {"type": "integer"}})}),
     "MessagesRequest": obj({"model": {"type": "string"}, "messages": {"type": "array", "maxItems": 200}},
                            {"max_tokens": {"type": "integer"}, "stream": {"type": "boolean"}}),
     "AnthropicMessage": obj({"id": {"type": "string"}, "type": {"const": "message"}, "role": {"const": "assistant"},
-                             "content": {"type": "array", "items": ANY_OBJECT}}),
+                             "model": {"type": "string"}, "stop_reason": NULLABLE_STRING,
+                             "content": {"type": "array", "items": {"oneOf": [
+                                 obj({"type": {"const": "text"}, "text": {"type": "string"}}),
+                                 obj({"type": {"const": "tool_use"}, "id": {"type": "string"},
+                                      "name": {"type": "string"}, "input": ANY_OBJECT}),
+                                 obj({"type": {"const": "thinking"}, "thinking": {"type": "string"}}),
+                             ]}},
+                             "usage": obj({"input_tokens": {"type": "integer"},
+                                           "output_tokens": {"type": "integer"}})}),
     "TokenCount": obj({"input_tokens": {"type": "integer"}}),
     "ResponsesRequest": obj({"model": {"type": "string"}}, {"input": {}, "stream": {"type": "boolean"}}),
-    "ResponseObject": obj({"id": {"type": "string"}, "object": {"const": "response"}, "status": {"type": "string"},
-                           "output": {"type": "array", "items": ANY_OBJECT}}),
+    "ResponseObject": obj({"id": {"type": "string"}, "object": {"const": "response"},
+                           "status": {"enum": ["completed", "incomplete", "failed", "in_progress"]},
+                           "model": {"type": "string"}, "created_at": {"type": "integer"},
+                           "output": {"type": "array", "items": obj({"type": {"type": "string"}})}}),
     "ResponsesTokenCount": obj({"object": {"type": "string"}, "input_tokens": {"type": "integer"}}),
     "Transcription": obj({"text": {"type": "string"}}),
+    # the audio as a file part; other fields (response_format, language, ...) go to the model server
+    "AudioUpload": obj({"file": {"type": "string", "contentMediaType": "application/octet-stream"}},
+                       {"model": {"type": "string"}}),
 }
 
 TAGS = ["compat"]
@@ -60,7 +85,7 @@ def paths() -> dict:
         p[path] = {"post": operation(path, f"Audio {name} (multipart upload)",
                                      _ok(ref("Transcription"),
                                          extra_content={"text/plain": {"schema": {"type": "string"}}}),
-                                     body={"type": "object"}, body_type="multipart/form-data", tags=TAGS)}
+                                     body=ref("AudioUpload"), body_type="multipart/form-data", tags=TAGS)}
     path = "/v1/audio/speech"
     p[path] = {"post": operation(path, "Speech synthesis: audio bytes",
                                  {"200": {"description": "Audio", "content": {"audio/*": {"schema": {

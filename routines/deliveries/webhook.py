@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from gateway.output import timestamp
 from routines.deliveries.base import DeliveryFailed
 from routines.signatures import sign
 
@@ -30,7 +31,7 @@ def payload(run, text: str) -> bytes:
         "event_id": run.event_id or None,
         "trigger": run.trigger,
         "output": text,
-        "created_at": run.created_at.isoformat(),
+        "created_at": timestamp(run.created_at),
     }
     return json.dumps(body, ensure_ascii=False).encode("utf-8")
 

@@ -118,9 +118,9 @@ def test_usage_reports_each_window_and_the_months_models(client, owner, outsider
         r = client.get("/api/v1/usage", headers=bearer(api_key_for(owner)))
     assert r.status_code == 200
     body = r.json()
-    assert body["day"] == {"limit": 1000, "used": 50, "remaining": 950, "resets_at": "2026-11-25T00:00:00Z"}
-    assert body["week"] == {"limit": -1, "used": 50, "remaining": None, "resets_at": "2026-11-25T14:00:00Z"}
-    assert body["month"] == {"limit": 5000, "used": 50, "remaining": 4950, "resets_at": "2026-12-01T00:00:00Z"}
+    assert body["day"] == {"limit": 1000, "used": 50, "remaining": 950, "resets_at": "2026-11-25T00:00:00.000000Z"}
+    assert body["week"] == {"limit": -1, "used": 50, "remaining": None, "resets_at": "2026-11-25T14:00:00.000000Z"}
+    assert body["month"] == {"limit": 5000, "used": 50, "remaining": 4950, "resets_at": "2026-12-01T00:00:00.000000Z"}
     assert body["month_by_model"] == [{"model": model.public_id, "requests": 2, "input_tokens": 38,
                                        "output_tokens": 12, "total_tokens": 50}]
     assert r["X-RateLimit-Limit"] == "300"

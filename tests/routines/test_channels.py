@@ -116,7 +116,7 @@ class TestTelegramLinking:
         body = response.json()
         assert set(body) == {"link", "expires_at"}
         assert re.fullmatch(r"https://t\.me/gw_test_bot\?start=[A-Za-z0-9_-]{32}", body["link"])
-        assert body["expires_at"] == "2026-11-22T05:15:00Z"
+        assert body["expires_at"] == "2026-11-22T05:15:00.000000Z"
         code = body["link"].rpartition("=")[2]
         pending = LinkedChannel.objects.get(account=owner, kind="telegram")
         assert pending.verified_at is None and code not in pending.code_hash and len(pending.code_hash) == 64
@@ -204,7 +204,7 @@ class TestWhatsAppLinking:
             response = post(client, "/api/v1/channels/whatsapp", key, {"number": NUMBER})
         assert response.status_code == 201
         body = response.json()
-        assert body["code_expires_at"] == "2026-11-22T05:15:00Z"
+        assert body["code_expires_at"] == "2026-11-22T05:15:00.000000Z"
         assert body["channel"]["kind"] == "whatsapp" and body["channel"]["address"] == NUMBER
         assert body["channel"]["verified"] is False
         [request] = provider.requests
@@ -221,7 +221,7 @@ class TestWhatsAppLinking:
             confirmed = post(client, "/api/v1/channels/whatsapp/verify", key, {"number": NUMBER, "code": code})
         assert confirmed.status_code == 200
         assert confirmed.json()["channel"] == {**body["channel"], "verified": True,
-                                               "verified_at": "2026-11-22T05:01:00Z"}
+                                               "verified_at": "2026-11-22T05:01:00.000000Z"}
         assert is_linked(owner, "whatsapp", NUMBER) and is_linked(owner, "whatsapp", NUMBER[1:])
         assert not is_linked(owner, "whatsapp", "+5511999990001") and not is_linked(owner, "whatsapp")
 

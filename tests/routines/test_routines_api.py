@@ -477,11 +477,11 @@ def test_a_message_is_marked_read_once_and_only_by_its_owner(api, owner, outside
     with time_machine.travel("2026-11-22T10:00:00Z", tick=False):
         r = api.post(f"/api/v1/inbox/{mine.pk}/read")
     assert r.status_code == 200
-    assert r.json()["message"]["read_at"] == "2026-11-22T10:00:00+00:00"
+    assert r.json()["message"]["read_at"] == "2026-11-22T10:00:00.000000Z"
     with time_machine.travel("2026-11-22T11:00:00Z", tick=False):
         again = api.post(f"/api/v1/inbox/{mine.pk}/read")
-    assert again.json()["message"]["read_at"] == "2026-11-22T10:00:00+00:00"
-    assert api.get("/api/v1/inbox").json()["messages"][0]["read_at"] == "2026-11-22T10:00:00+00:00"
+    assert again.json()["message"]["read_at"] == "2026-11-22T10:00:00.000000Z"
+    assert api.get("/api/v1/inbox").json()["messages"][0]["read_at"] == "2026-11-22T10:00:00.000000Z"
     for missing in (theirs.pk, 999999):
         r = api.post(f"/api/v1/inbox/{missing}/read")
         assert r.status_code == 404 and r.json() == {"detail": "Message not found."}
