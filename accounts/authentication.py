@@ -56,13 +56,26 @@ def presented_credential(request: HttpRequest) -> tuple[str | None, str]:
 
 def identify(request: HttpRequest, *, use_cache: bool = True) -> Identity:
     """Who the presented credential belongs to; 401 when nobody (the body does not say why)."""
+    if use_cache and (identity := identify_cached(request)) is not None:
+        return identity
+    token = _token(request)
+    principal, expires_at = _read(token)
+    return Identity(principal, token, expires_at, None)
+
+
+def identify_cached(request: HttpRequest) -> Identity | None:
+    """`identify` from this process's cache alone (no database): None when it is not there."""
+    token = _token(request)
+    if (entry := principal_cache.cached(token)) is not None:
+        return Identity(entry.principal, token, entry.expires_at, entry.versions)
+    return None
+
+
+def _token(request: HttpRequest) -> str:
     token, source = presented_credential(request)
     if token is None or (source != "bearer" and not token.startswith(KEY_PREFIX)):
         raise Unauthenticated()
-    if use_cache and (entry := principal_cache.cached(token)) is not None:
-        return Identity(entry.principal, token, entry.expires_at, entry.versions)
-    principal, expires_at = _read(token)
-    return Identity(principal, token, expires_at, None)
+    return token
 
 
 def _read(token: str) -> tuple[Principal, datetime]:

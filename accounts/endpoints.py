@@ -8,14 +8,18 @@ on these), the ceiling (429 with its headers), the endpoint's own `prepare` step
 the view. Any `ApiError` is rendered in the surface's shape, and the X-RateLimit-* headers go on
 every answer after the ceiling was passed.
 
-For an async view these checks run in one hop to a worker thread of the shared executor (they
-query the database and the counters), with `prepare` in the same hop so a proxied call pays
-for one hand-off, not several. The hop returns its database connection when it ends.
+For an async view with a credential, and with Redis, the checks run in the event loop: the
+caller from this process's credential cache, then one counter step on Redis from the loop
+(gateway/loop_redis.py). Only what needs the database hops to a worker thread: a credential not
+in the cache, a quota window to rebuild, and `prepare`, unless the endpoint says its `prepare`
+reads only what the process holds (`prepare_in_loop`) and the model registry is current. Without
+Redis (the embedded default), and without a credential, the checks run in one hop to a worker
+thread, with `prepare` in the same hop. A hop returns its database connection when it ends.
 """
 
 from __future__ import annotations
 
-from functools import wraps
+from functools import partial, wraps
 from typing import Callable
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -23,12 +27,13 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 
-from accounts.authentication import Identity, authenticate, identify, remember
-from gateway import ratelimit
+from accounts.authentication import Identity, authenticate, identify, identify_cached, remember
+from gateway import loop_redis, ratelimit
 from gateway.counters import window_hit
-from gateway.quotas import quota_readings, quota_window_keys
-from gateway.routing import note_stamps, stamp_keys
 from gateway.errors import ApiError, FrameworkError, render_error
+from gateway.quotas import quota_missing, quota_readings, quota_window_keys
+from gateway.routing import note_stamps, registry_current, stamp_keys
+from gateway.workers import in_worker
 
 NONE = "none"  # no credential (login, webhooks)
 CREDENTIAL = "credential"  # an API key or a session token
@@ -41,49 +46,95 @@ def endpoint(
     limit: ratelimit.Limit | None = ratelimit.DEFAULT,
     session_needs_api_access: bool = True,
     prepare: Callable[[HttpRequest], object] | None = None,
+    prepare_in_loop: bool = False,
 ) -> Callable:
     """`prepare(request)`, when given, runs after the checks (in the same worker-thread hop for
-    an async view); its result is `request.prepared`."""
+    an async view, or in the loop with `prepare_in_loop`); its result is `request.prepared`."""
     allowed = ", ".join(methods)
+
+    def check_method(request: HttpRequest) -> None:
+        if request.method not in methods:
+            raise FrameworkError(405, "Method Not Allowed.", headers={"Allow": allowed})
 
     def admit(request: HttpRequest) -> dict[str, str]:
         """Method, credential, ceiling: the checks before the view. Returns the rate headers."""
-        if request.method not in methods:
-            raise FrameworkError(405, "Method Not Allowed.", headers={"Allow": allowed})
+        check_method(request)
         if auth == NONE:
             headers = ratelimit.limit_hit(limit, subject=f"ip:{ratelimit.client_address(request)}") if limit else {}
         else:
             headers = _admit_caller(request)
         if prepare is not None:
-            try:
-                request.prepared = prepare(request)
-            except ApiError as exc:
-                exc.headers = {**headers, **exc.headers}
-                raise
+            _prepare(request, headers, prepare)
         return headers
+
+    def _prepare(request: HttpRequest, headers: dict[str, str], step: Callable) -> None:
+        try:
+            request.prepared = step(request)
+        except ApiError as exc:
+            exc.headers = {**headers, **exc.headers}
+            raise
 
     def _admit_caller(request: HttpRequest) -> dict[str, str]:
         """Identify the caller (from the process's cache when it can), then check and count.
         When the cached identity is refused, or its versions have moved (nothing was counted
         then), the credential is read again from the database and checked once more."""
         identity = identify(request)
-        outcome = _check_and_count(request, identity)
+        outcome = _counted(request, identity)
         if outcome is None:
             identity = identify(request, use_cache=False)
-            outcome = _check_and_count(request, identity)
+            outcome = _counted(request, identity)
         principal, quota_keys, result = outcome
-        request.principal = principal
         # a quota window whose counter is missing (Redis restarted) is rebuilt from the usage records
         request.quota_used = quota_readings(account_id=principal.account.pk, group=principal.account.group,
                                             keyed=quota_keys, amounts=result.amounts)
+        return _admitted(request, principal, identity, result)
+
+    async def admit_from_loop(request: HttpRequest) -> dict[str, str]:
+        """`admit` for a credentialed async view with Redis: see the module's docstring."""
+        check_method(request)
+        identity = identify_cached(request) or await in_worker(identify)(request, use_cache=False)
+        outcome = await _counted_from_loop(request, identity)
+        if outcome is None:
+            identity = await in_worker(identify)(request, use_cache=False)
+            outcome = await _counted_from_loop(request, identity)
+        principal, quota_keys, result = outcome
+        group = principal.account.group
+        readings = partial(quota_readings, account_id=principal.account.pk, group=group, keyed=quota_keys,
+                           amounts=result.amounts)
+        rebuild = quota_missing(group=group, keyed=quota_keys, amounts=result.amounts)
+        request.quota_used = await in_worker(readings)() if rebuild else readings()
+        headers = _admitted(request, principal, identity, result)
+        if prepare is not None:
+            if prepare_in_loop and registry_current():
+                _prepare(request, headers, prepare)
+            else:
+                await in_worker(_prepare)(request, headers, prepare)
+        return headers
+
+    def _admitted(request: HttpRequest, principal, identity: Identity, result) -> dict[str, str]:
+        request.principal = principal
         headers = ratelimit.limit_headers(result)  # raises the 429 of a refusing counter
         remember(identity, result.versions)
         return headers
 
-    def _check_and_count(request: HttpRequest, identity: Identity):
-        """The refusal rules, then one atomic counter step: the ceilings, the identity's
-        versions, and the token-quota windows read for the call that follows. None when a
+    def _counted(request: HttpRequest, identity: Identity):
+        """The refusal rules, then one atomic counter step (the ceilings, the identity's
+        versions, and the token-quota windows read for the call that follows). None when a
         cached identity must be read again."""
+        plan = _count_plan(request, identity)
+        if plan is None:
+            return None
+        counters, window, guards, reads = plan[1]
+        return _outcome(plan, window_hit(counters, window, guards=guards, reads=reads))
+
+    async def _counted_from_loop(request: HttpRequest, identity: Identity):
+        plan = _count_plan(request, identity)
+        if plan is None:
+            return None
+        counters, window, guards, reads = plan[1]
+        return _outcome(plan, await loop_redis.window_hit(counters, window, guards=guards, reads=reads))
+
+    def _count_plan(request: HttpRequest, identity: Identity):
         cached = identity.expected_versions is not None
         try:
             principal = authenticate(request, identity, key_allowed=auth != SESSION,
@@ -99,8 +150,11 @@ def endpoint(
         # the model registry's stamps ride along (any value expected): the request's registry()
         # calls use them instead of a round trip of their own (gateway/routing.py)
         guards = [*zip(identity.version_keys, expected), *((key, None) for key in stamp_keys())]
-        result = window_hit(counters, settings.RATE_WINDOW_SECONDS, guards=guards,
-                            reads=[key for key, _window in quota_keys])
+        hit_args = (counters, settings.RATE_WINDOW_SECONDS, guards, [key for key, _window in quota_keys])
+        return principal, hit_args, quota_keys
+
+    def _outcome(plan, result):
+        principal, (_, _, guards, _), quota_keys = plan
         if len(result.versions) == len(guards):
             note_stamps(result.versions[-2:])
         return None if result.stale else (principal, quota_keys, result)
@@ -119,7 +173,10 @@ def endpoint(
             async def async_wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
                 limit_headers: dict[str, str] = {}
                 try:
-                    limit_headers = await admit_async(request)
+                    if auth != NONE and loop_redis.available():
+                        limit_headers = await admit_from_loop(request)
+                    else:
+                        limit_headers = await admit_async(request)
                     response = await view(request, *args, **kwargs)
                 except ApiError as exc:
                     response = render_error(request, exc)

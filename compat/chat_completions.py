@@ -38,7 +38,7 @@ def chat_form(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in DROPPED}
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(chat_form))
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(chat_form), prepare_in_loop=True)
 async def chat_completions(request):
     body = request.prepared.body
     stream = bool(body.get("stream"))

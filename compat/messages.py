@@ -21,7 +21,7 @@ from gateway.tokens import count_chat_request
 ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "disconnected": "api_error"}
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request))
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request), prepare_in_loop=True)
 async def messages(request):
     stream = bool(request.prepared.body.get("stream"))
     call = Call(request, surface="messages")

@@ -16,7 +16,7 @@ from gateway.sse import sse_event
 from gateway.tokens import count_chat_request
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(responses_to_chat_request))
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(responses_to_chat_request), prepare_in_loop=True)
 async def responses(request):
     body = request.prepared.body
     stream = bool(body.get("stream"))

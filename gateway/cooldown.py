@@ -245,6 +245,11 @@ record_success_async = in_worker(record_success)
 # --- Keeping this process's copy ------------------------------------------------------------
 
 
+def current(stamp: int) -> bool:
+    """Whether this process's copy is of `stamp` (`sync` would read nothing)."""
+    return stamp == _stamp
+
+
 def sync(stamp: int | None, server_ids: Iterable[int]) -> None:
     """Read the cooldowns of `server_ids` again when the shared stamp moved from the one the
     copy was read at. `stamp` None (it could not be read): the copy stays as it is."""

@@ -115,13 +115,23 @@ def window_hit(
 
 
 def _redis_hit(counters, window, guards, reads) -> HitResult:
-    script = _redis_script(settings.REDIS_URL)
+    keys, args = hit_script_call(counters, window, guards, reads)
+    return hit_script_result(_redis_script(settings.REDIS_URL)(keys=keys, args=args), counters, len(guards))
+
+
+def hit_script_call(counters, window, guards, reads) -> tuple[list[str], list]:
+    """The KEYS and ARGV of one `_HIT_SCRIPT` step (also run from the event loop: gateway/loop_redis.py)."""
     now_ms = int(time.time() * 1000)
     n, g = len(counters), len(guards)
     keys = [KEY_PREFIX + k for k, _ in counters] + [KEY_PREFIX + k for k, _ in guards] + [KEY_PREFIX + k for k in reads]
     args = [now_ms, window * 1000, n, g, len(reads), *[c for _, c in counters],
             *["" if v is None else v for _, v in guards]]
-    out = [int(x) for x in script(keys=keys, args=args)]
+    return keys, args
+
+
+def hit_script_result(raw, counters, g: int) -> HitResult:
+    out = [int(x) for x in raw]
+    n = len(counters)
     if out[0] == -1:
         return HitResult(False, (), stale=True, versions=tuple(out[1:]))
     if out[0]:

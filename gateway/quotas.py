@@ -85,11 +85,17 @@ def quota_readings(*, account_id: int, group, keyed: list[tuple[str, Window]],
     read (a refused request)."""
     if not amounts:
         return []
-    ceilings = ceilings_of(group) if group is not None else None
-    missing = [(key, window) for (key, window), amount in zip(keyed, amounts)
-               if amount is None and (ceilings is None or ceilings[window.period] >= 0)]
+    missing = quota_missing(group=group, keyed=keyed, amounts=amounts)
     rebuilt = quota_rebuild(account_id=account_id, windows=missing) if missing else {}
     return [(window, rebuilt.get(key, amount or 0)) for (key, window), amount in zip(keyed, amounts)]
+
+
+def quota_missing(*, group, keyed: list[tuple[str, Window]], amounts: tuple | list) -> list[tuple[str, Window]]:
+    """The windows `quota_readings` must rebuild from the database: read as missing, and (with
+    `group`) with a ceiling."""
+    ceilings = ceilings_of(group) if group is not None else None
+    return [(key, window) for (key, window), amount in zip(keyed, amounts)
+            if amount is None and (ceilings is None or ceilings[window.period] >= 0)]
 
 
 def quota_rebuild(*, account_id: int, windows: list[tuple[str, Window]]) -> dict[str, int]:

@@ -147,6 +147,16 @@ def registry() -> Registry:
     return reg
 
 
+def registry_current() -> bool:
+    """Whether `registry()` would answer from this process's copy, reading neither the database
+    nor Redis: the request noted the stamps (`note_stamps`) and the copy and the cooldowns are of
+    those stamps. An endpoint's step may then run in the event loop (accounts/endpoints.py)."""
+    noted = _noted.get()
+    if noted is None or time.monotonic() - noted[0] >= NOTED_STAMPS_SECONDS:
+        return False
+    return _fresh(_cached, noted[1][0]) and cooldown.current(noted[1][1])
+
+
 def _fresh(snapshot: _Snapshot | None, version: int | None) -> bool:
     if snapshot is None or time.monotonic() - snapshot.loaded_at >= settings.REGISTRY_TTL_SECONDS:
         return False
