@@ -11,23 +11,19 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from gateway.calls import call_plan, check_chat_size
 from gateway.dispatch import open_reply
 from gateway.errors import ApiError, render_error
 from gateway.http import read_json_object
-from gateway.metering import AfterSendResponse, meter, usage_of
+from gateway.metering import AfterSendResponse, meter, meter_async, usage_of
 from gateway.output import respond
 from gateway.providers.base import StreamCut
 from gateway.replies import ReplyAccumulator
 from gateway.routing import Target
-
-_meter_in_worker = partial(sync_to_async, thread_sensitive=False)
 
 
 @dataclass(frozen=True)
@@ -109,13 +105,22 @@ class Call:
         return usage
 
     def meter_now(self) -> None:
+        if (fields := self._meter_fields()) is not None:
+            meter(**fields)
+
+    async def meter_now_async(self) -> None:
+        if (fields := self._meter_fields()) is not None:
+            await meter_async(**fields)
+
+    def _meter_fields(self) -> dict[str, Any] | None:
+        """What to meter, the first time only."""
         if self._meter_done or self.target is None:
-            return
+            return None
         self._meter_done = True
         usage = self.usage()
-        meter(account_id=self.request.principal.account.pk, model=self.target.public_id, surface=self.surface,
-              input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-              request_id=self.request.request_id)
+        return {"account_id": self.request.principal.account.pk, "model": self.target.public_id,
+                "surface": self.surface, "input_tokens": usage["prompt_tokens"],
+                "output_tokens": usage["completion_tokens"], "request_id": self.request.request_id}
 
     def headers(self) -> dict[str, str]:
         return {"X-Inference-Request-Id": self.inference_id}
@@ -139,7 +144,8 @@ class Call:
 
     def _metered(self, rendered: HttpResponse) -> HttpResponse:
         response = AfterSendResponse(rendered.content, status=rendered.status_code,
-                                     content_type=rendered["Content-Type"], after_send=self.meter_now)
+                                     content_type=rendered["Content-Type"], after_send=self.meter_now,
+                                     after_send_async=self.meter_now_async)
         for name, value in self.headers().items():
             response[name] = value
         return response
@@ -157,4 +163,4 @@ class Call:
             async for frame in frames:
                 yield frame
         finally:
-            await asyncio.shield(_meter_in_worker(self.meter_now)())
+            await asyncio.shield(self.meter_now_async())

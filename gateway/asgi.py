@@ -7,7 +7,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
 # other requests of the process (bench/README.md: 25 ms single-threaded against 34 ms at 100k chunks).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-application = get_asgi_application()
+from gateway.hotpath import Application  # noqa: E402 — after the settings module is named
+
+application = Application(get_asgi_application())
 
 
 def _drop_start_of_request_connection_check() -> None:

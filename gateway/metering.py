@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from django.http import HttpResponse
 from django.utils import timezone
 
 from gateway.models import UsageRecord
-from gateway.quotas import quota_add
+from gateway.quotas import quota_add, quota_add_async
 from gateway.replies import ReplyAccumulator
 from gateway.tokens import count_chat_request, count_text
 from gateway.usage_writer import usage_writer
@@ -41,9 +41,23 @@ def meter(*, account_id: int, model: str, surface: str, input_tokens: int, outpu
     """Record a call's usage once. `key` makes the record the same record however often it is
     metered (a run: `run-<pk>`); without it each call to meter is a record of its own (an agent
     turn meters each of its rounds under one request id). Never raises."""
+    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key)) is not None:
+        quota_add(account_id=account_id, tokens=input_tokens + output_tokens, now=now)  # never raises
+
+
+async def meter_async(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
+                      request_id: str = "", key: str | None = None) -> None:
+    """`meter` from the event loop: the spool append is one write(); the quota counters are
+    added to from the loop (gateway/loop_redis.py), so no thread is needed. Never raises."""
+    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key)) is not None:
+        await quota_add_async(account_id=account_id, tokens=input_tokens + output_tokens, now=now)
+
+
+def _record(account_id, model, surface, input_tokens, output_tokens, request_id, key):
+    """Append the usage record to the spool; its time, or None when there is nothing to count."""
     total = input_tokens + output_tokens
     if total <= 0:
-        return
+        return None
     now = timezone.now()
     try:
         usage_writer.submit(UsageRecord(
@@ -53,18 +67,30 @@ def meter(*, account_id: int, model: str, surface: str, input_tokens: int, outpu
         ))
     except Exception:  # submit keeps what it can and logs; this is the last guard of an answered call
         logger.exception("usage of account %s not recorded (%s, %s tokens)", account_id, model, total)
-    quota_add(account_id=account_id, tokens=total, now=now)  # the record's windows; never raises
+    return now
 
 
 class AfterSendResponse(HttpResponse):
-    """Runs `after_send` when Django closes the response: after its body has gone out."""
+    """Runs `after_send` when Django closes the response: after its body has gone out. The hot
+    routes' handler (gateway/hotpath.py) first awaits `after_send_in_loop`, from the event loop."""
 
-    def __init__(self, content, *, after_send: Callable[[], None], **kwargs) -> None:
+    def __init__(self, content, *, after_send: Callable[[], None],
+                 after_send_async: Callable[[], Awaitable[None]] | None = None, **kwargs) -> None:
         super().__init__(content, **kwargs)
         self._after_send = after_send
+        self._after_send_async = after_send_async
 
     def close(self) -> None:
+        after_send, self._after_send = self._after_send, None
         try:
-            self._after_send()
+            if after_send is not None:
+                after_send()
         finally:
             super().close()
+
+    async def after_send_in_loop(self) -> None:
+        """The after-send step awaited in the event loop, when it has an async form (`close`
+        then skips it)."""
+        if self._after_send_async is not None:
+            self._after_send = None
+            await self._after_send_async()

@@ -163,11 +163,30 @@ def quota_add(*, account_id: int, tokens: int, now: datetime | None = None) -> b
         amounts_add(keys, tokens)
         return True
     except Exception as exc:
-        with _unsure_lock:
-            _unsure.update(keys)
-        logger.warning("quota counters of account %s not added to (%s tokens): %s; they are dropped "
-                       "and rebuilt from the usage records once they can be", account_id, tokens, exc)
-        return False
+        return _addition_failed(account_id, keys, tokens, exc)
+
+
+async def quota_add_async(*, account_id: int, tokens: int, now: datetime | None = None) -> bool:
+    """`quota_add` from the event loop: with Redis, one round trip from the loop (no thread)."""
+    from gateway import loop_redis
+    from gateway.workers import in_worker
+
+    if not loop_redis.available() or (_unsure and not settings.USAGE_BATCHED):
+        return await in_worker(quota_add)(account_id=account_id, tokens=tokens, now=now)
+    keys = [key for key, _ in quota_window_keys(account_id=account_id, now=now)]
+    try:
+        await loop_redis.amounts_add(keys, tokens)
+        return True
+    except Exception as exc:
+        return _addition_failed(account_id, keys, tokens, exc)
+
+
+def _addition_failed(account_id: int, keys: list[str], tokens: int, exc: Exception) -> bool:
+    with _unsure_lock:
+        _unsure.update(keys)
+    logger.warning("quota counters of account %s not added to (%s tokens): %s; they are dropped "
+                   "and rebuilt from the usage records once they can be", account_id, tokens, exc)
+    return False
 
 
 def quota_forget_unsure() -> bool:
