@@ -1,0 +1,121 @@
+"""The hot routes' handler (issue 13, item 1): the project's ASGI application sends them through
+`HotPathHandler` (no `request_started` hop, the response closed in the loop, usage metered from
+the loop), and everything else through Django's own handler, with the same answers."""
+
+import asyncio
+import json
+
+import pytest
+from django.core.signals import request_started
+
+from gateway.asgi import application
+from gateway.hotpath import is_hot
+from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
+from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
+
+
+def call(method: str, path: str, *, body: bytes = b"", headers=()) -> tuple[int, dict[bytes, bytes], bytes]:
+    """One request through the ASGI application itself, as uvicorn makes it."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"testserver"), *headers], "client": ("127.0.0.1", 50000),
+             "server": ("127.0.0.1", 8000)}
+    sent: list[dict] = []
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop(0)
+        await asyncio.sleep(3600)  # the client stays connected
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(application(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], dict(start["headers"]), content
+
+
+@pytest.fixture
+def started(monkeypatch):
+    seen: list[str] = []
+
+    def receiver(sender, **kwargs):
+        seen.append(kwargs.get("scope", {}).get("path", "?"))
+
+    request_started.connect(receiver, dispatch_uid="test-hotpath-started")
+    yield seen
+    request_started.disconnect(dispatch_uid="test-hotpath-started")
+
+
+@pytest.fixture
+def key(transactional_db, redis_url, upstream):  # noqa: F811
+    group = AccountGroupFactory(api_access=True, daily_tokens=1_000_000)
+    key = api_key_for(AccountFactory(group=group))
+    ModelFactory(server=ModelServerFactory(name="oa", kind="openai", base_url=f"{upstream.url}/v1"),
+                 name="echo-1", is_default=True)
+    return key
+
+
+def test_the_hot_routes_are_the_issues_list():
+    for path in ("/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/models", "/v1/messages/count_tokens",
+                 "/v1/responses/input_tokens", "/api/v1/chat", "/api/v1/hooks/" + "a" * 48):
+        assert is_hot(path), path
+    for path in ("/admin/", "/api/v1/routines", "/api/v1/usage", "/v1/audio/speech", "/v1/chat/completions/x"):
+        assert not is_hot(path), path
+
+
+def test_a_hot_route_answers_without_request_started_and_meters_from_the_loop(key, started):
+    from gateway.models import UsageRecord
+    from gateway.quotas import quota_used
+    from gateway.usage_writer import usage_writer
+
+    body = json.dumps({"model": "oa/echo-1", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    auth = [(b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json"),
+            (b"x-request-id", b"hot-1")]
+    status, headers, content = call("POST", "/v1/chat/completions", body=body, headers=auth)
+    assert status == 200, content
+    assert headers[b"X-Request-Id"] == b"hot-1" and headers[b"Cache-Control"] == b"no-store"
+    assert b"X-RateLimit-Remaining" in headers and b"X-Inference-Request-Id" in headers
+    reply = json.loads(content)
+    assert reply["object"] == "chat.completion"
+    assert started == []  # no request_started (and so no thread hop for it)
+    usage_writer.flush()
+    (record,) = UsageRecord.objects.filter(request_id="hot-1")
+    assert record.input_tokens + record.output_tokens == reply["usage"]["total_tokens"]
+    day = dict((w.period, used) for w, used in quota_used(account_id=record.account_id))["day"]
+    assert day == reply["usage"]["total_tokens"]  # the counter was added to, once
+
+
+def test_a_synchronous_hot_views_response_is_closed_in_the_views_thread(key, monkeypatch):
+    """/v1/models is a synchronous view: its thread's database connection goes back to the pool
+    only when the response is closed in that thread (request_finished), so it is closed there."""
+    import threading
+
+    from django.http.response import HttpResponseBase
+
+    import compat.views
+
+    threads = {}
+    real_targets, real_close = compat.views.usable_targets, HttpResponseBase.close
+
+    def targets(*args, **kwargs):
+        threads["view"] = threading.get_ident()
+        return real_targets(*args, **kwargs)
+
+    def close(self):
+        threads["close"] = threading.get_ident()
+        real_close(self)
+
+    monkeypatch.setattr(compat.views, "usable_targets", targets)
+    monkeypatch.setattr(HttpResponseBase, "close", close)
+    status, _, content = call("GET", "/v1/models", headers=[(b"authorization", f"Bearer {key}".encode())])
+    assert status == 200, content
+    assert threads["close"] == threads["view"] != threading.get_ident()
+
+
+def test_any_other_route_goes_through_djangos_handler(key, started):
+    status, headers, _ = call("GET", "/api/v1/version", headers=[(b"authorization", f"Bearer {key}".encode())])
+    assert status == 200 and headers[b"Cache-Control"] == b"no-store"
+    assert started == ["/api/v1/version"]
