@@ -256,6 +256,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = (
     }
 )
 CELERY_TASK_IGNORE_RESULT = True
+# No result backend (the "disabled" one), built once for every thread: Celery otherwise builds it again in each
+# new thread, reading the installed packages' entry points, and a web process enqueues from a thread per request
+# (a quarter of the webhook ingest's CPU, bench/README.md).
+CELERY_RESULT_BACKEND_THREAD_SAFE = True
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
