@@ -8,13 +8,12 @@ on these), the ceiling (429 with its headers), the endpoint's own `prepare` step
 the view. Any `ApiError` is rendered in the surface's shape, and the X-RateLimit-* headers go on
 every answer after the ceiling was passed.
 
-For an async view with a credential, and with Redis, the checks run in the event loop: the
-caller from this process's credential cache, then one counter step on Redis from the loop
-(gateway/loop_redis.py). Only what needs the database hops to a worker thread: a credential not
+For an async view, with Redis, the checks run in the event loop: the caller from this process's
+credential cache, then one counter step on Redis from the loop (gateway/loop_redis.py). Only what needs the database hops to a worker thread: a credential not
 in the cache, a quota window to rebuild, and `prepare`, unless the endpoint says its `prepare`
 reads only what the process holds (`prepare_in_loop`) and the model registry is current. Without
-Redis (the embedded default), and without a credential, the checks run in one hop to a worker
-thread, with `prepare` in the same hop. A hop returns its database connection when it ends.
+Redis (the embedded default), the checks run in one hop to a worker thread, with `prepare` in
+the same hop. A hop returns its database connection when it ends.
 """
 
 from __future__ import annotations
@@ -90,8 +89,23 @@ def endpoint(
         return _admitted(request, principal, identity, result)
 
     async def admit_from_loop(request: HttpRequest) -> dict[str, str]:
-        """`admit` for a credentialed async view with Redis: see the module's docstring."""
+        """`admit` for an async view with Redis: see the module's docstring."""
         check_method(request)
+        if auth == NONE:
+            headers = {}
+            if limit:
+                counters = ratelimit.limit_counters(limit, subject=f"ip:{ratelimit.client_address(request)}")
+                headers = ratelimit.limit_headers(await loop_redis.window_hit(counters, settings.RATE_WINDOW_SECONDS))
+        else:
+            headers = await _admit_caller_from_loop(request)
+        if prepare is not None:
+            if prepare_in_loop and registry_current():
+                _prepare(request, headers, prepare)
+            else:
+                await in_worker(_prepare)(request, headers, prepare)
+        return headers
+
+    async def _admit_caller_from_loop(request: HttpRequest) -> dict[str, str]:
         identity = identify_cached(request) or await in_worker(identify)(request, use_cache=False)
         outcome = await _counted_from_loop(request, identity)
         if outcome is None:
@@ -103,13 +117,7 @@ def endpoint(
                            amounts=result.amounts)
         rebuild = quota_missing(group=group, keyed=quota_keys, amounts=result.amounts)
         request.quota_used = await in_worker(readings)() if rebuild else readings()
-        headers = _admitted(request, principal, identity, result)
-        if prepare is not None:
-            if prepare_in_loop and registry_current():
-                _prepare(request, headers, prepare)
-            else:
-                await in_worker(_prepare)(request, headers, prepare)
-        return headers
+        return _admitted(request, principal, identity, result)
 
     def _admitted(request: HttpRequest, principal, identity: Identity, result) -> dict[str, str]:
         request.principal = principal
@@ -173,7 +181,7 @@ def endpoint(
             async def async_wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
                 limit_headers: dict[str, str] = {}
                 try:
-                    if auth != NONE and loop_redis.available():
+                    if loop_redis.available():
                         limit_headers = await admit_from_loop(request)
                     else:
                         limit_headers = await admit_async(request)

@@ -334,13 +334,35 @@ def mark_once(key: str, window: int) -> bool:
         return True
 
 
-def unmark(key: str) -> None:
-    """Forget a mark (an event that was not accepted after all)."""
+def marks_and_hits(steps: list[tuple[str, tuple]]) -> list:
+    """Several `mark_once` ("mark", (key, window)) and `window_hit` ("hit", (counters, window))
+    steps in order, in one round trip to Redis (a pipeline): their results, in order."""
+    if not settings.REDIS_URL:
+        return [mark_once(*args) if kind == "mark" else window_hit(*args) for kind, args in steps]
+    client = _redis_client(settings.REDIS_URL)
+    pipe = client.pipeline(transaction=False)
+    now_ms = int(time.time() * 1000)
+    for kind, args in steps:
+        if kind == "mark":
+            key, window = args
+            _redis_mark_script(settings.REDIS_URL)(keys=[KEY_PREFIX + key], args=[now_ms, window * 1000], client=pipe)
+        else:
+            keys, argv = hit_script_call(args[0], args[1], [], [])
+            _redis_script(settings.REDIS_URL)(keys=keys, args=argv, client=pipe)
+    replies = pipe.execute()
+    return [bool(int(reply)) if kind == "mark" else hit_script_result(reply, args[0], 0)
+            for (kind, args), reply in zip(steps, replies)]
+
+
+def unmark(*keys: str) -> None:
+    """Forget marks (events that were not accepted after all), in one step."""
+    if not keys:
+        return
     if settings.REDIS_URL:
-        _redis_client(settings.REDIS_URL).delete(KEY_PREFIX + key)
+        _redis_client(settings.REDIS_URL).delete(*(KEY_PREFIX + key for key in keys))
         return
     with _cache_step():
-        cache.delete(KEY_PREFIX + key)
+        cache.delete_many([KEY_PREFIX + key for key in keys])
 
 
 @lru_cache(maxsize=None)

@@ -30,8 +30,15 @@ def _client():
     found = _clients.get(loop)
     if found is None or found[0] != settings.REDIS_URL:
         import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialWithJitterBackoff
+        from redis.exceptions import ConnectionError
 
-        client = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+        # A pooled connection that Redis closed (it restarted) fails its next command: tried again on
+        # a new connection at once. Without `retry_on_error` the asyncio client would not retry.
+        client = aioredis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2, retry_on_error=[ConnectionError],
+            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.25), retries=2))
         found = (settings.REDIS_URL, client, client.register_script(_HIT_SCRIPT), client.register_script(_ADD_SCRIPT))
         _clients[loop] = found
     return found[1:]

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from gateway.counters import mark_once, unmark, window_hit
+from gateway.counters import marks_and_hits, unmark
 from routines.models import Event, Routine
-from routines.runs import queue_run
+from routines.runs import queue_runs
 from routines.signatures import (STANDARD_BAD_TIMESTAMP, STANDARD_OK, STANDARD_TOLERANCE_SECONDS, signature_valid,
                                   standard_check)
 
@@ -43,21 +44,113 @@ BAD_STANDARD_TIMESTAMP = {
                "server's clock: sign each delivery when it is sent (a delivery sent again is refused)."}
 
 
+@dataclass(frozen=True)
+class Incoming:
+    """One event to take in: the routine's token, the body and headers as received."""
+
+    token: str
+    body: bytes
+    headers: Mapping[str, str]
+    source: str = "webhook"
+    event_id: str | None = None
+    verify_signature: bool = True
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """An event that passed checks 2 to 5, on its way through 6 to 8."""
+
+    routine: Routine
+    item: Incoming
+    event_id: str
+    window: int  # seconds an event id is remembered (check 6)
+    pending_key: str
+    content_type: str
+    text: str  # the body as the routine sees it
+
+    @property
+    def duplicate(self) -> dict:
+        return {"ok": True, "ignored": "duplicate", "event_id": self.event_id}
+
+
 def ingest(token: str, body: bytes, headers: Mapping[str, str], *, source: str = "webhook",
            event_id: str | None = None, verify_signature: bool = True) -> tuple[int, dict]:
     """The answer `(status, body)` to one event for the routine whose token is `token`."""
-    routine = Routine.objects.filter(webhook_token=token).first() if token else None
+    return ingest_many([Incoming(token, body, headers, source, event_id, verify_signature)])[0]
+
+
+def ingest_many(items: list[Incoming], *, then: Callable[..., None] | None = None) -> list[tuple[int, dict]]:
+    """The answers to several events, in their order, each as `ingest` would give it alone, with
+    the work done once for all of them: one query for their routines, one Redis round trip for
+    their duplicate marks (6), one query for the stored duplicates, one round trip for their
+    routines' ceilings (7), one transaction for the accepted ones (8). The webhook view takes in
+    the events that arrive together this way (routines/intake.py), and enqueues their runs itself
+    after answering (`then`: given the run ids once they are committed)."""
+    answers: list[tuple[int, dict] | None] = [None] * len(items)
+    tokens = {item.token for item in items if item.token}
+    routines = {r.webhook_token: r for r in Routine.objects.filter(webhook_token__in=tokens)} if tokens else {}
+    pending: list[tuple[int, _Checked]] = []
+    for index, item in enumerate(items):
+        outcome = _checks_2_to_5(item, routines.get(item.token) if item.token else None)
+        if isinstance(outcome, _Checked):
+            pending.append((index, outcome))
+        else:
+            answers[index] = outcome
+    # 6: the stored events decide (a mark set before the event is stored would, if the process
+    # died in between, answer every retry "duplicate" and lose the event). A short mark serializes
+    # deliveries of the same id arriving together; it ends by itself if nothing is stored.
+    marked = marks_and_hits([("mark", (c.pending_key, min(PENDING_SECONDS, c.window))) for _, c in pending])
+    for (index, checked), fresh in zip(pending, marked):
+        if not fresh:
+            answers[index] = (200, checked.duplicate)
+    pending = [(index, c) for (index, c), fresh in zip(pending, marked) if fresh]
+    try:  # until stored, a failure must not leave a mark that answers the sender's retry "duplicate"
+        accepted = _settle_6_and_7(pending, answers)
+        if accepted:  # 8
+            with transaction.atomic():
+                events = Event.objects.bulk_create([
+                    Event(routine=c.routine, event_id=c.event_id, source=c.item.source, content_type=c.content_type,
+                          body=c.text) for _, c in accepted])
+                queue_runs([(c.routine, c.item.source, event) for (_, c), event in zip(accepted, events)],
+                           then=then)
+    except Exception:
+        unmark(*[c.pending_key for index, c in pending if answers[index] is None])
+        raise
+    for index, checked in accepted:
+        answers[index] = (200, {"ok": True, "queued": True, "event_id": checked.event_id})
+    return answers
+
+
+def _settle_6_and_7(pending: list[tuple[int, _Checked]], answers: list) -> list[tuple[int, _Checked]]:
+    """Answer the marked events already stored (6) or over their routine's ceiling (7), removing
+    their marks; the others are to be stored."""
+    stored = _stored_ids([c for _, c in pending])
+    seen = [(index, c) for index, c in pending if (c.routine.pk, c.event_id) in stored]
+    unmark(*[c.pending_key for _, c in seen])
+    for index, checked in seen:
+        answers[index] = (200, checked.duplicate)
+    pending = [(index, c) for index, c in pending if (c.routine.pk, c.event_id) not in stored]
+    rates = marks_and_hits([("hit", ([(f"routine:{c.routine.pk}:events", settings.WEBHOOK_EVENTS_PER_MINUTE)],
+                                      RATE_WINDOW_SECONDS)) for _, c in pending])
+    unmark(*[c.pending_key for (_, c), rate in zip(pending, rates) if not rate.allowed])
+    for (index, _), rate in zip(pending, rates):
+        if not rate.allowed:  # 7: not remembered as seen
+            answers[index] = (200, {"ok": True, "ignored": "rate_limited"})
+    return [(index, c) for (index, c), rate in zip(pending, rates) if rate.allowed]
+
+
+def _checks_2_to_5(item: Incoming, routine: Routine | None) -> tuple[int, dict] | _Checked:
     if routine is None:  # 2
         return 404, {"error": "not_found", "message": "No routine has this webhook token."}
     if not routine.is_enabled:  # 3
         return 200, {"ok": True, "ignored": "disabled_routine"}
-    limit = settings.WEBHOOK_MAX_BODY_BYTES
+    limit, body = settings.WEBHOOK_MAX_BODY_BYTES, item.body
     if len(body) > limit:  # 4
         return 413, {"error": "payload_too_large", "message": f"The body is larger than {limit} bytes.",
                      "max_bytes": limit}
-    lower = {name.lower(): value for name, value in headers.items()}
+    lower = {name.lower(): value for name, value in item.headers.items()}
     standard = routine.webhook_signature_scheme == Routine.SignatureScheme.STANDARD
-    if verify_signature and routine.webhook_secret:  # 5
+    if item.verify_signature and routine.webhook_secret:  # 5
         if standard:
             outcome = standard_check(routine.webhook_secret, body, lower)
             if outcome != STANDARD_OK:
@@ -66,37 +159,30 @@ def ingest(token: str, body: bytes, headers: Mapping[str, str], *, source: str =
         elif not signature_valid(routine.webhook_secret, body, lower):
             return 401, dict(BAD_SIGNATURE)
     parsed = _json_of(body)
+    event_id = item.event_id
     if event_id is None and standard:  # the Standard Webhooks id comes before spec 6.1's sources
         event_id = (lower.get("webhook-id") or "").strip() or None
     event_id = _bounded(_storable(event_id or event_id_of(lower, parsed, body)))
-    # 6: the stored events decide (a mark set before the event is stored would, if the process
-    # died in between, answer every retry "duplicate" and lose the event). A short mark serializes
-    # deliveries of the same id arriving together; it ends by itself if nothing is stored.
     window = settings.WEBHOOK_DUPLICATE_WINDOW_SECONDS
     if standard:  # never shorter than the time a replay's timestamp stays acceptable
         window = max(window, STANDARD_SEEN_SECONDS)
     pending_key = f"hook-pending:{routine.pk}:{hashlib.sha256(event_id.encode('utf-8')).hexdigest()}"
-    duplicate = {"ok": True, "ignored": "duplicate", "event_id": event_id}
-    if not mark_once(pending_key, min(PENDING_SECONDS, window)):
-        return 200, duplicate
-    since = timezone.now() - timedelta(seconds=window)
-    if Event.objects.filter(routine=routine, event_id=event_id, received_at__gt=since).exists():
-        unmark(pending_key)
-        return 200, duplicate
-    rate = window_hit([(f"routine:{routine.pk}:events", settings.WEBHOOK_EVENTS_PER_MINUTE)], RATE_WINDOW_SECONDS)
-    if not rate.allowed:  # 7: not remembered as seen
-        unmark(pending_key)
-        return 200, {"ok": True, "ignored": "rate_limited"}
-    try:  # 8
-        with transaction.atomic():
-            event = Event.objects.create(routine=routine, event_id=event_id, source=source,
-                                         content_type=(lower.get("content-type") or "")[:200],
-                                         body=event_text(body, parsed))
-            queue_run(routine, trigger=source, event=event)
-    except Exception:
-        unmark(pending_key)
-        raise
-    return 200, {"ok": True, "queued": True, "event_id": event_id}
+    return _Checked(routine, item, event_id, window, pending_key, (lower.get("content-type") or "")[:200],
+                    event_text(body, parsed))
+
+
+def _stored_ids(checked: list[_Checked]) -> set[tuple[int, str]]:
+    """(routine, event id) of the events already stored within each one's window: one query."""
+    if not checked:
+        return set()
+    now = timezone.now()
+    since = {(c.routine.pk, c.event_id): now - timedelta(seconds=c.window) for c in checked}
+    rows = Event.objects.filter(
+        routine_id__in={c.routine.pk for c in checked}, event_id__in={c.event_id for c in checked},
+        received_at__gt=min(since.values()),
+    ).values_list("routine_id", "event_id", "received_at")
+    return {(routine_id, event_id) for routine_id, event_id, at in rows
+            if (routine_id, event_id) in since and at > since[(routine_id, event_id)]}
 
 
 def event_id_of(headers: Mapping[str, str], parsed, body: bytes) -> str:

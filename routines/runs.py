@@ -21,6 +21,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -59,19 +60,29 @@ NO_DELIVERY = "No delivery target succeeded."
 def queue_run(routine: Routine, *, trigger: str, event=None) -> Run:
     """A queued run of `routine`; its task is enqueued when the surrounding transaction commits
     (at once outside one). If the broker cannot take it, the sweep enqueues it later."""
-    run = Run.objects.create(routine=routine, trigger=trigger, source_event=event,
-                             event_id=event.event_id if event is not None else "")
-    transaction.on_commit(lambda: enqueue(run.pk))
-    return run
+    return queue_runs([(routine, trigger, event)])[0]
 
 
-def enqueue(run_id: int) -> None:
+def queue_runs(entries: list[tuple[Routine, str, object]], *, then: Callable[..., None] | None = None) -> list[Run]:
+    """`queue_run` for several `(routine, trigger, event)` at once: one INSERT. `then(*run_ids)`
+    instead of `enqueue` once the transaction commits (the webhook intake answers first)."""
+    if not entries:
+        return []
+    runs = Run.objects.bulk_create([
+        Run(routine=routine, trigger=trigger, source_event=event, event_id=event.event_id if event is not None else "")
+        for routine, trigger, event in entries])
+    transaction.on_commit(lambda: (then or enqueue)(*(run.pk for run in runs)))
+    return runs
+
+
+def enqueue(*run_ids: int) -> None:
     from routines.tasks import execute_routine_run
 
-    try:
-        execute_routine_run.delay(run_id)
-    except Exception:  # the broker is down: the run stays queued, and the sweep retries it
-        log.exception("could not enqueue run %s; the sweep will", run_id)
+    for run_id in run_ids:
+        try:
+            execute_routine_run.delay(run_id)
+        except Exception:  # the broker is down: the run stays queued, and the sweep retries it
+            log.exception("could not enqueue run %s; the sweep will", run_id)
 
 
 def claim(run_id: int) -> bool:

@@ -15,7 +15,8 @@ from gateway.output import respond, timestamp
 from routines import routine_writes as writes
 from routines.blueprints import BLUEPRINTS
 from routines.inbox import inbox_messages, mark_read
-from routines.ingest import ingest
+from routines.ingest import Incoming
+from routines.intake import take_in
 from routines.models import Routine, Run
 from routines.runs import recent_runs
 
@@ -160,7 +161,7 @@ def inbox_read(request, message_id: int):
 
 
 @endpoint("POST", auth=NONE, limit=ratelimit.HOOKS)
-def _hook(request, token: str):
+async def _hook(request, token: str):
     """Spec 4.7. The per-address ceiling ran before this (the endpoint wrapper); then check 1
     here, the token's form, and checks 2 to 8 in `ingest`. At most one byte over the cap is read
     from the body."""
@@ -169,16 +170,16 @@ def _hook(request, token: str):
     if not TOKEN_FORM.fullmatch(token):
         raise Http404  # the framework's plain 404, as for an unknown route (no rate headers)
     body = request.read(settings.WEBHOOK_MAX_BODY_BYTES + 1)
-    status, answer = ingest(token, body, request.headers)
+    status, answer = await take_in(Incoming(token, body, request.headers))
     return respond(answer, status=status)
 
 
-def hook(request, token: str):
+async def hook(request, token: str):
     """A malformed token is no route: the plain 404 for every method (a POST is counted first,
     like any other, since the per-address limit comes before everything)."""
     if request.method != "POST" and not TOKEN_FORM.fullmatch(token):
         raise Http404
-    return _hook(request, token)
+    return await _hook(request, token)
 
 
 hook.csrf_exempt = True

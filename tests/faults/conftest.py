@@ -38,8 +38,14 @@ def _fresh_state():
 
 @pytest.fixture(scope="session")
 def stack():
+    from tests.contract import LIVE_BASES
+
     with running_stack() as s:
-        yield s
+        LIVE_BASES.add(s.url)  # its answers are held to the OpenAPI document like any other (issue 12)
+        try:
+            yield s
+        finally:
+            LIVE_BASES.discard(s.url)
 
 
 @pytest.fixture

@@ -51,7 +51,7 @@ def test_a_server_error_on_a_webhook_url_is_logged_without_the_token(client, cap
     def fails(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("routines.views.ingest", fails)
+    monkeypatch.setattr("routines.views.take_in", fails)
     client.raise_request_exception = False
     with caplog.at_level(logging.ERROR, logger="django.request"):
         assert client.post(f"/api/v1/hooks/{TOKEN}", b"{}", content_type="application/json").status_code == 500

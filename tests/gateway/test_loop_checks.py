@@ -81,3 +81,27 @@ def test_without_redis_the_checks_stay_in_one_hop(caller, hops, settings):
     settings.REDIS_URL = ""
     assert [r.status_code for r in _calls(caller, 2)] == [200, 200]
     assert hops == []  # the synchronous checks ran in the wrapper's own single hop, not in_worker
+
+
+def test_the_loop_counter_step_survives_a_redis_restart(settings, tmp_path):
+    """A pooled asyncio connection that a restarted Redis closed is replaced at once: the next
+    counter step succeeds (without a retry it failed once, and its request got a 503)."""
+    from gateway import loop_redis
+    from tests.faults.stack import PrivateRedis
+
+    redis = PrivateRedis(tmp_path, tmp_path).start()
+    try:
+        settings.REDIS_URL = redis.url
+
+        async def steps():
+            first = await loop_redis.window_hit([("t:restart", 10)], 60)
+            redis.stop_now()
+            redis.start()
+            second = await loop_redis.window_hit([("t:restart", 10)], 60)
+            return first, second
+
+        first, second = asyncio.run(steps())
+        assert first.allowed and second.allowed
+        assert second.windows[0].count == 1  # a new Redis: the window starts again
+    finally:
+        redis.stop()

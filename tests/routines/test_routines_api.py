@@ -384,6 +384,7 @@ def test_run_now_on_a_paused_routine_is_422(api):
     assert not Run.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)  # the hook view reads the routine on a worker thread
 def test_rotate_token_issues_a_new_url(api, client):
     created = create(api, webhook_secret=None)
     rid, old = created["routine"]["id"], created["routine"]["webhook_token"]

@@ -20,6 +20,9 @@ from routines.signatures import standard_check, standard_keys, standard_sign
 from tests.conftest import clear_counters
 from tests.factories import api_key_for, bearer
 
+# the hook view takes events in on a worker thread (routines/intake.py): it must see the test's rows
+pytestmark = pytest.mark.django_db(transaction=True)
+
 HEX_SECRET = "5f" * 32  # the form of a generated secret: 64 hex characters
 WHSEC = "whsec_" + base64.b64encode(b"a Standard Webhooks secret, 32 b").decode()
 T0 = 1_800_000_000
