@@ -76,13 +76,18 @@ def queue_runs(entries: list[tuple[Routine, str, object]], *, then: Callable[...
 
 
 def enqueue(*run_ids: int) -> None:
-    from routines.tasks import execute_routine_run
+    """Hand runs to the task queue: a run is one message; several (a batch of webhook events)
+    are one message that a worker splits into a task per run, so a web process publishes once
+    per batch. If the broker cannot take them they stay queued, and the sweep enqueues them."""
+    from routines.tasks import enqueue_routine_runs, execute_routine_run
 
-    for run_id in run_ids:
-        try:
-            execute_routine_run.delay(run_id)
-        except Exception:  # the broker is down: the run stays queued, and the sweep retries it
-            log.exception("could not enqueue run %s; the sweep will", run_id)
+    try:
+        if len(run_ids) == 1:
+            execute_routine_run.delay(run_ids[0])
+        elif run_ids:
+            enqueue_routine_runs.delay(list(run_ids))
+    except Exception:
+        log.exception("could not enqueue runs %s; the sweep will", list(run_ids))
 
 
 def claim(run_id: int) -> bool:

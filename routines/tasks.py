@@ -29,6 +29,14 @@ def execute_routine_run(self, run_id: int) -> None:
         raise self.retry(countdown=min(2 ** self.request.retries, 30), max_retries=POSTPONE_RETRIES) from None
 
 
+@shared_task(name="routines.tasks.enqueue_routine_runs", acks_late=True, reject_on_worker_lost=True)
+def enqueue_routine_runs(run_ids: list[int]) -> None:
+    """A task per run of a batch (routines.runs.enqueue). Done twice (a worker lost midway), a run
+    is still carried out once: its task claims it first."""
+    for run_id in run_ids:
+        execute_routine_run.delay(run_id)
+
+
 @shared_task(bind=True, name="routines.tasks.deliver_run_target", acks_late=True, reject_on_worker_lost=True,
              autoretry_for=(RetryableDeliveryError,), retry_backoff=settings.DELIVERY_RETRY_BACKOFF_SECONDS,
              retry_backoff_max=settings.DELIVERY_RETRY_BACKOFF_MAX_SECONDS, retry_jitter=False,

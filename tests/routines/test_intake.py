@@ -94,3 +94,16 @@ def test_a_failure_at_the_duplicate_look_up_leaves_no_mark(unsigned, monkeypatch
         ingest.ingest(unsigned.webhook_token, b'{"id": "kept"}', {})
     monkeypatch.setattr(ingest, "_stored_ids", real)
     assert ingest.ingest(unsigned.webhook_token, b'{"id": "kept"}', {})[1]["queued"] is True
+
+
+def test_a_batch_of_runs_is_one_message_that_a_worker_splits(monkeypatch):
+    from routines import runs, tasks
+
+    split, single = [], []
+    monkeypatch.setattr(tasks.enqueue_routine_runs, "delay", lambda ids: split.append(ids))
+    monkeypatch.setattr(tasks.execute_routine_run, "delay", lambda run_id: single.append(run_id))
+    runs.enqueue(1, 2, 3)
+    runs.enqueue(4)
+    assert split == [[1, 2, 3]] and single == [4]
+    tasks.enqueue_routine_runs([5, 6])  # in the worker: a task per run
+    assert single == [4, 5, 6]
