@@ -35,10 +35,12 @@ def _client():
         from redis.exceptions import ConnectionError
 
         # A pooled connection that Redis closed (it restarted) fails its next command: tried again on
-        # a new connection at once. Without `retry_on_error` the asyncio client would not retry.
+        # a new connection at once. Without `retry_on_error` the asyncio client would not retry. The
+        # pool's default of 100 connections is less than the calls one process has in flight at c=64
+        # (each meters after its reply): "Too many connections" became a 503.
         client = aioredis.Redis.from_url(
             settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2, retry_on_error=[ConnectionError],
-            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.25), retries=2))
+            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.25), retries=2), max_connections=1000)
         found = (settings.REDIS_URL, client, client.register_script(_HIT_SCRIPT), client.register_script(_ADD_SCRIPT))
         _clients[loop] = found
     return found[1:]

@@ -14,9 +14,10 @@ from typing import Any
 from gateway.formats import StreamError
 from gateway.formats.anthropic import chat_to_messages_request
 from gateway.formats.anthropic_stream import MessagesToChatStream
-from gateway.providers.base import broken, http_client, missing_key, secrets_of, server_events, timeouts
+from gateway.providers.base import broken, missing_key, secrets_of, server_events, timeouts
 from gateway.replies import chunk_problem
 from gateway.routing import Target
+from gateway.upstream_http import build_request
 
 API_VERSION = "2023-06-01"
 
@@ -28,10 +29,8 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
     headers = {"anthropic-version": API_VERSION}
     if target.server.api_key:
         headers["x-api-key"] = target.server.api_key
-    request = http_client().build_request(
-        "POST", f"{target.server.base_url}/v1/messages", json=payload, headers=headers,
-        timeout=timeouts(target.server),
-    )
+    request = build_request("POST", f"{target.server.base_url}/v1/messages", json=payload, headers=headers,
+                            timeouts=timeouts(target.server))
     translator = MessagesToChatStream(
         completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name, created=int(time.time()),
         include_usage=True,

@@ -1,16 +1,16 @@
 """What every provider client shares: the failure types, the classification of a model
-server's answer, and one pooled HTTP client per event loop (connection reuse across requests)."""
+server's answer, and one pooled HTTP client per event loop (connection reuse across requests):
+gateway/upstream_http.py, whose failures are mapped here."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-import httpx
-
-from gateway import cooldown
+from gateway import cooldown, upstream_http
 from gateway.redact import credentials_in, redact
 from gateway.routing import Server
 from gateway.sse import sse_read
@@ -58,13 +58,13 @@ class StreamCut(Exception):
         return f"{self.reason}: {self.message}"
 
 
-def secrets_of(request: httpx.Request, server: Server) -> list[str]:
+def secrets_of(request: upstream_http.Request, server: Server) -> list[str]:
     """The credentials a request to `server` carries: the server's key and every credential
     header that was sent. An answer's text is shown only without them (gateway/redact.py)."""
     return [server.api_key, *credentials_in(request.headers)]
 
 
-def failure_from_response(status: int, body: bytes, headers: httpx.Headers,
+def failure_from_response(status: int, body: bytes, headers: Mapping[str, str],
                           secrets: list[str] | tuple[str, ...] = ()) -> UpstreamError:
     """The failure of a model server's answer other than 200. Its error message is passed on to
     the caller, so it is stripped of `secrets` (what the request carried) and of anything shaped
@@ -76,14 +76,15 @@ def failure_from_response(status: int, body: bytes, headers: httpx.Headers,
     return UpstreamError(REFUSED, status, message, retry_after)
 
 
-def failure_from_transport(exc: httpx.HTTPError) -> UpstreamError:
+def failure_from_transport(exc: upstream_http.HTTPError) -> UpstreamError:
     """A connect failure, or a connect or read timeout, also puts the server in cooldown."""
-    if isinstance(exc, (httpx.ConnectTimeout, httpx.ReadTimeout)):
-        cause = "connect timeout" if isinstance(exc, httpx.ConnectTimeout) else "read timeout before the first byte"
+    if isinstance(exc, (upstream_http.ConnectTimeout, upstream_http.ReadTimeout)):
+        cause = ("connect timeout" if isinstance(exc, upstream_http.ConnectTimeout)
+                 else "read timeout before the first byte")
         return UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.", cooldown_cause=cause)
-    if isinstance(exc, httpx.TimeoutException):
+    if isinstance(exc, upstream_http.Timeout):
         return UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.")
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, upstream_http.ConnectError):
         return UpstreamError(UNAVAILABLE, 503, "The model server could not be reached.",
                              cooldown_cause=f"connect failed ({str(exc) or type(exc).__name__})")
     return UpstreamError(UNAVAILABLE, 503, "The model server could not be reached.")
@@ -95,19 +96,26 @@ def cooling_down(server: Server) -> UpstreamError:
                                            "reached lately.")
 
 
-async def send(request: httpx.Request, server: Server, *, stream: bool) -> tuple[httpx.Response, str]:
+async def send(request: upstream_http.Request, server: Server, *,
+               stream: bool) -> tuple[upstream_http.Response, str]:
     """Send `request` to `server` unless the server is cooling down (then UpstreamError at once,
     with no network call). A failure to reach it puts it in cooldown; the probe after a cooldown
-    that reaches it (whatever its status) clears it. Returns the response and the cooldown
-    verdict (`gateway.cooldown.PROBE` when this call was the probe)."""
+    that reaches it (whatever its status) clears it. Returns the response (its body read, in
+    `content`, unless `stream`) and the cooldown verdict (`gateway.cooldown.PROBE` when this call
+    was the probe)."""
     verdict = cooldown.verdict(server)  # no I/O unless the server's cooldown just ended
     if verdict == cooldown.ASK:
         verdict = await cooldown.take_probe_async(server)
     if verdict == cooldown.SKIP:
         raise cooling_down(server)
     try:
-        response = await http_client().send(request, stream=stream)
-    except httpx.HTTPError as exc:
+        response = await http_client().send(request)
+        if not stream:
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+    except upstream_http.HTTPError as exc:
         failure = failure_from_transport(exc)
         if failure.cooldown_cause:
             await cooldown.record_failure_async(server, failure.cooldown_cause)
@@ -137,31 +145,27 @@ def _error_message(body: bytes, secrets: list[str] | tuple[str, ...] = ()) -> st
     return ""
 
 
-def _retry_after(headers: httpx.Headers) -> float | None:
+def _retry_after(headers: Mapping[str, str]) -> float | None:
     try:
         return float(headers["retry-after"])
     except (KeyError, ValueError):
         return None
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, upstream_http.Client] = weakref.WeakKeyDictionary()
 
 
-def http_client() -> httpx.AsyncClient:
+def http_client() -> upstream_http.Client:
     """The process's pooled client for the running event loop."""
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
-        client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200, keepalive_expiry=30),
-            follow_redirects=False,
-        )
-        _clients[loop] = client
+        client = _clients[loop] = upstream_http.Client(max_idle=200, idle_expiry=30)
     return client
 
 
-def timeouts(server: Server) -> httpx.Timeout:
-    return httpx.Timeout(connect=server.connect_timeout, read=server.read_timeout, write=30.0, pool=30.0)
+def timeouts(server: Server) -> upstream_http.Timeouts:
+    return upstream_http.Timeouts(connect=server.connect_timeout, read=server.read_timeout, write=30.0)
 
 
 def missing_key(server: Server) -> UpstreamError | None:
@@ -171,7 +175,7 @@ def missing_key(server: Server) -> UpstreamError | None:
     return None
 
 
-async def server_events(request: httpx.Request, server: Server):
+async def server_events(request: upstream_http.Request, server: Server):
     """(event, data) of a model server's SSE reply. Before the first event every failure is an
     UpstreamError (so the next model can be tried); after it, a StreamCut. A server that times
     out before its first event goes into cooldown (`send`)."""
@@ -184,13 +188,13 @@ async def server_events(request: httpx.Request, server: Server):
         async for event, data in sse_read(response.aiter_raw()):
             yield event, data
             started = True
-    except httpx.TimeoutException:
+    except upstream_http.Timeout:
         if not started:
             await cooldown.record_failure_async(server, "read timeout before the first byte")
             raise UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.",
                                 cooldown_cause="read timeout before the first byte") from None
         raise StreamCut("read_timeout", "The model stopped answering mid-reply.") from None
-    except httpx.HTTPError:
+    except upstream_http.HTTPError:
         if not started:
             raise UpstreamError(UNAVAILABLE, 502, "The model server closed the connection.") from None
         raise StreamCut("disconnected", "The model server closed the connection mid-reply.") from None

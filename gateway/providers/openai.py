@@ -15,7 +15,6 @@ import httpx
 from gateway.providers.base import (
     broken,
     failure_from_response,
-    http_client,
     missing_key,
     secrets_of,
     send,
@@ -24,6 +23,7 @@ from gateway.providers.base import (
 )
 from gateway.replies import chunk_problem
 from gateway.routing import Target
+from gateway.upstream_http import Response, build_request
 
 
 def _headers(target: Target) -> dict[str, str]:
@@ -36,10 +36,8 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
     if failure := missing_key(target.server):
         raise failure
     payload = {**body, "model": target.name, "stream": True, "stream_options": {"include_usage": True}}
-    request = http_client().build_request(
-        "POST", f"{target.server.base_url}/chat/completions", json=payload, headers=_headers(target),
-        timeout=timeouts(target.server),
-    )
+    request = build_request("POST", f"{target.server.base_url}/chat/completions", json=payload,
+                            headers=_headers(target), timeouts=timeouts(target.server))
     secrets = secrets_of(request, target.server)
     started = finished = done = False
     async for _event, data in server_events(request, target.server):
@@ -68,13 +66,19 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         raise broken(started, "The model server ended the reply early.")
 
 
-async def forward(target: Target, path: str, **kwargs: Any) -> httpx.Response:
-    """A plain request to the server (audio, embeddings): the whole response, or UpstreamError."""
+async def forward(target: Target, path: str, *, json: Any = None, data: dict[str, str] | None = None,
+                  files: dict[str, Any] | None = None) -> Response:
+    """A plain request to the server (audio, embeddings): the whole response (`content`, `text`,
+    `headers` with lower-case names), or UpstreamError. `data` and `files` make a multipart form."""
     if failure := missing_key(target.server):
         raise failure
-    request = http_client().build_request(
-        "POST", f"{target.server.base_url}{path}", headers=_headers(target), timeout=timeouts(target.server), **kwargs
-    )
+    url, headers = f"{target.server.base_url}{path}", _headers(target)
+    if data is not None or files is not None:  # httpx only writes the multipart body here
+        form = httpx.Request("POST", url, data=data, files=files)
+        request = build_request("POST", url, content=form.read(), timeouts=timeouts(target.server),
+                                headers={**headers, "Content-Type": form.headers["Content-Type"]})
+    else:
+        request = build_request("POST", url, json=json, headers=headers, timeouts=timeouts(target.server))
     response, _verdict = await send(request, target.server, stream=False)
     if response.status_code != 200:
         raise failure_from_response(response.status_code, response.content, response.headers,

@@ -9,7 +9,6 @@ import threading
 import time
 from unittest import mock
 
-import httpx
 import pytest
 import redis
 from django.test import override_settings
@@ -19,6 +18,7 @@ from gateway.dispatch import ChainExhausted, open_reply
 from gateway.embeddings import embed
 from gateway.providers.base import UpstreamError
 from gateway.routing import registry
+from gateway.upstream_http import Client, ConnectError
 from tests.factories import ModelFactory, ModelServerFactory
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -129,7 +129,7 @@ def test_a_refused_server_is_skipped_by_the_next_call_without_a_connection(close
     fell = [r.getMessage() for r in caplog.records if r.name == "gateway.dispatch"]
     assert fell and "model m on server s failed: connect failed" in fell[0]
 
-    with mock.patch.object(httpx.AsyncClient, "send", never_send):
+    with mock.patch.object(Client, "send", never_send):
         second, elapsed = call([target])
     assert isinstance(second, ChainExhausted) and second.status == 503
     assert second.headers["Retry-After"]
@@ -198,7 +198,7 @@ def test_a_failed_probe_renews_the_cooldown(closed_port, redis_url):
     cooldown.record_failure(target.server, "connect failed")
     expire(redis_url, target.server.id)
     registry()
-    with mock.patch.object(httpx.AsyncClient, "send", side_effect=httpx.ConnectError("refused")) as send:
+    with mock.patch.object(Client, "send", side_effect=ConnectError("refused")) as send:
         first, _ = call([target])  # the probe
         second, _ = call([target])
     assert send.call_count == 1
@@ -238,7 +238,7 @@ def test_embeddings_skip_a_cooling_server_too(closed_port, loop):
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     with pytest.raises(ChainExhausted):
         loop.run_until_complete(embed([target], ["hello"]))
-    with mock.patch.object(httpx.AsyncClient, "send", never_send), pytest.raises(ChainExhausted):
+    with mock.patch.object(Client, "send", never_send), pytest.raises(ChainExhausted):
         loop.run_until_complete(embed([target], ["hello"]))
 
 
