@@ -260,6 +260,9 @@ CELERY_TASK_IGNORE_RESULT = True
 # new thread, reading the installed packages' entry points, and a web process enqueues from a thread per request
 # (a quarter of the webhook ingest's CPU, bench/README.md).
 CELERY_RESULT_BACKEND_THREAD_SAFE = True
+# The web process's garbage collector (gateway/asgi.py): what is loaded at start is frozen, and these thresholds
+# replace Python's (700, 10, 10). Empty: Python's defaults, nothing frozen.
+GC_THRESHOLDS = tuple(env.list("GC_THRESHOLDS", cast=int, default=[50_000, 20, 100]))
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

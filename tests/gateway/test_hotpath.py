@@ -119,3 +119,12 @@ def test_any_other_route_goes_through_djangos_handler(key, started):
     status, headers, _ = call("GET", "/api/v1/version", headers=[(b"authorization", f"Bearer {key}".encode())])
     assert status == 200 and headers[b"Cache-Control"] == b"no-store"
     assert started == ["/api/v1/version"]
+
+
+def test_the_web_process_freezes_what_it_loaded_and_collects_less_often(settings):
+    """gateway/asgi.py tunes the cyclic garbage collector (p99 under load: bench/README.md)."""
+    import gc
+
+    assert settings.GC_THRESHOLDS == (50_000, 20, 100)
+    assert gc.get_threshold() == settings.GC_THRESHOLDS  # gateway.asgi was imported above
+    assert gc.get_freeze_count() > 10_000  # Django, the apps and their modules
