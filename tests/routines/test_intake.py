@@ -107,3 +107,22 @@ def test_a_batch_of_runs_is_one_message_that_a_worker_splits(monkeypatch):
     assert split == [[1, 2, 3]] and single == [4]
     tasks.enqueue_routine_runs([5, 6])  # in the worker: a task per run
     assert single == [4, 5, 6]
+
+
+def test_in_one_batch_the_ceiling_refuses_exactly_the_first_event_over_it_and_accounts_stay_apart(
+        unsigned, outsider, batches, settings):
+    """Check 7 inside a batch: with a ceiling of 2 the 2nd event is the last allowed and the 3rd
+    the first refused (not remembered as seen); another account's routine in the same batch has a
+    ceiling and rows of its own."""
+    settings.WEBHOOK_EVENTS_PER_MINUTE = 2
+    theirs = Routine.objects.create(account=outsider, name="Theirs", prompt="x", trigger="webhook",
+                                    delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
+    items = [Incoming(unsigned.webhook_token, b'{"id": "1"}', {}), Incoming(unsigned.webhook_token, b'{"id": "2"}', {}),
+             Incoming(theirs.webhook_token, b'{"id": "1"}', {}), Incoming(unsigned.webhook_token, b'{"id": "3"}', {})]
+    answers = ingest_many(items)
+    assert [body for _, body in answers] == [
+        {"ok": True, "queued": True, "event_id": "1"}, {"ok": True, "queued": True, "event_id": "2"},
+        {"ok": True, "queued": True, "event_id": "1"}, {"ok": True, "ignored": "rate_limited"}]
+    assert sorted(Event.objects.filter(routine=unsigned).values_list("event_id", flat=True)) == ["1", "2"]
+    assert list(Event.objects.filter(routine=theirs).values_list("event_id", flat=True)) == ["1"]
+    assert set(Run.objects.values_list("routine__account", flat=True)) == {unsigned.account_id, outsider.pk}
