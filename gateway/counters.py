@@ -13,6 +13,7 @@ the clock the rest of the service uses, and tests can move it.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from contextlib import contextmanager
@@ -334,24 +335,49 @@ def mark_once(key: str, window: int) -> bool:
         return True
 
 
-def marks_and_hits(steps: list[tuple[str, tuple]]) -> list:
-    """Several `mark_once` ("mark", (key, window)) and `window_hit` ("hit", (counters, window))
-    steps in order, in one round trip to Redis (a pipeline): their results, in order."""
+def marks_many(marks: list[tuple[str, int]]) -> list[bool]:
+    """`mark_once` for each `(key, window)`, in order, in one round trip to Redis."""
     if not settings.REDIS_URL:
-        return [mark_once(*args) if kind == "mark" else window_hit(*args) for kind, args in steps]
-    client = _redis_client(settings.REDIS_URL)
-    pipe = client.pipeline(transaction=False)
+        return [mark_once(key, window) for key, window in marks]
     now_ms = int(time.time() * 1000)
-    for kind, args in steps:
-        if kind == "mark":
-            key, window = args
-            _redis_mark_script(settings.REDIS_URL)(keys=[KEY_PREFIX + key], args=[now_ms, window * 1000], client=pipe)
-        else:
-            keys, argv = hit_script_call(args[0], args[1], [], [])
-            _redis_script(settings.REDIS_URL)(keys=keys, args=argv, client=pipe)
-    replies = pipe.execute()
-    return [bool(int(reply)) if kind == "mark" else hit_script_result(reply, args[0], 0)
-            for (kind, args), reply in zip(steps, replies)]
+    replies = _scripts_in_one_trip(_MARK_SCRIPT, [([KEY_PREFIX + key], [now_ms, window * 1000]) for key, window in marks])
+    return [bool(int(reply)) for reply in replies]
+
+
+def hits_many(hits: list[tuple[list[tuple[str, int]], int]]) -> list[HitResult]:
+    """`window_hit` for each `(counters, window)`, in order, in one round trip to Redis."""
+    if not settings.REDIS_URL:
+        return [window_hit(counters, window) for counters, window in hits]
+    replies = _scripts_in_one_trip(_HIT_SCRIPT, [hit_script_call(counters, window, [], []) for counters, window in hits])
+    return [hit_script_result(reply, counters, 0) for (counters, _), reply in zip(hits, replies)]
+
+
+def _scripts_in_one_trip(script: str, calls: list[tuple[list, list]]) -> list:
+    """One script run once per `(keys, args)`: EVALSHA in a pipeline. Not redis-py's `Script` in a
+    pipeline, which asks Redis whether the script is loaded (SCRIPT EXISTS) on every execution: a
+    second round trip. A Redis that lost its scripts (it restarted) refuses them all (NOSCRIPT);
+    the script is loaded and the calls made again."""
+    if not calls:
+        return []
+    from redis.exceptions import NoScriptError
+
+    client = _redis_client(settings.REDIS_URL)
+    sha = _script_sha(script)
+    for attempt in (1, 2):
+        pipe = client.pipeline(transaction=False)
+        for keys, args in calls:
+            pipe.evalsha(sha, len(keys), *keys, *args)
+        try:
+            return pipe.execute()
+        except NoScriptError:
+            if attempt == 2:
+                raise
+            client.script_load(script)
+
+
+@lru_cache(maxsize=None)
+def _script_sha(script: str) -> str:
+    return hashlib.sha1(script.encode("utf-8")).hexdigest()
 
 
 def unmark(*keys: str) -> None:

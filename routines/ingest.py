@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from gateway.counters import marks_and_hits, unmark
+from gateway.counters import hits_many, marks_many, unmark
 from routines.models import Event, Routine
 from routines.runs import queue_runs
 from routines.signatures import (STANDARD_BAD_TIMESTAMP, STANDARD_OK, STANDARD_TOLERANCE_SECONDS, signature_valid,
@@ -99,7 +99,7 @@ def ingest_many(items: list[Incoming], *, then: Callable[..., None] | None = Non
     # 6: the stored events decide (a mark set before the event is stored would, if the process
     # died in between, answer every retry "duplicate" and lose the event). A short mark serializes
     # deliveries of the same id arriving together; it ends by itself if nothing is stored.
-    marked = marks_and_hits([("mark", (c.pending_key, min(PENDING_SECONDS, c.window))) for _, c in pending])
+    marked = marks_many([(c.pending_key, min(PENDING_SECONDS, c.window)) for _, c in pending])
     for (index, checked), fresh in zip(pending, marked):
         if not fresh:
             answers[index] = (200, checked.duplicate)
@@ -130,8 +130,8 @@ def _settle_6_and_7(pending: list[tuple[int, _Checked]], answers: list) -> list[
     for index, checked in seen:
         answers[index] = (200, checked.duplicate)
     pending = [(index, c) for index, c in pending if (c.routine.pk, c.event_id) not in stored]
-    rates = marks_and_hits([("hit", ([(f"routine:{c.routine.pk}:events", settings.WEBHOOK_EVENTS_PER_MINUTE)],
-                                      RATE_WINDOW_SECONDS)) for _, c in pending])
+    rates = hits_many([([(f"routine:{c.routine.pk}:events", settings.WEBHOOK_EVENTS_PER_MINUTE)], RATE_WINDOW_SECONDS)
+                       for _, c in pending])
     unmark(*[c.pending_key for (_, c), rate in zip(pending, rates) if not rate.allowed])
     for (index, _), rate in zip(pending, rates):
         if not rate.allowed:  # 7: not remembered as seen

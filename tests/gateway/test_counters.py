@@ -6,7 +6,8 @@ import pytest
 import time_machine
 from django.conf import settings as django_settings
 
-from gateway.counters import amounts_add, amounts_forget, amounts_get, amounts_seed, window_hit
+from gateway.counters import (amounts_add, amounts_forget, amounts_get, amounts_seed, hits_many, marks_many,
+                              window_hit)
 from tests.conftest import clear_counters
 
 
@@ -75,6 +76,45 @@ def test_an_amount_is_missing_until_seeded_and_an_addition_does_not_create_it(ba
         assert amounts_get(["t:q"]) == [None] or backend == "redis"  # Redis expires it 60 s later
         amounts_forget(["t:q"])
         assert amounts_get(["t:q"]) == [None]
+
+
+def test_marks_and_hits_in_one_step_answer_as_one_at_a_time(backend):
+    with time_machine.travel(1_800_000_000, tick=False):
+        assert marks_many([("t:m1", 30), ("t:m2", 30), ("t:m1", 30)]) == [True, True, False]
+        assert marks_many([]) == [] and hits_many([]) == []
+        results = hits_many([([("t:h", 2)], 60)] * 3 + [([("t:other", 1)], 60)])
+    assert [r.allowed for r in results] == [True, True, False, True]
+    assert [r.windows[0].count for r in results] == [1, 2, 2, 1]
+
+
+def test_several_steps_are_one_round_trip_and_survive_a_redis_that_lost_its_scripts(settings, tmp_path):
+    """EVALSHA in one pipeline, nothing else (redis-py's Script asked SCRIPT EXISTS first, on every
+    call); a restarted Redis has no script: it is loaded again and the steps made."""
+    import redis as redis_py
+
+    from tests.faults.stack import PrivateRedis
+
+    private = PrivateRedis(tmp_path, tmp_path).start()
+    try:
+        settings.REDIS_URL = private.url
+        marks_many([("t:warm", 30)]), hits_many([([("t:warm-hit", 5)], 60)])  # the scripts loaded
+        stats = redis_py.Redis.from_url(private.url)
+
+        def calls() -> dict[str, int]:
+            info = stats.info("commandstats")
+            return {name: info.get(f"cmdstat_{name}", {}).get("calls", 0) for name in ("evalsha", "script", "eval")}
+
+        before = calls()
+        assert marks_many([("t:a", 30), ("t:b", 30)]) == [True, True]
+        assert [r.allowed for r in hits_many([([("t:h", 5)], 60)] * 2)] == [True, True]
+        after = calls()
+        assert {name: after[name] - before[name] for name in after} == {"evalsha": 4, "script": 0, "eval": 0}
+        private.stop_now()
+        private.start()  # a new Redis: no script loaded
+        assert marks_many([("t:a", 30)]) == [True]
+        assert [r.windows[0].count for r in hits_many([([("t:h", 5)], 60)])] == [1]
+    finally:
+        private.stop()
 
 
 def test_the_embedded_cache_keeps_live_windows_when_it_fills_up(settings, db):

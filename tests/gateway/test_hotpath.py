@@ -66,6 +66,37 @@ def test_the_hot_routes_are_the_issues_list():
         assert not is_hot(path), path
 
 
+HOT_EXAMPLES = ("/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/models", "/v1/messages/count_tokens",
+                "/v1/responses/input_tokens", "/api/v1/chat", "/api/v1/hooks/" + "a" * 48, "/api/v1/hooks/x")
+
+
+@pytest.mark.parametrize("path", HOT_EXAMPLES)
+def test_the_hot_resolver_finds_what_the_urlconf_finds(path):
+    from django.test import RequestFactory
+    from django.urls import get_resolver
+
+    from gateway.hotpath import HotPathHandler
+
+    expected = get_resolver().resolve(path)
+    found = HotPathHandler().resolve_request(RequestFactory().post(path))
+    assert (found.func, found.args, found.kwargs, found.route, found.url_name) == (
+        expected.func, expected.args, expected.kwargs, expected.route, expected.url_name)
+    assert len(found.tried) < 9 < len(expected.tried)  # found among the hot routes alone
+
+
+def test_a_hot_prefix_the_hot_routes_do_not_match_goes_through_the_whole_urlconf(db):
+    status, headers, content = call("POST", "/api/v1/hooks/a/b")
+    assert (status, json.loads(content)) == (404, {"message": "Not Found."})  # the URLconf's 404
+    from django.test import RequestFactory
+    from django.urls import Resolver404
+
+    from gateway.hotpath import HotPathHandler
+
+    with pytest.raises(Resolver404) as raised:
+        HotPathHandler().resolve_request(RequestFactory().post("/api/v1/hooks/a/b"))
+    assert raised.value.args[0]["tried"]  # the whole URLconf's routes were tried
+
+
 def test_a_hot_route_answers_without_request_started_and_meters_from_the_loop(key, started):
     from gateway.models import UsageRecord
     from gateway.quotas import quota_used
