@@ -309,7 +309,7 @@ def test_the_read_timeout_before_the_head():
             with pytest.raises(uh.ReadTimeout):
                 await uh.Client().send(uh.build_request("POST", server.url, json={},
                                                         timeouts=uh.Timeouts(read=0.2)))
-            assert 0.2 <= loop.time() - started < 1
+            assert 0.19 <= loop.time() - started < 1  # a timer may fire up to the clock's resolution early
 
     run(main())
 
