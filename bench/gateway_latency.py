@@ -117,6 +117,8 @@ def main() -> int:
     p.add_argument("--stream", dest="profile_stream", action="store_true",
                    help="with --profile: profile streamed replies instead of non-streamed ones")
     p.add_argument("--client", choices=sorted(CLIENTS), default="raw", help="load generator client (default raw)")
+    p.add_argument("--server", choices=("uvicorn", "granian"), default="uvicorn",
+                   help="the gateway's ASGI server (default uvicorn, as the Procfile; granian for comparison)")
     p.add_argument("--rounds", type=int, help="override the plan's rounds")
     p.add_argument("--commit", metavar="REV",
                    help="test this commit (exported with git archive) instead of the working tree, e.g. HEAD")
@@ -129,6 +131,8 @@ def main() -> int:
     harness.install_signal_handlers()
     git_commit(args.commit)  # the code the run starts with
     stack = Stack(extra_env, REDIS_URL)
+    if args.server == "granian":
+        stack.use_granian()
     try:
         if args.commit:
             harness.set_app_root(harness.export_commit(args.commit, stack.tmp))

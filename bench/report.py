@@ -173,6 +173,8 @@ def write_report(args, plan, stack, rows, cells, costs, per_request, usage_writt
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     server = "uvicorn " + " ".join(stack.server_flags) + (
         "" if "--loop" in stack.server_flags else " (asyncio loop, h11: uvloop/httptools not installed)")
+    if stack.server == "granian":
+        server = "granian --interface asgi --loop uvloop (from /tmp/bench-granian)"
     extra = ", ".join(f"{k}={v}" for k, v in stack.extra_env.items())
     targets = cells[0]["targets"] if cells else ["direct", "gateway"]
     order = " ".join("ABC"[: len(targets)]) + " …"

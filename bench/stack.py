@@ -134,10 +134,28 @@ class Stack:
         except (RuntimeError, IndexError, subprocess.SubprocessError) as exc:
             return f"unknown ({exc})"
 
+    def use_granian(self) -> None:
+        """Serve the gateway with granian instead of uvicorn (`--server granian`): installed into a
+        throwaway folder under /tmp (never into .venv) and put on the gateway's PYTHONPATH."""
+        target = "/tmp/bench-granian"
+        if not os.path.isdir(os.path.join(target, "granian")):
+            print(f"bench: installing granian into {target} (a throwaway folder; once)", flush=True)
+            subprocess.run([PY, "-m", "pip", "install", "-q", "--target", target, "granian"], check=True,
+                           capture_output=True, timeout=300)
+        self.gateway_env["PYTHONPATH"] = target
+        self.server = "granian"
+
+    server = "uvicorn"
+
     def start_gateway(self, wrap: list[str] | None = None, name: str = "gateway") -> Proc:
         self.gateway_port = free_port()
-        argv = [PY, "-m", "uvicorn", "gateway.asgi:application", "--host", "127.0.0.1", "--port",
-                str(self.gateway_port), "--workers", "1", "--log-level", "warning", *self.server_flags]
+        if self.server == "granian":  # its ASGI interface, uvloop, no access log (its default)
+            argv = [PY, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port",
+                    str(self.gateway_port), "--workers", "1", "--loop", "uvloop", "--log-level", "warning",
+                    "--no-ws", "gateway.asgi:application"]
+        else:
+            argv = [PY, "-m", "uvicorn", "gateway.asgi:application", "--host", "127.0.0.1", "--port",
+                    str(self.gateway_port), "--workers", "1", "--log-level", "warning", *self.server_flags]
         proc = Proc(name, [*(wrap or []), *argv], self.gateway_env, self.tmp)
         self.procs.append(proc)
         self.gateway = f"http://127.0.0.1:{self.gateway_port}"
