@@ -104,7 +104,9 @@ class _Connection(asyncio.Protocol):
             self.transport.write(data)
 
     def close(self) -> None:
+        """No more commands on this connection; those waiting fail when it is gone (connection_lost)."""
         if self.transport is not None and not self.closed:
+            self.closed = True
             self.transport.close()
 
 
