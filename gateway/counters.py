@@ -362,7 +362,7 @@ def _scripts_in_one_trip(script: str, calls: list[tuple[list, list]]) -> list:
     from redis.exceptions import NoScriptError
 
     client = _redis_client(settings.REDIS_URL)
-    sha = _script_sha(script)
+    sha = script_sha(script)
     for attempt in (1, 2):
         pipe = client.pipeline(transaction=False)
         for keys, args in calls:
@@ -376,7 +376,8 @@ def _scripts_in_one_trip(script: str, calls: list[tuple[list, list]]) -> list:
 
 
 @lru_cache(maxsize=None)
-def _script_sha(script: str) -> str:
+def script_sha(script: str) -> str:
+    """The SHA-1 Redis knows a script by (EVALSHA), also from the loop (gateway/loop_redis.py)."""
     return hashlib.sha1(script.encode("utf-8")).hexdigest()
 
 

@@ -31,7 +31,7 @@ from redis._parsers.base import BaseParser
 from redis.connection import parse_url
 from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 
-from gateway.counters import (_ADD_SCRIPT, _HIT_SCRIPT, KEY_PREFIX, HitResult, _script_sha, hit_script_call,
+from gateway.counters import (_ADD_SCRIPT, _HIT_SCRIPT, KEY_PREFIX, HitResult, script_sha, hit_script_call,
                               hit_script_result)
 
 TIMEOUT_SECONDS = 2.0
@@ -117,7 +117,7 @@ class LoopRedis:
         self.url = url
         self.options = parse_url(url)
         self.connection: _Connection | None = None
-        self.connecting: asyncio.Future | None = None
+        self.connecting = asyncio.Lock()
 
     async def command(self, *args):
         """The reply to one command; tried again on a new connection when its connection failed."""
@@ -133,7 +133,7 @@ class LoopRedis:
     async def script(self, source: str, keys: list, args: list):
         """EVALSHA, or EVAL once when Redis does not have the script (it restarted)."""
         try:
-            return await self.command("EVALSHA", _script_sha(source), len(keys), *keys, *args)
+            return await self.command("EVALSHA", script_sha(source), len(keys), *keys, *args)
         except NoScriptError:
             return await self.command("EVAL", source, len(keys), *keys, *args)
 
@@ -151,16 +151,12 @@ class LoopRedis:
             connection.close()
 
     async def _connected(self) -> _Connection:
-        if self.connection is not None and not self.connection.closed:
-            return self.connection
-        if self.connecting is None:
-            self.connecting = asyncio.ensure_future(self._connect())
-        connecting = self.connecting
-        try:
-            return await asyncio.shield(connecting)
-        finally:
-            if connecting.done() and self.connecting is connecting:
-                self.connecting = None
+        """The open connection, or a new one (the steps waiting meanwhile share it)."""
+        if self.connection is None or self.connection.closed:
+            async with self.connecting:
+                if self.connection is None or self.connection.closed:
+                    self.connection = await self._connect()
+        return self.connection
 
     async def _connect(self) -> _Connection:
         loop, options = asyncio.get_running_loop(), self.options
@@ -186,7 +182,6 @@ class LoopRedis:
         except BaseException:
             connection.close()
             raise
-        self.connection = connection
         return connection
 
     def close(self) -> None:
