@@ -109,13 +109,15 @@ class HotPathHandler(ASGIHandler):
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in tasks:
             if task.done():
-                try:
-                    task.result()
-                except RequestAborted:
-                    pass
-                except AssertionError:
+                # Read, not re-raised: a re-raised exception would hold this frame in its traceback
+                # while the task holds the exception, a reference cycle that keeps the whole request
+                # alive until the cyclic garbage collector, whose pauses were the p99 at c=16.
+                error = None if task.cancelled() else task.exception()
+                if isinstance(error, AssertionError):
                     body_file.close()
-                    raise
+                    raise error
+                if error is not None and not isinstance(error, RequestAborted):
+                    raise error
             else:
                 task.cancel()  # the client went away: the view may clean up
                 try:
