@@ -8,7 +8,11 @@ import json
 import pytest
 import time_machine
 
-from routines.ingest import PENDING_SECONDS, event_text, ingest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from routines.ingest import PENDING_SECONDS, event_text, ingest, pretty_json
 from routines.models import Event, Routine, Run
 from routines.routine_writes import new_token
 from routines.runs import queue_runs
@@ -333,6 +337,20 @@ def test_json_is_pretty_printed_other_content_is_text_empty_is_a_ping():
     assert event_text(b'"just a string"') == '"just a string"'
     assert event_text(b"") == ""
     assert event_text(b"\xff\xfe bad utf-8") == "\ufffd\ufffd bad utf-8"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=30)
+
+
+@hypothesis_settings(max_examples=300, deadline=None)
+@given(value=JSON_VALUES, ensure_ascii=st.booleans())
+def test_the_pretty_printer_writes_what_json_dumps_writes(value, ensure_ascii):
+    """pretty_json replaces json.dumps(indent=2), whose Python encoder leaves reference cycles
+    behind on every event (tests/gateway/test_hotpath.py): the same text, character for character."""
+    assert pretty_json(value, ensure_ascii=ensure_ascii) == json.dumps(value, indent=2, ensure_ascii=ensure_ascii)
 
 
 def test_lone_surrogates_in_json_are_stored_escaped(client, unsigned):
