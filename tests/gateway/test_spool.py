@@ -140,7 +140,7 @@ def test_the_database_failing_keeps_the_records_until_it_answers(owner, spool_di
     spend(owner, 4)
     spend(owner, 5)
     with monkeypatch.context() as patched:
-        patched.setattr(UsageRecord.objects, "bulk_create", database_down)
+        patched.setattr("gateway.usage_writer._write_rows", database_down)
         with caplog.at_level(logging.WARNING, logger="gateway.usage_writer"):
             assert not usage_writer.flush(timeout=0)  # never raises
             spend(owner, 6)
@@ -173,6 +173,52 @@ def test_a_record_of_a_deleted_account_is_dropped_and_the_others_written(owner, 
     assert list(UsageRecord.objects.values_list("input_tokens", flat=True)) == [2]
     assert any("deleted account" in r.getMessage() for r in caplog.records)
     assert files(spool_dir) == []
+
+
+def test_a_record_the_database_can_never_take_is_dropped_and_the_others_written(owner, spool_dir, caplog):
+    """One INSERT per batch: a row too long for its column fails it, and the batch is written row
+    by row, the bad one logged and dropped."""
+    (spool_dir).mkdir(parents=True, exist_ok=True)
+    bad = json.loads(line(owner, "bad"))
+    bad["m"] = "x" * 301  # the column holds 300
+    (spool_dir / f"999998-dead{SUFFIX}").write_text(line(owner, "a") + json.dumps(bad) + "\n" + line(owner, "b"))
+    with caplog.at_level(logging.WARNING, logger="gateway.usage_writer"):
+        assert usage_writer.flush(timeout=1)
+    assert keys_of(owner) == ["a", "b"]
+    [error] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert error.startswith("usage record the database refuses, dropped: {'key': 'bad'")
+
+
+def test_a_spooled_record_reads_back_as_it_was_written(owner, spool_dir):
+    spend(owner, 7, request_id="req-7")
+    [record] = [json.loads(text) for name in files(spool_dir) for text in (spool_dir / name).read_text().splitlines()]
+    assert usage_writer.flush(timeout=1)
+    row = UsageRecord.objects.get(account=owner)
+    assert (row.key, row.model, row.surface, row.input_tokens, row.output_tokens, row.request_id) == (
+        record["k"], "oa/echo-1", "chat.completions", 7, 1, "req-7")
+    assert row.created_at.isoformat() == record["t"]
+
+
+def test_records_are_written_once_on_sqlite_too(tmp_path):
+    """The embedded default (bin/serve) inserts row by row: the same columns, the same key rule."""
+    code = (
+        "from datetime import datetime, timezone\n"
+        "from accounts.models import Account\n"
+        "from gateway.models import UsageRecord\n"
+        "from gateway.usage_writer import insert_rows\n"
+        "account = Account.objects.create_user('s@example.test')\n"
+        "at = datetime(2026, 11, 24, 10, 0, 0, 123456, tzinfo=timezone.utc)\n"
+        "rows = [(f'k{i}', account.pk, 'oa/echo-1', 'chat.completions', i, 1, 'req', at) for i in range(3)]\n"
+        "insert_rows(rows)\n"
+        "insert_rows(rows + [('k3', account.pk + 1, 'oa/echo-1', 'chat.completions', 9, 1, 'req', at)])\n"
+        "print(sorted((r.key, r.input_tokens, r.created_at == at) for r in UsageRecord.objects.all()))\n"
+    )
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'usage.sqlite3'}", "REDIS_URL": ""}
+    for args in (["migrate", "--noinput", "-v", "0"], ["shell", "-c", code]):
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[('k0', 0, True), ('k1', 1, True), ('k2', 2, True)]"
 
 
 def test_the_synchronous_path_is_idempotent_by_key_too(owner):
