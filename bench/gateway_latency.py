@@ -134,13 +134,7 @@ def main() -> int:
     if args.server == "granian":
         stack.use_granian()
     try:
-        if args.commit:
-            harness.set_app_root(harness.export_commit(args.commit, stack.tmp))
-            print(f"bench: testing commit {git_commit()} from {harness.APP_ROOT}", flush=True)
-            stack.refresh_server_flags()
-        stack.setup_database()
-        stack.start_upstream()
-        stack.configure()
+        stack.prepare(args.commit)
         if args.profile:
             from pyspy_profile import run_profile
 

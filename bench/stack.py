@@ -64,6 +64,17 @@ class Stack:
             self.server_flags += ["--http", "httptools"]
 
     # -- set up ----------------------------------------------------------------------------
+    def prepare(self, commit: str | None = None) -> None:
+        """Everything before the gateway starts: the code (`commit` exported with git archive, or
+        the working tree), the database, the upstream, the configuration."""
+        if commit:
+            harness.set_app_root(harness.export_commit(commit, self.tmp))
+            print(f"bench: testing commit {harness.git_commit()} from {harness.APP_ROOT}", flush=True)
+            self.refresh_server_flags()
+        self.setup_database()
+        self.start_upstream()
+        self.configure()
+
     def setup_database(self) -> None:
         stale = harness.drop_stale_databases(self.db_prefix)
         if stale:

@@ -112,13 +112,7 @@ def main() -> int:
         stack.gateway_env.update(PYTHONPATH=str(SITE), BENCH_TAIL_LOG=log_prefix)
     rows = []
     try:
-        if args.commit:
-            harness.set_app_root(harness.export_commit(args.commit, stack.tmp))
-            print(f"bench: testing commit {git_commit()} from {harness.APP_ROOT}", flush=True)
-            stack.refresh_server_flags()
-        stack.setup_database()
-        stack.start_upstream()
-        stack.configure()
+        stack.prepare(args.commit)
         stack.start_gateway()
         targets = {"direct": (stack.upstream, "echo-1"), "gateway": (stack.gateway, "bench/echo-1")}
         for rnd in range(1, args.rounds + 1):
