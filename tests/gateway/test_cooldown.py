@@ -33,14 +33,6 @@ def _cooldowns(settings, redis_url, db):
     cooldown.forget_all()
 
 
-@pytest.fixture
-def closed_port():
-    """Bound but not listening: a connection is refused at once."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield sock.getsockname()[1]
-
-
 class SilentServer:
     """Accepts connections and never answers; counts them."""
 

@@ -8,46 +8,10 @@ import json
 import pytest
 from django.core.signals import request_started
 
-from gateway.asgi import application
 from gateway.hotpath import is_hot
+from tests.asgi import call, exchange
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
-
-
-def scope_for(method: str, path: str, headers=()) -> dict:
-    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-            "headers": [(b"host", b"testserver"), *headers], "client": ("127.0.0.1", 50000),
-            "server": ("127.0.0.1", 8000)}
-
-
-async def exchange(method: str, path: str, *, body: bytes = b"", headers=()) -> list[dict]:
-    """One request through the ASGI application itself, as uvicorn makes it: the client stays
-    connected until the reply is whole, then goes (uvicorn's `receive` says http.disconnect)."""
-    sent: list[dict] = []
-    messages = [{"type": "http.request", "body": body, "more_body": False}]
-    replied = asyncio.Event()
-
-    async def receive():
-        if messages:
-            return messages.pop(0)
-        await replied.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message):
-        sent.append(message)
-        if message["type"] == "http.response.body" and not message.get("more_body"):
-            replied.set()
-
-    await application(scope_for(method, path, headers), receive, send)
-    return sent
-
-
-def call(method: str, path: str, *, body: bytes = b"", headers=()) -> tuple[int, dict[bytes, bytes], bytes]:
-    sent = asyncio.run(exchange(method, path, body=body, headers=headers))
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    content = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return start["status"], dict(start["headers"]), content
 
 
 @pytest.fixture
@@ -197,7 +161,7 @@ def hook_path(key):
 
 
 @pytest.mark.parametrize("case", CYCLE_CASES)
-def test_a_hot_call_leaves_no_reference_cycle_behind(key, hook_path, case):
+def test_a_hot_call_leaves_no_reference_cycle_behind(key, hook_path, case, settings):
     """Every object of a call is freed when the call ends, by reference counting. A cycle (one
     was Django's handler re-raising the disconnect watch's RequestAborted: the exception's
     traceback held the handler's frame, which held the task, which held the exception) keeps
@@ -207,6 +171,8 @@ def test_a_hot_call_leaves_no_reference_cycle_behind(key, hook_path, case):
 
     path, payload = CYCLE_CASES[case]
     path = path or hook_path
+    settings.RATE_LIMITS = {name: 1000 for name in settings.RATE_LIMITS}  # 23 calls, none refused
+    settings.WEBHOOK_EVENTS_PER_MINUTE = 1000
     headers = [(b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json")]
 
     async def calls(n: int) -> list[int]:
@@ -216,8 +182,7 @@ def test_a_hot_call_leaves_no_reference_cycle_behind(key, hook_path, case):
             statuses.append(sent[0]["status"])
         return statuses
 
-    async def measured() -> tuple[list[int], int]:
-        await calls(3)  # first calls fill caches
+    async def batch() -> tuple[list[int], int]:
         gc.collect()
         gc.disable()
         try:
@@ -226,6 +191,12 @@ def test_a_hot_call_leaves_no_reference_cycle_behind(key, hook_path, case):
         finally:
             gc.enable()
 
-    statuses, unreachable = asyncio.run(measured())
-    assert set(statuses) == ({404} if case == "refused" else {200})
-    assert unreachable == 0
+    async def measured() -> list[tuple[list[int], int]]:
+        await calls(3)  # first calls fill caches
+        return [await batch(), await batch()]
+
+    batches = asyncio.run(measured())
+    assert {status for statuses, _ in batches for status in statuses} == ({404} if case == "refused" else {200})
+    # A cycle made by every call shows in both batches; a one-off one (a broker connection the
+    # Celery producer pool opens anew) in one of them at most.
+    assert 0 in [unreachable for _, unreachable in batches], batches

@@ -5,7 +5,6 @@ checked before use."""
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 from unittest import mock
@@ -20,14 +19,6 @@ from tests.servers import ROOT
 
 HELLO = {"model": "any", "messages": [{"role": "user", "content": "hi"}]}
 MESSAGES = {"model": "any", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
-
-
-@pytest.fixture
-def closed_port():
-    """A loopback port where nothing listens: a connection to it is refused at once."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield sock.getsockname()[1]
 
 
 @pytest.fixture
