@@ -1,15 +1,39 @@
 """The operator console for routines: routines, runs with their deliveries, the inbox."""
 
-from django.contrib import admin
-
-from django.contrib import messages
+from django import forms
+from django.contrib import admin, messages
 
 from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
+from routines.routine_writes import SCHEDULE_REQUIRED
 from routines.runs import retry_run
+from routines.schedules import routine_next_run, schedule_errors
+
+
+class RoutineForm(forms.ModelForm):
+    """The API's schedule rules: a `schedule` routine needs a valid 5-field cron schedule (without
+    one it would never run), and the time zone must be a known one."""
+
+    def clean(self):
+        cleaned = super().clean()
+        trigger, schedule = cleaned.get("trigger"), " ".join((cleaned.get("schedule") or "").split())
+        timezone = cleaned.get("timezone") or "UTC"
+        zone_problems = schedule_errors("* * * * *", timezone)
+        if zone_problems and "timezone" in cleaned:
+            self.add_error("timezone", zone_problems)
+        if trigger == Routine.Trigger.SCHEDULE and "schedule" in cleaned:
+            problems = [p for p in schedule_errors(schedule, timezone) if p not in zone_problems]
+            if not schedule:
+                self.add_error("schedule", SCHEDULE_REQUIRED)
+            elif problems:
+                self.add_error("schedule", problems)
+        if "schedule" in cleaned and "schedule" not in self.errors:
+            cleaned["schedule"] = schedule
+        return cleaned
 
 
 @admin.register(Routine)
 class RoutineAdmin(admin.ModelAdmin):
+    form = RoutineForm
     list_display = ["name", "account", "trigger", "is_enabled", "disabled_reason", "consecutive_failures",
                     "last_run_at", "next_run_at"]
     list_filter = ["trigger", "is_enabled", "disabled_reason", "webhook_signature_scheme"]
@@ -22,6 +46,11 @@ class RoutineAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):  # routines are made through the API (token, secret, limits)
         return False
 
+    def save_model(self, request, obj, form, change):
+        if {"trigger", "schedule", "timezone", "is_enabled"} & set(form.changed_data):
+            obj.next_run_at = routine_next_run(obj)  # as the API does: the new schedule's next slot
+        super().save_model(request, obj, form, change)
+
 
 class DeliveryInline(admin.TabularInline):
     model = Delivery
@@ -33,11 +62,18 @@ class DeliveryInline(admin.TabularInline):
     def has_add_permission(self, request, obj=None):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        return False
+
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
+    """Runs are written by the workers: their pages are for reading (no Save buttons), deleting,
+    and the retry action of the list."""
+
     list_display = ["id", "routine", "trigger", "status", "model", "created_at", "finished_at"]
     list_filter = ["status", "trigger"]
+    list_select_related = ["routine"]
     search_fields = ["routine__name", "event_id"]
     inlines = [DeliveryInline]
     readonly_fields = ["routine", "source_event", "event_id", "trigger", "status", "output", "error", "model",
@@ -45,6 +81,9 @@ class RunAdmin(admin.ModelAdmin):
     actions = ["retry_failed_runs"]
 
     def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
         return False
 
     @admin.action(description="Retry the selected failed runs")
@@ -77,5 +116,8 @@ class LinkedChannelAdmin(admin.ModelAdmin):
     readonly_fields = fields
 
     def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):  # nothing on the page can be changed: no Save
         return False
 

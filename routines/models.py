@@ -94,6 +94,9 @@ class Run(models.Model):
     class Meta:
         ordering = ["-id"]
 
+    def __str__(self) -> str:  # the console's titles and breadcrumbs
+        return f"Run {self.pk} of {self.routine} ({self.status})"
+
 
 class Delivery(models.Model):
     """One target of an answered run, sent by its own task (routines/deliveries/__init__.py)."""

@@ -23,6 +23,8 @@ from routines.targets import target_errors
 
 TOKEN_BYTES = 24  # 48 hex characters (spec 2.4)
 SECRET_BYTES = 32  # 64 hex characters (spec 4.5)
+SCHEDULE_REQUIRED = ("A schedule (5-field cron such as '0 8 * * 1-5') is required when the trigger is 'schedule', "
+                     "the default: send one, or a trigger of 'webhook' or 'email'.")
 UNSIGNED_WARNING = ("This webhook is unsigned: anyone who knows its URL can start the routine. "
                     "Rotate the secret (POST .../rotate-secret) to require a signature.")
 
@@ -182,7 +184,7 @@ def _validated(account: Account, data: dict[str, Any], *, current: Routine | Non
         if problems:
             errors["delivery_targets"] = problems
     if not errors.keys() & {"trigger", "schedule", "timezone"}:
-        errors.update(_schedule_errors(merged, explicit="trigger" in data or "schedule" in data))
+        errors.update(_schedule_errors(merged))
     if fields.get("model") and "model" not in errors:
         try:
             plan_chain(fields["model"], group=account.group)
@@ -200,17 +202,16 @@ def _validated(account: Account, data: dict[str, Any], *, current: Routine | Non
     return fields
 
 
-def _schedule_errors(merged: dict[str, str], *, explicit: bool) -> dict[str, list[str]]:
+def _schedule_errors(merged: dict[str, str]) -> dict[str, list[str]]:
     """A `schedule` routine needs a valid cron schedule; the time zone must be a known one.
-    A routine created without a trigger and without a schedule is accepted (spec 4.5 requires
-    only name, prompt and targets); it runs by webhook, e-mail or run-now until given a schedule."""
+    `schedule` is the default trigger, so a routine created with neither `trigger` nor `schedule`
+    is refused too: accepted, it would never run by itself (DESIGN.md: required for `schedule`)."""
     zone_problem = schedule_errors("* * * * *", merged["timezone"])
     errors: dict[str, list[str]] = {"timezone": zone_problem} if zone_problem else {}
     if merged["trigger"] != Routine.Trigger.SCHEDULE:
         return errors
     if not merged["schedule"]:
-        if explicit:
-            errors["schedule"] = ["A schedule (5-field cron) is required when the trigger is 'schedule'."]
+        errors["schedule"] = [SCHEDULE_REQUIRED]
         return errors
     problems = [p for p in schedule_errors(merged["schedule"], merged["timezone"]) if p not in zone_problem]
     if problems:

@@ -43,7 +43,11 @@ SCHEMAS = {
                                               "items": {"type": "string"}}},
                         {"trigger": {"enum": ["schedule", "webhook", "email"]}, "uses_ai": {"type": "boolean"},
                          "is_enabled": {"type": "boolean"},
-                         "webhook_secret": {"type": ["string", "null"], "maxLength": 128}}),
+                         "webhook_secret": {"type": ["string", "null"], "maxLength": 128},
+                         "webhook_signature_scheme": {"enum": ["body", "standard"]},
+                         "schedule": {"type": "string", "maxLength": 120},  # required when the trigger is schedule
+                         "timezone": {"type": "string", "maxLength": 64},
+                         "model": {"type": ["string", "null"], "maxLength": 300}}),
     "Routine": obj({
         "id": {"type": "integer"}, "name": {"type": "string"}, "prompt": {"type": "string"},
         "trigger": {"enum": ["schedule", "webhook", "email"]},

@@ -137,3 +137,25 @@ def test_it_leaves_an_existing_account_with_the_operator_email_alone(settings, t
     assert list(Account.objects.all()) == [existing]
     assert not (tmp_path / "operator-password.txt").exists()
     assert "ops@example.test" in out.getvalue()
+
+
+def test_api_access_on_an_existing_group_without_it_is_refused_not_ignored(monkeypatch):
+    existing = AccountGroupFactory(name="team", api_access=False)
+
+    with pytest.raises(CommandError, match="Group team exists without API access.*nothing was created"):
+        createaccount(monkeypatch, GOOD_PASSWORD + "\n", "--email", "dan@example.test", "--group", "team",
+                      "--api-access")
+
+    assert not Account.objects.filter(email="dan@example.test").exists()
+    existing.refresh_from_db()
+    assert existing.api_access is False
+
+
+def test_api_access_on_an_existing_group_that_has_it_is_satisfied(monkeypatch):
+    existing = AccountGroupFactory(name="api-team", api_access=True)
+
+    out = createaccount(monkeypatch, GOOD_PASSWORD + "\n", "--email", "erin@example.test", "--group", "api-team",
+                        "--api-access")
+
+    assert Account.objects.get(email="erin@example.test").group_id == existing.pk
+    assert "group created" not in out

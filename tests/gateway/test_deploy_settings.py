@@ -307,7 +307,7 @@ class TestNoStore:
     def test_routine_create_and_the_rotations(self, client, owner):
         key = api_key_for(owner)
         created = self.post(client, "/api/v1/routines", key, {
-            "name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"],
+            "name": "Digest", "prompt": "Summarize the event.", "trigger": "webhook", "delivery_targets": ["inapp"],
             "webhook_secret": "caller-chosen-secret-0123456789"})
         assert created.status_code == 201, created.content
         assert_no_store(created)

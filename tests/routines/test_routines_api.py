@@ -9,6 +9,7 @@ import time_machine
 from django.utils import timezone
 
 from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
+from routines.routine_writes import SCHEDULE_REQUIRED
 from tests.contract import assert_detail, assert_native_unauthenticated
 from tests.factories import api_key_for, bearer, session_for
 
@@ -18,7 +19,9 @@ HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def minimal(**extra):
-    return {"name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"], **extra}
+    """The smallest valid request: the default trigger (`schedule`) needs its schedule."""
+    return {"name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"],
+            "schedule": "0 8 * * *", **extra}
 
 
 @pytest.fixture
@@ -142,6 +145,16 @@ def test_the_three_required_fields(api, field):
     assert_validation(api.post(ROUTINES, data), field)
 
 
+def test_a_routine_with_neither_trigger_nor_schedule_is_refused_not_left_never_running(api):
+    """`schedule` is the default trigger, and a schedule routine without a schedule would never run."""
+    r = api.post(ROUTINES, {"name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"]})
+    assert r.status_code == 422, r.content
+    assert r.json() == {"message": SCHEDULE_REQUIRED, "errors": {"schedule": [SCHEDULE_REQUIRED]}}
+    assert not Routine.objects.exists()
+    for trigger in ("webhook", "email"):  # the other triggers need none
+        assert api.post(ROUTINES, minimal(trigger=trigger, schedule="")).status_code == 201
+
+
 @pytest.mark.parametrize(
     "field, ok, too_long",
     [("name", "n" * 120, "n" * 121), ("prompt", "p" * 8000, "p" * 8001), ("webhook_secret", "s" * 128, "s" * 129)],
@@ -194,7 +207,7 @@ def test_an_unverified_channel_is_not_linked(api, owner):
 
 
 def test_schedule_and_timezone_are_checked(api):
-    assert_validation(api.post(ROUTINES, minimal(trigger="schedule")), "schedule")
+    assert_validation(api.post(ROUTINES, minimal(trigger="schedule", schedule="")), "schedule")
     assert_validation(api.post(ROUTINES, minimal(trigger="schedule", schedule="every day")), "schedule")
     assert_validation(api.post(ROUTINES, minimal(trigger="schedule", schedule="0 8 * * *", timezone="Mars/Base")),
                       "timezone")
@@ -222,7 +235,7 @@ def test_a_schedule_that_is_not_text_next_to_another_error_is_422(api, schedule)
 
 def test_several_errors_come_together(api):
     body = api.post(ROUTINES, {"name": "", "prompt": "p" * 8001, "delivery_targets": []}).json()
-    assert set(body["errors"]) == {"name", "prompt", "delivery_targets"}
+    assert set(body["errors"]) == {"name", "prompt", "delivery_targets", "schedule"}
     assert "more error" in body["message"]
 
 
@@ -305,7 +318,7 @@ def test_every_put_answer_has_the_token(api):
 
 
 def test_put_validates_like_create(api):
-    rid = create(api)["routine"]["id"]
+    rid = create(api, trigger="webhook", schedule="")["routine"]["id"]
     assert_validation(api.put(f"{ROUTINES}/{rid}", {"name": "n" * 121}), "name")
     assert_validation(api.put(f"{ROUTINES}/{rid}", {"delivery_targets": []}), "delivery_targets")
     assert_validation(api.put(f"{ROUTINES}/{rid}", {"trigger": "schedule"}), "schedule")

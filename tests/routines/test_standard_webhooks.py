@@ -293,7 +293,8 @@ def api(client, owner):
 
 
 def minimal(**extra):
-    return {"name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"], **extra}
+    return {"name": "Digest", "prompt": "Summarize the event.", "trigger": "webhook", "delivery_targets": ["inapp"],
+            **extra}
 
 
 def test_the_scheme_is_body_by_default_and_shown(api):

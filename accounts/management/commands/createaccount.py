@@ -23,7 +23,10 @@ class Command(BaseCommand):
         parser.add_argument("--role", default=Account.Role.USER, choices=Account.Role.values)
         parser.add_argument("--password-stdin", action="store_true", required=True,
                             help="Read the password from the first line of standard input.")
-        parser.add_argument("--api-access", action="store_true", help="Give a newly created group API access.")
+        parser.add_argument("--api-access", action="store_true",
+                            help="Give the group API access when this command creates it. An existing group "
+                                 "without API access is refused, not changed: that would open the API to every "
+                                 "account in it (change the group in the admin instead).")
         parser.add_argument("--staff", action="store_true", help="Let the account log in to /admin/ as a superuser.")
 
     def handle(self, *args, **options):
@@ -42,6 +45,11 @@ class Command(BaseCommand):
             group, created = AccountGroup.objects.get_or_create(
                 name=options["group"], defaults={"api_access": options["api_access"]}
             )
+            if options["api_access"] and not group.api_access:
+                raise CommandError(
+                    f"Group {group.name} exists without API access, and --api-access only applies to a group this "
+                    "command creates: nothing was created. Give the group API access in the admin (Account groups) "
+                    "if every account in it should have it, or name another group.")
             account = Account.objects.create_user(
                 email,
                 password,

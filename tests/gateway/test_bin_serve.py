@@ -1,0 +1,176 @@
+"""bin/serve, as a laptop runs it: in a copy of the repository, on a free PORT, in a session of
+its own. It answers; Ctrl-C (SIGINT to its process group, as a terminal sends it) leaves no process
+of its session behind within 10 s, Celery's pool and beat included; and a second start, with
+nothing changed, runs neither pip nor a migration and answers within 10 s.
+
+The copy's .venv is the test run's environment seen through symlinks, except for `pip`: a stand-in
+that only notes that it was called (everything is installed already, and nothing may be)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.servers import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+LEFT_OUT = {".venv", "var", "__pycache__", ".git", ".pytest_cache"}
+STOPPED_WITHIN = 10.0
+STARTED_WITHIN = 10.0  # with nothing to install or migrate
+
+
+def repository_files() -> list[str]:
+    """The files a clone has, plus the ones not committed yet (not those .gitignore leaves out)."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                                capture_output=True, check=True, timeout=30).stdout.decode().split("\0")
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: every file but the local state
+        listed = [str(p.relative_to(REPO)) for p in REPO.rglob("*")
+                  if p.is_file() and not LEFT_OUT & set(p.relative_to(REPO).parts)]
+    return [name for name in listed if name and (REPO / name).is_file()]
+
+
+def environment_with_a_pip_that_notes_its_calls(venv: Path) -> Path:
+    """`venv` as this run's environment (its own pyvenv.cfg, the rest symlinked), whose bin/pip
+    appends its arguments to `venv`/pip-calls instead of installing."""
+    real = Path(sys.prefix)
+    (venv / "bin").mkdir(parents=True)
+    shutil.copy2(real / "pyvenv.cfg", venv / "pyvenv.cfg")
+    for entry in real.iterdir():
+        if entry.name not in ("bin", "pyvenv.cfg", "requirements.sha256"):
+            (venv / entry.name).symlink_to(entry)
+    for entry in (real / "bin").iterdir():
+        if not entry.name.startswith("pip"):
+            (venv / "bin" / entry.name).symlink_to(entry)
+    pip = venv / "bin" / "pip"
+    pip.write_text(f'#!/bin/sh\necho "$*" >> "{venv / "pip-calls"}"\n')
+    pip.chmod(0o755)
+    return venv / "pip-calls"
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("serve") / "gateway"
+    for name in repository_files():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, root / name)
+    environment_with_a_pip_that_notes_its_calls(root / ".venv")
+    return root
+
+
+def pip_calls(copy: Path) -> list[str]:
+    calls = copy / ".venv" / "pip-calls"
+    return calls.read_text().splitlines() if calls.exists() else []
+
+
+def session_processes(sid: int) -> dict[int, str]:
+    """The live processes of session `sid` (zombies are dead, only not yet collected)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        state, _ppid, _pgrp, session = stat.rsplit(")", 1)[1].split()[:4]
+        if int(session) == sid and state != "Z":
+            found[int(entry)] = cmdline
+    return found
+
+
+class Serve:
+    def __init__(self, copy: Path, var: Path) -> None:
+        self.port = free_port()
+        env = {k: v for k, v in os.environ.items() if k not in (
+            "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "SECRET_KEY", "USAGE_SPOOL_DIR",
+            "PROMETHEUS_MULTIPROC_DIR")}
+        env.update(GATEWAY_VAR_DIR=str(var), PORT=str(self.port))
+        env.pop("HOST", None)  # the default: 127.0.0.1
+        self.log = var.parent / f"serve-{self.port}.log"
+        self.began = time.monotonic()
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen([str(copy / "bin" / "serve")], cwd=copy, env=env, stdin=subprocess.DEVNULL,
+                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    @property
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_until_it_answers(self, within: float) -> float:
+        deadline = self.began + within
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.output
+            try:
+                if httpx.get(f"http://127.0.0.1:{self.port}/admin/login/", timeout=2).status_code == 200:
+                    return time.monotonic() - self.began
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        pytest.fail(f"bin/serve did not answer within {within} s:\n{self.output}")
+
+    def wait_for_celery(self, within: float = 30) -> None:
+        """The worker ready, with its pool of 2 and beat: four Celery processes in the session."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            celery = [c for c in session_processes(self.process.pid).values() if "celery" in c]
+            if "ready." in self.output and len(celery) >= 4:
+                return
+            time.sleep(0.1)
+        pytest.fail(f"the Celery worker did not start:\n{self.output}")
+
+    def interrupt(self) -> tuple[float, dict[int, str]]:
+        """Ctrl-C; how long until no process of the session is left, and what is left then."""
+        sent = time.monotonic()
+        os.killpg(self.process.pid, signal.SIGINT)
+        left = session_processes(self.process.pid)
+        while left and time.monotonic() - sent < STOPPED_WITHIN:
+            time.sleep(0.1)
+            left = session_processes(self.process.pid)
+        return time.monotonic() - sent, left
+
+    def clean_up(self) -> None:
+        for pid in session_processes(self.process.pid):  # only what this test started
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def run_and_stop(copy: Path, var: Path, *, answer_within: float) -> tuple[Serve, float]:
+    serve = Serve(copy, var)
+    try:
+        answered = serve.wait_until_it_answers(answer_within)
+        serve.wait_for_celery()
+        took, left = serve.interrupt()
+        assert left == {}, f"left after {took:.1f} s: {left}\n{serve.output}"
+        assert serve.process.wait(timeout=5) == 130  # stopped by SIGINT
+    finally:
+        serve.clean_up()
+    return serve, answered
+
+
+def test_it_starts_stops_every_process_on_ctrl_c_and_starts_again_without_pip(copy, tmp_path):
+    var = tmp_path / "var"
+    first, _ = run_and_stop(copy, var, answer_within=60)  # installs (a new .venv) and migrates
+    assert pip_calls(copy) == ["install --quiet --disable-pip-version-check -r requirements.txt"]
+    assert "Applying accounts.0001_initial... OK" in first.output
+    assert f"Gateway listening on http://127.0.0.1:{first.port} " in first.output
+    assert "Created the operator account." in first.output and "operator@localhost" in first.output
+
+    second, answered = run_and_stop(copy, var, answer_within=60)
+    assert len(pip_calls(copy)) == 1  # requirements.txt is the one installed: no pip
+    assert "Applying " not in second.output  # no migration to run
+    assert "operator@localhost" in second.output  # the login is told again
+    assert answered < STARTED_WITHIN, f"the second start took {answered:.1f} s"

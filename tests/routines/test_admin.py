@@ -1,0 +1,85 @@
+"""The console's routine pages: runs named for what they are and shown read-only, and the routine
+form holding a `schedule` routine to the API's rule (a schedule, or it would never run)."""
+
+import re
+
+import pytest
+
+from routines.models import Routine, Run
+from routines.routine_writes import SCHEDULE_REQUIRED, new_token
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def routine(owner):
+    return Routine.objects.create(account=owner, name="Digest", prompt="Summarize the event.", trigger="webhook",
+                                  delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
+
+
+def submit_buttons(html: str) -> set[str]:
+    return set(re.findall(r'<input type="submit" value="([^"]+)"', html))
+
+
+def routine_form(routine, **changes) -> dict:
+    data = {"account": routine.account_id, "name": routine.name, "prompt": routine.prompt,
+            "trigger": routine.trigger, "delivery_targets": '["inapp"]', "uses_ai": "on", "is_enabled": "on",
+            "webhook_signature_scheme": "body", "schedule": routine.schedule, "timezone": routine.timezone,
+            "model": "", "disabled_reason": "", "_save": "Save"}
+    data.update(changes)
+    return data
+
+
+def test_it_names_a_run_by_its_number_routine_and_status(routine, admin_client):
+    run = Run.objects.create(routine=routine, trigger="manual", status="failed")
+    assert str(run) == f"Run {run.pk} of Digest (failed)"
+    page = admin_client.get(f"/admin/routines/run/{run.pk}/change/").content.decode()
+    assert f"<h2>Run {run.pk} of Digest (failed)</h2>" in page
+    assert "Run object" not in page
+    assert "Run object" not in admin_client.get("/admin/routines/run/").content.decode()
+
+
+def test_a_run_page_has_no_save_buttons_but_can_still_be_deleted(routine, admin_client):
+    run = Run.objects.create(routine=routine, trigger="manual", status="succeeded", output="done")
+    run.deliveries.create(target="inapp", status="succeeded", attempts=1)
+    page = admin_client.get(f"/admin/routines/run/{run.pk}/change/").content.decode()
+    assert submit_buttons(page) == set()
+    assert f'href="/admin/routines/run/{run.pk}/delete/"' in page
+    assert "inapp" in page  # the deliveries are still shown
+    refused = admin_client.post(f"/admin/routines/run/{run.pk}/change/", {"output": "changed", "_save": "Save"})
+    assert refused.status_code == 403
+    assert Run.objects.get(pk=run.pk).output == "done"
+
+
+def test_a_linked_channel_page_has_no_save_buttons(owner, admin_client):
+    channel = owner.channels.create(kind="telegram", address="12345")
+    page = admin_client.get(f"/admin/routines/linkedchannel/{channel.pk}/change/").content.decode()
+    assert submit_buttons(page) == set()
+    assert f'href="/admin/routines/linkedchannel/{channel.pk}/delete/"' in page
+
+
+def test_the_routine_form_refuses_a_schedule_routine_without_a_schedule(routine, admin_client):
+    url = f"/admin/routines/routine/{routine.pk}/change/"
+    r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule=""))
+    assert r.status_code == 200  # the form again, with the error
+    assert SCHEDULE_REQUIRED.replace("'", "&#x27;") in r.content.decode()
+    assert Routine.objects.get(pk=routine.pk).trigger == "webhook"
+
+    r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule="every day"))
+    assert r.status_code == 200 and "exactly 5 fields" in r.content.decode()
+    r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule="0 8 * * *", timezone="Mars/Base"))
+    assert r.status_code == 200 and "not a known IANA time zone" in r.content.decode()
+    assert Routine.objects.get(pk=routine.pk).trigger == "webhook"
+
+
+def test_the_routine_form_takes_a_schedule_and_moves_the_next_run(routine, admin_client):
+    url = f"/admin/routines/routine/{routine.pk}/change/"
+    r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule=" 30  8 * * 1-5 "))
+    assert r.status_code == 302, r.content.decode()
+    saved = Routine.objects.get(pk=routine.pk)
+    assert (saved.trigger, saved.schedule) == ("schedule", "30 8 * * 1-5")
+    assert saved.next_run_at is not None and (saved.next_run_at.hour, saved.next_run_at.minute) == (8, 30)
+
+    r = admin_client.post(url, routine_form(saved, trigger="webhook", schedule=""))  # other triggers need none
+    assert r.status_code == 302
+    assert Routine.objects.get(pk=routine.pk).next_run_at is None
