@@ -129,3 +129,43 @@ class UsageRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model}: {self.input_tokens}+{self.output_tokens}"
+
+
+class UsageDaily(models.Model):
+    """The usage records added up per UTC day, account and model: what the usage console
+    (gateway/usage_console.py) reads, so that its page adds up days rather than calls
+    (bench/usage_console.py). Kept by database triggers on UsageRecord (migration 0007): every insert, update, delete
+    and truncate of records, by whatever writes them, changes the day's row in the same
+    transaction. The application never writes it. No foreign-key constraint: a deleted account's
+    rows go with its records (a row whose calls reach 0 is removed)."""
+
+    day = models.DateField()
+    account = models.ForeignKey("accounts.Account", on_delete=models.DO_NOTHING, db_constraint=False,
+                                related_name="+")
+    model = models.CharField(max_length=300)
+    calls = models.BigIntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        verbose_name_plural = "usage per day"
+        constraints = [models.UniqueConstraint(fields=["day", "account", "model"], name="usage_daily_key")]
+        indexes = [models.Index(fields=["account", "day"], name="usage_daily_account")]
+
+
+class CallFailureDaily(models.Model):
+    """How often a model failed a call, per UTC day (gateway/call_failures.py): counted in each
+    process on the failure path and written a moment later, never on the call's own path."""
+
+    class Kind(models.TextChoices):
+        FELL_THROUGH = "fell_through", "Fell through"  # failed before its first byte; the next model was tried
+        CHAIN_FAILED = "chain_failed", "Chain failed"  # failed, no model left: the call was answered with an error
+        REFUSED = "refused", "Refused"  # the server refused the request; answered at once with its status
+
+    day = models.DateField()
+    model = models.CharField(max_length=300)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    count = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["day", "model", "kind"], name="call_failure_daily_key")]

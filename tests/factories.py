@@ -1,9 +1,10 @@
 import factory
+from django.utils import timezone
 
 from accounts.keys import api_key_generate
 from accounts.models import Account, AccountGroup
 from accounts.sessions import session_create
-from gateway.models import Model, ModelServer
+from gateway.models import Model, ModelServer, UsageRecord
 
 PASSWORD = "correct horse battery staple"
 
@@ -47,6 +48,18 @@ class ModelFactory(factory.django.DjangoModelFactory):
 
     server = factory.SubFactory(ModelServerFactory)
     name = factory.Sequence(lambda n: f"model-{n}")
+
+
+class UsageRecordFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = UsageRecord
+
+    account = factory.SubFactory(AccountFactory)
+    model = "srv/model-a"
+    surface = "chat_completions"
+    input_tokens = 10
+    output_tokens = 5
+    created_at = factory.LazyFunction(timezone.now)
 
 
 def api_key_for(account: Account) -> str:

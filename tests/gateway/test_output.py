@@ -38,9 +38,12 @@ def test_respond_writes_every_datetime_with_the_one_writer():
 
 
 def test_no_product_module_formats_a_datetime_itself():
-    """Only gateway/output.py turns a datetime into text for a client; the usage spool's own line
-    format (read back by the spool only) is the one other writer."""
-    allowed = {"gateway/output.py", "gateway/usage_writer.py"}
+    """Only gateway/output.py turns a datetime into text for a client (the console's CSV export
+    included). The others write no client's answer: the usage spool's own line format (read back
+    by the spool only), log lines, the console's HTML and SVG for people, a day as a database
+    parameter."""
+    allowed = {"gateway/output.py", "gateway/usage_writer.py", "gateway/logjson.py", "gateway/server_health_admin.py",
+               "gateway/usage_chart.py", "gateway/usage_console.py", "gateway/call_failures.py"}
     writers = re.compile(r"\.isoformat\(|\.strftime\(")
     found = []
     for app in PRODUCT_APPS:
