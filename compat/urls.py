@@ -1,6 +1,6 @@
 from django.urls import path
 
-from compat import audio, chat_completions, messages, responses, views
+from compat import audio, chat_completions, embeddings, messages, responses, views
 
 urlpatterns = [
     path("v1/models", views.models),
@@ -12,4 +12,5 @@ urlpatterns = [
     path("v1/audio/transcriptions", audio.transcriptions),
     path("v1/audio/translations", audio.translations),
     path("v1/audio/speech", audio.speech),
+    path("v1/embeddings", embeddings.embeddings),
 ]

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
+from gateway import metrics
 from gateway.calls import call_plan
-from gateway.dispatch import exhausted, fell_through
+from gateway.dispatch import exhausted, fell_through, refused
 from gateway.errors import ApiError
 from gateway.providers import openai as openai_provider
 from gateway.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
@@ -60,18 +61,22 @@ def embedding_model_for(*, account, quota_used=None) -> Target:
     return embedding_chain(account=account, quota_used=quota_used)[0]
 
 
-async def embed(chain: list[Target], texts: list[str]) -> Embedded:
+async def embed(chain: list[Target], texts: list[str], *, refusals_fall_through: bool = False) -> Embedded:
     """The first model of `chain` that answers with one vector per text. A retryable failure or
     an unusable answer moves to the next; a refusal (the request is invalid) is answered at once
-    with the server's status."""
+    with the server's status, except on /v1 (`refusals_fall_through`, spec 7.3: there it keeps its
+    status only when no other model answers)."""
     failures: list[UpstreamError] = []
     for target in chain:
         try:
-            return await _ask(target, texts)
+            embedded = await _ask(target, texts)
         except UpstreamError as failure:
-            if failure.kind == REFUSED:
-                raise ApiError(failure.status, failure.message, code="upstream_refused") from None
-            failures.append(fell_through(target, failure, last=target is chain[-1]))
+            if failure.kind == REFUSED and not refusals_fall_through:
+                raise refused(target, failure) from None
+            failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain))
+        else:
+            metrics.upstream_call(target.server.name, target.public_id, "ok")
+            return embedded
     raise exhausted(failures)
 
 

@@ -1,4 +1,5 @@
-"""Paths of the compatibility surfaces under /v1 (chat completions, responses, messages, audio, models)."""
+"""Paths of the compatibility surfaces under /v1 (chat completions, responses, messages, embeddings, audio,
+models)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,19 @@ SCHEMAS = {
                            "model": {"type": "string"}, "created_at": {"type": "integer"},
                            "output": {"type": "array", "items": obj({"type": {"type": "string"}})}}),
     "ResponsesTokenCount": obj({"object": {"type": "string"}, "input_tokens": {"type": "integer"}}),
+    # `encoding_format` base64: each vector's little-endian float32 bytes (the openai SDK's default)
+    "EmbeddingRequest": obj({"input": {"type": ["string", "array"], "maxItems": 64,
+                                       "items": {"type": "string"}}},
+                            {"model": {"type": "string"}, "encoding_format": {"enum": ["float", "base64"]},
+                             "user": {"type": "string"}}),
+    "EmbeddingList": obj({"object": {"const": "list"}, "model": {"type": "string"},
+                          "data": {"type": "array", "items": obj({
+                              "object": {"const": "embedding"}, "index": {"type": "integer"},
+                              "embedding": {"oneOf": [{"type": "array", "items": {"type": "number"}},
+                                                      {"type": "string", "contentEncoding": "base64"}]}},
+                              closed=True)},
+                          "usage": obj({"prompt_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"}},
+                                       closed=True)}, closed=True),
     "Transcription": obj({"text": {"type": "string"}}),
     # the audio as a file part; other fields (response_format, language, ...) go to the model server
     "AudioUpload": obj({"file": {"type": "string", "contentMediaType": "application/octet-stream"}},
@@ -86,6 +100,9 @@ def paths() -> dict:
                                      _ok(ref("Transcription"),
                                          extra_content={"text/plain": {"schema": {"type": "string"}}}),
                                      body=ref("AudioUpload"), body_type="multipart/form-data", tags=TAGS)}
+    path = "/v1/embeddings"
+    p[path] = {"post": operation(path, "Embeddings (float vectors, or base64 float32 with encoding_format base64)",
+                                 _ok(ref("EmbeddingList")), body=ref("EmbeddingRequest"), tags=TAGS)}
     path = "/v1/audio/speech"
     p[path] = {"post": operation(path, "Speech synthesis: audio bytes",
                                  {"200": {"description": "Audio", "content": {"audio/*": {"schema": {
