@@ -6,6 +6,10 @@ from django.contrib import admin, messages
 from gateway import discovery
 from gateway.admin_forms import WriteOnlySecretForm, secret_input
 from gateway.models import Model, ModelFallback, ModelServer, UsageRecord
+from gateway.server_health_admin import HEALTH_FIELDS, ServerHealthAdmin
+
+# The console's "View site" link pointed at "/", which nothing answers: no link.
+admin.site.site_url = None
 
 
 class ModelServerForm(WriteOnlySecretForm):
@@ -16,6 +20,8 @@ class ModelServerForm(WriteOnlySecretForm):
     class Meta:
         model = ModelServer
         fields = ["name", "kind", "base_url", "api_key", "is_remote", "enabled", "connect_timeout", "read_timeout"]
+        # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
+        help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
 
 
 class ModelInline(admin.TabularInline):
@@ -27,10 +33,13 @@ class ModelInline(admin.TabularInline):
 
 
 @admin.register(ModelServer)
-class ModelServerAdmin(admin.ModelAdmin):
+class ModelServerAdmin(ServerHealthAdmin):
+    """Health read-only beside the registry's fields; discovery when a server is saved
+    (gateway/server_health_admin.py)."""
+
     form = ModelServerForm
     list_display = ["name", "kind", "base_url", "is_remote", "enabled", "has_api_key"]
-    list_display += ["discovered_at", "discovery_error"]
+    list_display += ["discovered_at", "discovery_error", *HEALTH_FIELDS]
     actions = ["discover_models"]
     list_filter = ["kind", "is_remote", "enabled"]
     search_fields = ["name", "base_url"]
@@ -56,10 +65,19 @@ class FallbackInline(admin.TabularInline):
 
 @admin.register(Model)
 class ModelAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "server", "supports_chat", "supports_embeddings", "supports_audio", "enabled", "is_default"]
+    # Few, narrow columns: beside the navigation and the filters, one column per capability (and the
+    # server again, already in the id) made the list scroll sideways.
+    list_display = ["__str__", "capabilities", "enabled", "is_default"]
     list_filter = ["server", "enabled", "is_default", "supports_chat", "supports_embeddings", "supports_audio"]
+    list_select_related = ["server"]
     search_fields = ["name", "server__name"]
     inlines = [FallbackInline]
+
+    @admin.display(description="Capabilities")
+    def capabilities(self, model):
+        names = [name for name, on in (("chat", model.supports_chat), ("embeddings", model.supports_embeddings),
+                                       ("audio", model.supports_audio)) if on]
+        return ", ".join(names) or "none"
 
 
 @admin.register(UsageRecord)
@@ -71,6 +89,19 @@ class UsageRecordAdmin(admin.ModelAdmin):
     search_fields = ["account__email", "model", "request_id"]
     date_hierarchy = "created_at"
     list_select_related = ["account"]
+
+    def get_urls(self):
+        """The usage console and its CSV export (gateway/usage_console_views.py), staff only."""
+        from django.urls import path
+
+        from gateway.usage_console_views import usage_console, usage_csv
+
+        site = self.admin_site
+        return [
+            path("console/", site.admin_view(lambda r: usage_console(r, site)), name="gateway_usage_console"),
+            path("console/csv/", site.admin_view(lambda r: usage_csv(r, site)), name="gateway_usage_csv"),
+            *super().get_urls(),
+        ]
 
     def has_add_permission(self, request):
         return False

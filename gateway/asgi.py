@@ -29,6 +29,11 @@ from gateway.logfilters import install as _redact_secret_paths_in_access_logs  #
 
 _redact_secret_paths_in_access_logs()
 
+from gateway import logjson, metrics  # noqa: E402
+
+logjson.install()  # no access-log line for a scrape of /metrics
+metrics.process_started("web")  # until gunicorn's master (or the lifespan's end) marks it dead
+
 
 def _start_usage_drainer() -> None:
     """Write what dead processes left in the usage spool as soon as this process starts, not on

@@ -29,3 +29,76 @@ def _start_usage_drainer(**_kwargs) -> None:
 
     if settings.USAGE_BATCHED:
         usage_writer.start()
+
+
+# --- Metrics and logs (docs/operations.md) ----------------------------------------------------
+# A task queued while a request was served carries the request's id in this message header; its
+# log lines carry it too (gateway/logjson.py), and so do the tasks it queues in turn.
+REQUEST_ID_HEADER = "gateway_request_id"
+
+
+def request_id_headers(request_id: str | None) -> dict[str, str | None]:
+    """The headers of a task queued for `request_id` (None: for no request, whatever is being
+    served when it is queued)."""
+    return {REQUEST_ID_HEADER: request_id}
+
+
+@signals.before_task_publish.connect
+def _stamp_request_id(headers=None, **_kwargs) -> None:
+    from gateway.logjson import current_request_id
+
+    if headers is not None and REQUEST_ID_HEADER not in headers:
+        headers[REQUEST_ID_HEADER] = current_request_id()
+
+
+@signals.task_prerun.connect
+def _enter_request_context(task=None, **_kwargs) -> None:
+    from gateway.logjson import Exchange, current
+
+    request = getattr(task, "request", None)
+    request_id = getattr(request, REQUEST_ID_HEADER, None) or (getattr(request, "headers", None) or {}).get(
+        REQUEST_ID_HEADER)
+    current.set(Exchange(request_id=request_id) if request_id else None)
+
+
+@signals.task_postrun.connect
+def _leave_request_context(**_kwargs) -> None:
+    from gateway.logjson import current
+
+    current.set(None)
+
+
+def _logging_from_settings(**_kwargs) -> None:
+    """With JSON logs, the worker logs as the web processes do (settings.LOGGING: the request id
+    on each line, secrets redacted) instead of in Celery's own format."""
+    import logging.config
+
+    logging.config.dictConfig(settings.LOGGING)
+
+
+if settings.LOG_FORMAT == "json":
+    signals.setup_logging.connect(_logging_from_settings, weak=False)
+
+
+@signals.worker_init.connect
+def _prune_metrics_files(**_kwargs) -> None:
+    """In the main process, before the pool forks: the files of processes gone since the last
+    run (gateway/metrics_files.py)."""
+    from gateway.metrics_files import prune
+
+    prune()
+
+
+@signals.worker_process_init.connect
+def _count_pool_process(**_kwargs) -> None:
+    from gateway import metrics
+
+    metrics.process_started("worker")
+
+
+@signals.worker_process_shutdown.connect
+@signals.worker_shutdown.connect
+def _mark_metrics_dead(**_kwargs) -> None:
+    from gateway.metrics_files import mark_dead
+
+    mark_dead(os.getpid())

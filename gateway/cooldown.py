@@ -279,6 +279,21 @@ def _read(keys: list[str]) -> list:
     return [stored.get(k) for k in full]
 
 
+def shared_ends(server_ids: Iterable[int]) -> dict[int, float]:
+    """The end (Unix time) of each server's cooldown as the shared state holds it, for the admin
+    (gateway/server_health.py). The key outlives its cooldown (GRACE_FACTOR): an end in the past is
+    a server not tried since. Raises what a failing Redis (or cache) raises."""
+    ids = list(server_ids)
+    values = _read([cooldown_key(i) for i in ids])
+    return {server_id: int(value) / 1000 for server_id, value in zip(ids, values) if value}
+
+
+def local_ends() -> dict[int, float]:
+    """This process's copy of the cooldowns (what it knows while the shared state is away)."""
+    with _lock:
+        return dict(_ends)
+
+
 def reread() -> None:
     """Read the cooldowns again at the next `sync`, whatever the stamp (the copy is kept until
     then: a change of this process's own that did not reach Redis stays known here)."""

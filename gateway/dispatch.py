@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from gateway import providers
+from gateway import call_failures, cooldown, metrics, providers, server_health
 from gateway.errors import ApiError
-from gateway.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
+from gateway.providers.base import BAD_RESPONSE, REFUSED, UNAVAILABLE, StreamCut, UpstreamError
 from gateway.redact import redact
 from gateway.routing import Target
 
@@ -42,30 +42,75 @@ async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall
             first = await anext(stream)
         except UpstreamError as failure:
             if failure.kind == REFUSED and not refusals_fall_through:
-                raise ApiError(failure.status, failure.message, code="upstream_refused") from None
-            failures.append(fell_through(target, failure, last=target is chain[-1]))
+                raise refused(target, failure) from None
+            failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain))
             continue
         except StopAsyncIteration:
             failures.append(fell_through(target, UpstreamError(BAD_RESPONSE, 502, "The model server returned nothing."),
-                                         last=target is chain[-1]))
+                                         last=target is chain[-1], chain=chain))
             continue
-        return OpenedReply(target, _chain_first(first, stream))
+        metrics.upstream_call(target.server.name, target.public_id, "ok")
+        return OpenedReply(target, _chain_first(target, first, stream))
     raise exhausted(failures)
 
 
-async def _chain_first(first: dict[str, Any], rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+async def _chain_first(target: Target, first: dict[str, Any],
+                       rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
     yield first
-    async for chunk in rest:
-        yield chunk
+    try:
+        async for chunk in rest:
+            yield chunk
+    except StreamCut as cut:
+        metrics.upstream_cut(target.server.name, target.public_id, cut.reason)
+        raise
 
 
-def fell_through(target: Target, failure: UpstreamError, *, last: bool) -> UpstreamError:
+def refused(target: Target, failure: UpstreamError) -> ApiError:
+    """A provider's refusal answered at once with its own status (counted, not fallen through)."""
+    call_failures.count(model=target.public_id, kind=call_failures.REFUSED)
+    metrics.upstream_call(target.server.name, target.public_id, REFUSED)
+    return ApiError(failure.status, failure.message, code="upstream_refused")
+
+
+def fell_through(target: Target, failure: UpstreamError, *, last: bool, chain: list[Target] | None = None) -> UpstreamError:
     """Log a model's failure before the first byte, with server, model and cause; returns it.
-    The cause is the server's own words, without its key (the failure's message already is)."""
+    The cause is the server's own words, without its key (the failure's message already is).
+    Counted for the usage console (gateway/call_failures.py: no database on this path)."""
+    call_failures.count(model=target.public_id, kind=call_failures.CHAIN_FAILED if last else call_failures.FELL_THROUGH)
     cause = redact(failure.cooldown_cause or f"{failure.status} {failure.message}", [target.server.api_key])
+    if failure.kind != REFUSED and not skipped(target, failure):
+        server_health.failed(target.server, cause)  # a dictionary write (gateway/server_health.py)
+    outcome = "skipped" if skipped(target, failure) else outcome_of(failure)
+    metrics.upstream_call(target.server.name, target.public_id, outcome)
+    following = None if last else _after(target, chain)
+    if not last:
+        metrics.fall_through(target.server.name, target.public_id, outcome)
     logger.warning("model %s on server %s failed: %s; %s", target.name, target.server.name, cause,
-                   "no model left in the chain" if last else "trying the next model")
+                   "no model left in the chain" if last else
+                   f"trying the next model ({following.public_id})" if following else "trying the next model",
+                   extra={"fields": {"event": "fall_through" if not last else "chain_exhausted",
+                                     "server": target.server.name, "model": target.public_id, "reason": outcome,
+                                     "cause": cause, "next_model": following.public_id if following else None}})
     return failure
+
+
+def outcome_of(failure: UpstreamError) -> str:
+    """refused, unavailable (an answer: 429, 5xx, quota, key), unreachable (no connection or a
+    timeout: the server cools down), bad_response."""
+    return "unreachable" if failure.kind == UNAVAILABLE and failure.cooldown_cause else failure.kind
+
+
+def _after(target: Target, chain: list[Target] | None) -> Target | None:
+    for index, entry in enumerate(chain or ()):
+        if entry is target:
+            return chain[index + 1] if index + 1 < len(chain) else None
+    return None
+
+
+def skipped(target: Target, failure: UpstreamError) -> bool:
+    """Whether `failure` is a call skipped because the server is cooling down (not a new failure:
+    the one that started the cooldown was recorded)."""
+    return failure.cooldown_cause is None and cooldown.verdict(target.server) == cooldown.SKIP
 
 
 def exhausted(failures: list[UpstreamError]) -> ChainExhausted:

@@ -27,6 +27,9 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, set_script_prefix
 from django.urls.resolvers import RegexPattern
 
+from gateway.logjson import Exchange, current
+from gateway.metrics_files import lifespan
+
 HOT_PATHS = frozenset({
     "/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/models", "/v1/messages/count_tokens",
     "/v1/responses/input_tokens", "/api/v1/chat",
@@ -137,14 +140,31 @@ class HotPathHandler(ASGIHandler):
 
 class Application:
     """The project's ASGI application: the hot API routes through `HotPathHandler`, everything
-    else (the admin, the other API routes, lifespan) through Django's own handler."""
+    else (the admin, the other API routes) through Django's own handler. Each HTTP request has
+    its record in the context from its arrival to its last byte (gateway/logjson.py): counted and
+    logged when it ends, even when the client left midway. Lifespan: gateway/metrics_files.py."""
 
     def __init__(self, django_application) -> None:
         self.django = django_application
         self.hot = HotPathHandler()
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and is_hot(scope["path"]):
-            await self.hot(scope, receive, send)
-        else:
-            await self.django(scope, receive, send)
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await lifespan(receive, send)
+            else:
+                await self.django(scope, receive, send)
+            return
+        exchange = Exchange(scope["method"])
+        token = current.set(exchange)
+        try:
+            if is_hot(scope["path"]):
+                await self.hot(scope, receive, send)
+            else:
+                await self.django(scope, receive, send)
+        except Exception:
+            exchange.status = exchange.status or 500
+            raise
+        finally:
+            current.reset(token)
+            exchange.finish()

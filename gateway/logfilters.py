@@ -51,6 +51,8 @@ class RedactSecrets(logging.Filter):
     its redacted text."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "redacted", False):  # cleaned by the code that wrote it (gateway/logjson.py)
+            return True
         try:
             secrets = configured_secrets()
 
@@ -66,6 +68,11 @@ class RedactSecrets(logging.Filter):
                 record.args = tuple(clean(a) for a in record.args)
             elif isinstance(record.args, dict):
                 record.args = {k: clean(v) for k, v in record.args.items()}
+            fields = getattr(record, "fields", None)  # the JSON log's fields (gateway/logjson.py)
+            if isinstance(fields, dict):
+                record.fields = {k: clean(v) for k, v in fields.items()}
+            if isinstance(getattr(record, "request_id", None), str):  # a client may choose its request id
+                record.request_id = clean(record.request_id)
             if record.exc_info and not record.exc_text:
                 record.exc_text = _formatter.formatException(record.exc_info)
             if record.exc_text:

@@ -1,8 +1,9 @@
 """Usage of a call, counted after the reply (never before it): a usage record, appended to this
 process's spool (gateway/usage_writer.py) and so kept whatever dies next, then the account's
-quota counters. Metering never raises: the call was answered, and what could not be counted now
-is counted later (the spool is written when the database answers; a counter that missed an
-addition is rebuilt from the records)."""
+quota counters, and the tokens in the metrics and the request's log line (gateway/logjson.py).
+Metering never raises: the call was answered, and what could not be counted now is counted
+later (the spool is written when the database answers; a counter that missed an addition is
+rebuilt from the records)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from collections.abc import Awaitable, Callable
 from django.http import HttpResponse
 from django.utils import timezone
 
+from gateway import metrics
+from gateway.logjson import current
 from gateway.models import UsageRecord
 from gateway.quotas import quota_add, quota_add_async
 from gateway.replies import ReplyAccumulator
@@ -58,6 +61,9 @@ def _record(account_id, model, surface, input_tokens, output_tokens, request_id,
     total = input_tokens + output_tokens
     if total <= 0:
         return None
+    metrics.tokens(model, input_tokens, output_tokens)
+    if (exchange := current.get()) is not None:  # the request's log line names them
+        exchange.metered(model, input_tokens, output_tokens)
     now = timezone.now()
     try:
         usage_writer.submit(UsageRecord(

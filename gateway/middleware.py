@@ -1,6 +1,7 @@
 """X-Forwarded-* believed only from TRUSTED_PROXIES; X-Request-Id on every response (spec 7.4);
 503 instead of 500 while a backing service is down."""
 
+import asyncio
 import ipaddress
 import logging
 import re
@@ -11,6 +12,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.conf import settings
 
 from gateway.errors import ServiceUnavailable, outage_of, render_error
+from gateway.logjson import Exchange, current
 
 logger = logging.getLogger(__name__)
 
@@ -88,19 +90,53 @@ class TrustedProxyMiddleware(HybridMiddleware):
 
 
 class RequestIdMiddleware(HybridMiddleware):
+    """The request id (spec 7.4), and what the request's record (gateway/logjson.py) learns
+    from the view: route, status, caller. Under the project's ASGI application the record was
+    started at the request's arrival and is finished there after the last byte; under any other
+    handler (the test client) it is started here and finished when the response is closed."""
+
     def __call__(self, request):
         if iscoroutinefunction(self):
             return self.__acall__(request)
-        request.request_id = request_id_for(request)
-        response = self.get_response(request)
-        response["X-Request-Id"] = request.request_id
-        return response
+        exchange, token = _exchange_of(request)
+        try:
+            response = self.get_response(request)
+        finally:
+            if token is not None:
+                current.reset(token)
+        return _answered(request, response, exchange, token is not None)
 
     async def __acall__(self, request):
-        request.request_id = request_id_for(request)
-        response = await self.get_response(request)
-        response["X-Request-Id"] = request.request_id
-        return response
+        exchange, token = _exchange_of(request)
+        try:
+            response = await self.get_response(request)
+        except asyncio.CancelledError:  # the client went away: counted as 499 when the request ends
+            exchange.answered(request, 0)
+            raise
+        finally:
+            if token is not None:
+                current.reset(token)
+        return _answered(request, response, exchange, token is not None)
+
+
+def _exchange_of(request):
+    """The request's id, and its record: the one the ASGI application started, or a new one put
+    in the context here (returned with the context token to reset)."""
+    request.request_id = request_id_for(request)
+    exchange, token = current.get(), None
+    if exchange is None:
+        exchange = Exchange(request.method)
+        token = current.set(exchange)
+    exchange.request_id = request.request_id
+    return exchange, token
+
+
+def _answered(request, response, exchange: Exchange, own: bool):
+    response["X-Request-Id"] = request.request_id
+    exchange.answered(request, response.status_code)
+    if own:  # Django calls a response's closers when it has been sent (HttpResponseBase.close)
+        response._resource_closers.append(exchange.finish)
+    return response
 
 
 class OutageMiddleware(HybridMiddleware):

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 from django.conf import settings
 from django.db.models import F, Q, Sum
 
+from gateway import metrics
 from gateway.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
 from gateway.errors import ApiError
 from gateway.output import timestamp
@@ -140,6 +141,7 @@ def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None
     for window, amount in readings:
         ceiling = ceilings[window.period]
         if ceiling >= 0 and amount >= ceiling:
+            metrics.quota_refused(window.period)
             raise ApiError(
                 403,
                 f"Token quota reached: the {ADJECTIVE[window.period]} ceiling of {ceiling} tokens is used up "

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.http import HttpRequest
 
+from gateway import metrics
 from gateway.counters import HitResult, window_hit
 from gateway.errors import GeneralLimitReached, TooManyAttempts
 from gateway.middleware import forwarded_host, is_trusted_proxy
@@ -78,6 +79,7 @@ def limit_headers(result: HitResult) -> dict[str, str]:
         "Retry-After": str(max(math.ceil(refused.reset_at - time.time()), 1)),
         "X-RateLimit-Reset": str(math.ceil(refused.reset_at)),
     }
+    metrics.rate_limit_refused(refused.key.rpartition(":")[2])  # the counter's name, not its subject
     if refused.key.endswith(f":{GENERAL}"):
         raise GeneralLimitReached(headers)
     raise TooManyAttempts(headers)

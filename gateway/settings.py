@@ -44,6 +44,8 @@ if env.str("TRUSTED_PROXY_COUNT", default="") not in ("", "0"):
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 # Spec 5.1.4: plain http is redirected to https in production.
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+# Prometheus scrapes the pods over plain http: /metrics is never redirected (docs/operations.md).
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 # Strict-Transport-Security on https answers: seconds (0: not sent), subdomains, preload list.
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
@@ -78,7 +80,7 @@ MIDDLEWARE = [
 # The operator console's middleware, applied by SurfaceMiddleware to every path outside /v1 and /api.
 CONSOLE_MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "gateway.static_files.StaticFilesMiddleware",  # WhiteNoise's, async under ASGI (no sync-iterator warning)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -305,16 +307,38 @@ RATE_LIMITS = {
 # Operator account made on the first start of `bin/serve` (embedded defaults).
 OPERATOR_EMAIL = env.str("OPERATOR_EMAIL", default="operator@localhost")
 
+# `text` (the default) or `json`: one JSON object per line, with the request id of the request
+# (or of the request that queued a Celery task), and one line per request (gateway/logjson.py).
+LOG_FORMAT = env.str("LOG_FORMAT", default="text").strip().lower()
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT: {LOG_FORMAT!r} is neither 'text' nor 'json'.")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    # credentials out of every line written (gateway/logfilters.py)
-    "filters": {"redact_secrets": {"()": "gateway.logfilters.RedactSecrets"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "json": {"()": "gateway.logjson.JsonFormatter"}},
+    # credentials out of every line written (gateway/logfilters.py); the request id on each record
+    "filters": {"redact_secrets": {"()": "gateway.logfilters.RedactSecrets"},
+                "request_context": {"()": "gateway.logjson.RequestContext"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "plain",
+                             "filters": ["request_context", "redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.request": {"level": "ERROR"}},
+    "loggers": {"django.request": {"level": "ERROR"},
+                # the line per request: JSON logs only (the text logs have the server's access log)
+                "gateway.requests": {"level": "INFO" if LOG_FORMAT == "json" else "WARNING"}},
 }
+
+# --- Metrics (GET /metrics, docs/operations.md) ---------------------------------------------
+# Every process (web workers, Celery) keeps its Prometheus values in files of this folder, which
+# the scrape adds up. prometheus_client reads it from the environment when first imported.
+PROMETHEUS_MULTIPROC_DIR = Path(env.str("PROMETHEUS_MULTIPROC_DIR", default="") or VAR_DIR / "metrics")
+PROMETHEUS_MULTIPROC_DIR.mkdir(parents=True, exist_ok=True)
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(PROMETHEUS_MULTIPROC_DIR)
+# A scrape must send `Authorization: Bearer <METRICS_TOKEN>`; empty: only loopback clients may scrape.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+# Seconds the scrape waits for the task broker when it reads the queue's length.
+METRICS_BROKER_TIMEOUT_SECONDS = env.float("METRICS_BROKER_TIMEOUT_SECONDS", default=2.0)
 
 # Seconds a process keeps its copy of the model registry at most. A change is seen at once anyway
 # (a version stamp read per call, gateway/routing.py); this is the backstop for writes that send
@@ -432,6 +456,10 @@ WHATSAPP_CODE_TEMPLATE = env.str("WHATSAPP_CODE_TEMPLATE", default="")
 WHATSAPP_CODE_TEMPLATE_LANGUAGE = env.str("WHATSAPP_CODE_TEMPLATE_LANGUAGE", default="en_US")
 # httpx logs each request's URL at INFO, and the Telegram bot token is part of its URLs.
 LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
+# A 501 (a feature the gateway does not provide) is the client's problem: django.request logs it
+# at WARNING, not ERROR (gateway/request_log.py).
+LOGGING["filters"]["not_implemented_is_warning"] = {"()": "gateway.request_log.NotImplementedIsWarning"}
+LOGGING["loggers"]["django.request"]["filters"] = ["not_implemented_is_warning"]
 
 # /api/v1/mcp: Origins besides the gateway's own that may call it from a browser (comma list),
 # and the lifetime in seconds of an MCP session id (after it the client sends initialize again).
@@ -462,3 +490,6 @@ AGENT_CHAT_TIMEOUT_SECONDS = env.float("AGENT_CHAT_TIMEOUT_SECONDS", default=120
 SERVER_COOLDOWN_SECONDS = env.float("SERVER_COOLDOWN_SECONDS", default=30.0)
 # Retry-After of the 503 answered while PostgreSQL or Redis cannot be reached.
 OUTAGE_RETRY_AFTER_SECONDS = env.int("OUTAGE_RETRY_AFTER_SECONDS", default=5)
+# Seconds between two writes of a process's model server health (last success, last failure) to
+# the shared cache, for the admin (gateway/server_health.py); a proxied call itself writes nothing.
+SERVER_HEALTH_FLUSH_SECONDS = env.float("SERVER_HEALTH_FLUSH_SECONDS", default=5.0)

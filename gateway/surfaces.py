@@ -21,6 +21,9 @@ from django.middleware.security import SecurityMiddleware
 from django.utils.module_loading import import_string
 
 API_PREFIXES = ("/v1/", "/api/")
+# Probes (gateway/health.py) and the scrape (gateway/metrics_view.py) go straight to their view:
+# no https redirect, no Host check, no session.
+HEALTH_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
 
 
 def is_api_path(path: str) -> bool:
@@ -42,6 +45,8 @@ class SurfaceMiddleware:
     def __call__(self, request):
         if self.is_async:
             return self.__acall__(request)
+        if request.path in HEALTH_PATHS:
+            return self.get_response(request)
         if not is_api_path(request.path):
             return self.console(request)
         redirect = self.security.process_request(request)
@@ -49,6 +54,8 @@ class SurfaceMiddleware:
         return api_headers(self.security.process_response(request, response))
 
     async def __acall__(self, request):
+        if request.path in HEALTH_PATHS:
+            return await self.get_response(request)
         if not is_api_path(request.path):
             return await self.console(request)
         redirect = self.security.process_request(request)

@@ -1,9 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from gateway import health, metrics_view
 from gateway.openapi.views import admin_contract, openapi_json
 
 urlpatterns = [
+    # probes first: no credential, no ceiling, no console middleware (gateway/health.py)
+    path("livez", health.livez, name="livez"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics_view.metrics, name="metrics"),  # Prometheus (gateway/metrics_view.py)
     # before the admin: it holds the admin's login, limited per address and per account
     path("", include("accounts.urls")),
     path("admin/api-contract/", admin.site.admin_view(admin_contract), name="admin-api-contract"),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
+from gateway.logjson import current_request_id
 from routines.ingest import Incoming, ingest_many
 from routines.runs import enqueue
 
@@ -32,7 +33,7 @@ class _Intake:
 
     async def take(self, item: Incoming) -> tuple[int, dict]:
         answer = asyncio.get_running_loop().create_future()
-        self.waiting.append((item, answer))
+        self.waiting.append((item, answer, current_request_id()))  # for the log lines of its run
         if not self.draining:
             self.draining = True
             asyncio.get_running_loop().create_task(self._drain())
@@ -46,20 +47,24 @@ class _Intake:
                 batch, self.waiting = self.waiting[:MAX_BATCH], self.waiting[MAX_BATCH:]
                 committed: list[int] = []
                 try:
-                    answers = await in_worker(ingest_many)([item for item, _ in batch],
+                    answers = await in_worker(ingest_many)([item for item, _, _ in batch],
                                                            then=lambda *ids: committed.extend(ids))
                 except BaseException as exc:  # each event's view raises it (a 503 for an outage)
-                    for _, answer in batch:
+                    for _, answer, _ in batch:
                         if not answer.done():
                             answer.set_exception(exc)
                     if not isinstance(exc, Exception):
                         raise
                     continue
-                for (_, answer), result in zip(batch, answers):
+                for (_, answer, _), result in zip(batch, answers):
                     if not answer.done():
                         answer.set_result(result)
                 if committed:  # the answers go out while the runs are handed to the task queue
-                    task = asyncio.get_running_loop().create_task(in_worker(enqueue)(*committed))
+                    # a run per accepted event, in the events' order (routines.ingest.ingest_many)
+                    request_ids = [request_id for (_, _, request_id), (_, body) in zip(batch, answers)
+                                   if body.get("queued")]
+                    task = asyncio.get_running_loop().create_task(
+                        in_worker(enqueue)(*committed, request_ids=request_ids))
                     self.enqueueing.add(task)
                     task.add_done_callback(self.enqueueing.discard)
         finally:

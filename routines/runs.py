@@ -41,6 +41,7 @@ from routines.deliveries.base import scrubbed
 from routines.durable import DATABASE_DOWN, durably
 from routines.inbox import notify
 from routines.models import Delivery, Routine, Run
+from routines.run_log import run_ended
 
 log = logging.getLogger(__name__)
 
@@ -75,17 +76,22 @@ def queue_runs(entries: list[tuple[Routine, str, object]], *, then: Callable[...
     return runs
 
 
-def enqueue(*run_ids: int) -> None:
+def enqueue(*run_ids: int, request_ids: list[str | None] | None = None) -> None:
     """Hand runs to the task queue: a run is one message; several (a batch of webhook events)
     are one message that a worker splits into a task per run, so a web process publishes once
-    per batch. If the broker cannot take them they stay queued, and the sweep enqueues them."""
+    per batch. If the broker cannot take them they stay queued, and the sweep enqueues them.
+    `request_ids`: of the requests that queued each run (a batch's come from several requests),
+    for their log lines; without them, the request being served, if any."""
+    from gateway.celery import request_id_headers
     from routines.tasks import enqueue_routine_runs, execute_routine_run
 
     try:
         if len(run_ids) == 1:
-            execute_routine_run.delay(run_ids[0])
+            headers = request_id_headers(request_ids[0]) if request_ids else None
+            execute_routine_run.apply_async((run_ids[0],), headers=headers)
         elif run_ids:
-            enqueue_routine_runs.delay(list(run_ids))
+            kwargs = {"request_ids": list(request_ids)} if request_ids else {}
+            enqueue_routine_runs.apply_async((list(run_ids),), kwargs, headers=request_id_headers(None))
     except Exception:
         log.exception("could not enqueue runs %s; the sweep will", list(run_ids))
 
@@ -288,6 +294,7 @@ def _end(run: Run, *, error: str, output: str | None = None, counts: bool = True
         return False
     for name, value in values.items():
         setattr(run, name, value)
+    run_ended(run, status=status, error=error, finished_at=now)
     routine = run.routine
     if not error:
         Routine.objects.filter(pk=routine.pk).update(consecutive_failures=0, last_run_at=now)

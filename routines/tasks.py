@@ -10,6 +10,7 @@ from celery import shared_task
 from django.conf import settings
 
 from routines.deliveries import RetryableDeliveryError, send_delivery, task_seconds
+from gateway.celery import request_id_headers
 from gateway.errors import outage_of
 from routines.runs import RunPostponed, execute_run, settle_run, sweep_runs
 
@@ -30,11 +31,13 @@ def execute_routine_run(self, run_id: int) -> None:
 
 
 @shared_task(name="routines.tasks.enqueue_routine_runs", acks_late=True, reject_on_worker_lost=True)
-def enqueue_routine_runs(run_ids: list[int]) -> None:
-    """A task per run of a batch (routines.runs.enqueue). Done twice (a worker lost midway), a run
-    is still carried out once: its task claims it first."""
-    for run_id in run_ids:
-        execute_routine_run.delay(run_id)
+def enqueue_routine_runs(run_ids: list[int], request_ids: list[str | None] | None = None) -> None:
+    """A task per run of a batch (routines.runs.enqueue), each with the id of the request that
+    queued its run. Done twice (a worker lost midway), a run is still carried out once: its task
+    claims it first."""
+    request_ids = request_ids if request_ids and len(request_ids) == len(run_ids) else [None] * len(run_ids)
+    for run_id, request_id in zip(run_ids, request_ids):
+        execute_routine_run.apply_async((run_id,), headers=request_id_headers(request_id))
 
 
 @shared_task(bind=True, name="routines.tasks.deliver_run_target", acks_late=True, reject_on_worker_lost=True,

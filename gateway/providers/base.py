@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway import cooldown, upstream_http
+from gateway import cooldown, server_health, upstream_http
 from gateway.redact import credentials_in, redact
 from gateway.routing import Server
 from gateway.sse import sse_read
@@ -124,6 +124,8 @@ async def send(request: upstream_http.Request, server: Server, *,
         raise failure from None
     if verdict == cooldown.PROBE:
         await cooldown.record_success_async(server)
+    if response.status_code == 200:
+        server_health.succeeded(server)  # a dictionary write; a thread writes it out (no I/O here)
     return response, verdict
 
 

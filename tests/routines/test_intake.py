@@ -29,7 +29,7 @@ def batches(monkeypatch):
         return ingest_many(items, **kwargs)
 
     monkeypatch.setattr(intake, "ingest_many", counting)
-    monkeypatch.setattr(intake, "enqueue", lambda *ids: enqueued.extend(ids))
+    monkeypatch.setattr(intake, "enqueue", lambda *ids, request_ids=None: enqueued.extend(ids))
     return sizes, enqueued
 
 
@@ -72,7 +72,7 @@ def test_a_failed_batch_fails_each_event_and_their_retries_are_taken(unsigned, b
         _together(unsigned.webhook_token, [b'{"id": "x"}', b'{"id": "y"}'])
     assert not Event.objects.exists()
     monkeypatch.undo()
-    monkeypatch.setattr(intake, "enqueue", lambda *ids: None)
+    monkeypatch.setattr(intake, "enqueue", lambda *ids, request_ids=None: None)
     answers = _together(unsigned.webhook_token, [b'{"id": "x"}', b'{"id": "y"}'])
     assert [body.get("queued") for _, body in answers] == [True, True]  # the marks were removed
 
@@ -100,13 +100,32 @@ def test_a_batch_of_runs_is_one_message_that_a_worker_splits(monkeypatch):
     from routines import runs, tasks
 
     split, single = [], []
-    monkeypatch.setattr(tasks.enqueue_routine_runs, "delay", lambda ids: split.append(ids))
-    monkeypatch.setattr(tasks.execute_routine_run, "delay", lambda run_id: single.append(run_id))
+    monkeypatch.setattr(tasks.enqueue_routine_runs, "apply_async",
+                        lambda args, kwargs=None, headers=None: split.append((args[0], kwargs)))
+    monkeypatch.setattr(tasks.execute_routine_run, "apply_async",
+                        lambda args, headers=None: single.append((args[0], (headers or {}).get("gateway_request_id"))))
     runs.enqueue(1, 2, 3)
     runs.enqueue(4)
-    assert split == [[1, 2, 3]] and single == [4]
+    assert split == [([1, 2, 3], {})] and single == [(4, None)]
     tasks.enqueue_routine_runs([5, 6])  # in the worker: a task per run
-    assert single == [4, 5, 6]
+    assert single == [(4, None), (5, None), (6, None)]
+
+
+def test_each_run_of_a_batch_carries_the_id_of_the_request_that_queued_it(monkeypatch):
+    """The ids travel in the batch's message, then in each run's task headers, for the log
+    lines of the run (gateway/logjson.py)."""
+    from routines import runs, tasks
+
+    split, single = [], []
+    monkeypatch.setattr(tasks.enqueue_routine_runs, "apply_async",
+                        lambda args, kwargs=None, headers=None: split.append((args[0], kwargs)))
+    monkeypatch.setattr(tasks.execute_routine_run, "apply_async",
+                        lambda args, headers=None: single.append((args[0], headers["gateway_request_id"])))
+    runs.enqueue(1, 2, request_ids=["req-a", "req-b"])
+    runs.enqueue(3, request_ids=["req-c"])
+    assert split == [([1, 2], {"request_ids": ["req-a", "req-b"]})] and single == [(3, "req-c")]
+    tasks.enqueue_routine_runs([1, 2], request_ids=["req-a", "req-b"])
+    assert single == [(3, "req-c"), (1, "req-a"), (2, "req-b")]
 
 
 def test_in_one_batch_the_ceiling_refuses_exactly_the_first_event_over_it_and_accounts_stay_apart(
@@ -126,3 +145,27 @@ def test_in_one_batch_the_ceiling_refuses_exactly_the_first_event_over_it_and_ac
     assert sorted(Event.objects.filter(routine=unsigned).values_list("event_id", flat=True)) == ["1", "2"]
     assert list(Event.objects.filter(routine=theirs).values_list("event_id", flat=True)) == ["1"]
     assert set(Run.objects.values_list("routine__account", flat=True)) == {unsigned.account_id, outsider.pk}
+
+
+def test_each_run_of_a_batch_is_enqueued_with_the_id_of_its_own_request(unsigned, monkeypatch):
+    """The batch is drained in the context of the request that started it: each run's request id
+    is taken from its own request when the event arrives, not from that context."""
+    from gateway.logjson import Exchange, current
+
+    handed = []
+    monkeypatch.setattr(intake, "enqueue", lambda *ids, request_ids=None: handed.extend(zip(ids, request_ids)))
+
+    async def one(n: int, body: bytes):
+        current.set(Exchange(request_id=f"req-{n}"))  # as the request's middleware does
+        return await intake.take_in(Incoming(unsigned.webhook_token, body, {}))
+
+    async def run():
+        bodies = [b'{"id": "a"}', b'{"id": "a"}', b'{"id": "b"}']
+        answers = await asyncio.gather(*(one(n, body) for n, body in enumerate(bodies)))
+        await asyncio.gather(*list(intake._intakes[asyncio.get_running_loop()].enqueueing))
+        return answers
+
+    answers = asyncio.run(run())
+    assert [body.get("queued", body.get("ignored")) for _, body in answers] == [True, "duplicate", True]
+    by_event = {Run.objects.get(pk=run_id).event_id: request_id for run_id, request_id in handed}
+    assert by_event == {"a": "req-0", "b": "req-2"}
