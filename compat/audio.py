@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
+from gateway import metrics, ratelimit
 from gateway.calls import call_plan
 from gateway.dispatch import exhausted, fell_through
 from gateway.errors import ApiError
@@ -83,9 +83,12 @@ async def _forward(request, model_id, path, payload) -> tuple[Target, Any]:
             failures.append(UpstreamError("refused", 400, f"Server '{target.server.name}' does not serve audio."))
             continue
         try:
-            return target, await openai_provider.forward(target, path, **payload(target))
+            forwarded = await openai_provider.forward(target, path, **payload(target))
         except UpstreamError as failure:
-            failures.append(fell_through(target, failure, last=index == len(chain) - 1))
+            failures.append(fell_through(target, failure, last=index == len(chain) - 1, chain=chain))
+        else:
+            metrics.upstream_call(target.server.name, target.public_id, "ok")
+            return target, forwarded
     raise exhausted(failures)
 
 
