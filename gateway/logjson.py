@@ -142,9 +142,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
+QUIET_PATHS = frozenset({"/metrics", "/livez", "/readyz"})
+
+
 class QuietScrapes(logging.Filter):
-    """Drops the server's access-log lines of GET /metrics (a scrape every few seconds is not
-    worth a line at INFO)."""
+    """Drops the server's access-log lines of scrapes and probes (GET /metrics, /livez, /readyz:
+    one every few seconds is not worth a line at INFO)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
@@ -154,7 +157,7 @@ class QuietScrapes(logging.Filter):
             path = args.get("U")
         else:
             return True
-        return not (isinstance(path, str) and (path == "/metrics" or path.startswith("/metrics?")))
+        return not (isinstance(path, str) and path.partition("?")[0] in QUIET_PATHS)
 
 
 def install() -> None:

@@ -242,3 +242,25 @@ def test_readyz_is_answered_by_a_live_process(db, live_gateway):
     assert ready.status_code == 200
     assert ready.json()["status"] == "ok"
     assert set(ready.json()["checks"]) == set(ALL_UP)
+
+
+@pytest.mark.parametrize("path", ["/livez", "/readyz", "/metrics", "/readyz?verbose=1"])
+def test_the_servers_access_log_has_no_line_for_probes_and_scrapes(path):
+    """uvicorn's and gunicorn's access-log records, as they make them, pass the filter the
+    project puts on those loggers only for other paths."""
+    import logging
+
+    from gateway.logjson import QuietScrapes
+
+    def uvicorn_line(target):
+        return logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                                 ("127.0.0.1:5000", "GET", target, "1.1", 200), None)
+
+    def gunicorn_line(target):
+        record = logging.LogRecord("gunicorn.access", logging.INFO, __file__, 1, "%(U)s", None, None)
+        record.args = {"U": target}
+        return record
+
+    quiet = QuietScrapes()
+    assert not quiet.filter(uvicorn_line(path)) and not quiet.filter(gunicorn_line(path))
+    assert quiet.filter(uvicorn_line("/v1/models")) and quiet.filter(gunicorn_line("/v1/models"))
