@@ -14,13 +14,12 @@ from typing import Any
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
-from gateway.embeddings import embed, embedding_chain, float32_blobs
+from gateway.embeddings import embed, embedding_chain, float32_blobs, parse_input
 from gateway.errors import ApiError, ValidationFailed
 from gateway.http import read_json_object
 from gateway.metering import AfterSendResponse, meter
 from gateway.output import respond
 from gateway.validation import check_field_types
-from native.embeddings import parse_input
 
 SURFACE = "embeddings"
 ENCODINGS = ("float", "base64")
@@ -36,7 +35,7 @@ def _refused(message: str, param: str) -> ApiError:
 
 def embeddings_form(body: dict[str, Any]) -> tuple[list[str], str | None, str]:
     """The texts, the requested model (None: the default embedding model) and the encoding, or a
-    400 naming the field. The input's limits are the native endpoint's (`parse_input`)."""
+    400 naming the field. The input's limits are the native endpoint's (gateway.embeddings.parse_input)."""
     check_field_types(body, FIELDS)
     encoding = body.get("encoding_format") or "float"
     if encoding not in ENCODINGS:

@@ -20,7 +20,7 @@ from django.conf import settings
 from gateway import metrics
 from gateway.calls import call_plan
 from gateway.dispatch import exhausted, fell_through, refused
-from gateway.errors import ApiError
+from gateway.errors import ApiError, ValidationFailed
 from gateway.providers import openai as openai_provider
 from gateway.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
 from gateway.routing import Target, registry, usable_targets
@@ -46,6 +46,27 @@ def default_embedding_model(group) -> str:
     if any(CAPABILITY in t.capabilities for t in registry().by_id.values()):
         raise ApiError(403, "Your account group may not use any embedding model.", code="permission_denied")
     raise ApiError(503, "No embedding model is configured.", code="no_embedding_model")
+
+
+def parse_input(body: dict) -> tuple[list[str], str | None]:
+    """The texts and the requested model, or 422 `{message, errors}`: the input's limits, the same
+    for /api/v1/embeddings (native/embeddings.py) and /v1/embeddings (compat/embeddings.py)."""
+    value = body.get("input")
+    texts = [value] if isinstance(value, str) else value
+    most, longest = settings.EMBEDDINGS_MAX_ITEMS, settings.EMBEDDINGS_MAX_CHARS
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise ValidationFailed({"input": ["The input must be a string or a non-empty list of strings."]})
+    if len(texts) > most:
+        raise ValidationFailed({"input": [f"The input may hold at most {most} items; it has {len(texts)}."]})
+    for index, text in enumerate(texts):
+        if not text:
+            raise ValidationFailed({"input": [f"Item {index} is empty."]})
+        if len(text) > longest:
+            raise ValidationFailed({"input": [f"Item {index} is longer than {longest} characters ({len(text)})."]})
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise ValidationFailed({"model": ["The model must be a non-empty string."]})
+    return texts, model
 
 
 def embedding_chain(*, account, model_id: str | None = None, quota_used=None) -> list[Target]:

@@ -3,37 +3,14 @@
 
 from __future__ import annotations
 
-from django.conf import settings
-
 from accounts.endpoints import endpoint
 from gateway import ratelimit
-from gateway.embeddings import embed, embedding_chain
-from gateway.errors import ValidationFailed
+from gateway.embeddings import embed, embedding_chain, parse_input
 from gateway.http import read_json_object
 from gateway.metering import AfterSendResponse, meter
 from gateway.output import respond
 
 SURFACE = "native_embeddings"
-
-
-def parse_input(body: dict) -> tuple[list[str], str | None]:
-    """The texts and the requested model, or 422 `{message, errors}`."""
-    value = body.get("input")
-    texts = [value] if isinstance(value, str) else value
-    most, longest = settings.EMBEDDINGS_MAX_ITEMS, settings.EMBEDDINGS_MAX_CHARS
-    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-        raise ValidationFailed({"input": ["The input must be a string or a non-empty list of strings."]})
-    if len(texts) > most:
-        raise ValidationFailed({"input": [f"The input may hold at most {most} items; it has {len(texts)}."]})
-    for index, text in enumerate(texts):
-        if not text:
-            raise ValidationFailed({"input": [f"Item {index} is empty."]})
-        if len(text) > longest:
-            raise ValidationFailed({"input": [f"Item {index} is longer than {longest} characters ({len(text)})."]})
-    model = body.get("model")
-    if model is not None and (not isinstance(model, str) or not model.strip()):
-        raise ValidationFailed({"model": ["The model must be a non-empty string."]})
-    return texts, model
 
 
 def _prepare(request):

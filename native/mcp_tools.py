@@ -21,14 +21,14 @@ from jsonschema.exceptions import best_match
 from gateway.calls import check_chat_size
 from gateway.completion import complete, meter_completion
 from gateway.errors import ApiError
-from gateway.output import timestamp
 from gateway.routing import registry, usable_targets
 from gateway.workers import in_worker
 from native.agent import agent_chain
 from native.collections import collection_get
 from native.search import search_collection as search
-from routines.models import Routine, Run
-from routines.runs import queue_run
+from routines.models import Routine
+from routines.records import routine_summary
+from routines.run_start import start_manual_run
 
 SURFACE = "mcp"
 MAX_SEARCH_RESULTS = 20
@@ -154,13 +154,7 @@ async def search_collection(caller: Caller, arguments: dict[str, Any]) -> dict[s
 
 
 def _routines(account) -> list[dict[str, Any]]:
-    return [
-        {"id": r.pk, "name": r.name, "trigger": r.trigger, "is_enabled": r.is_enabled,
-         "disabled_reason": r.disabled_reason or None, "schedule": r.schedule or None,
-         "last_run_at": timestamp(r.last_run_at),
-         "next_run_at": timestamp(r.next_run_at)}
-        for r in Routine.objects.filter(account=account).order_by("id")
-    ]
+    return [routine_summary(r) for r in Routine.objects.filter(account=account).order_by("id")]
 
 
 async def list_routines(caller: Caller, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -173,7 +167,7 @@ def _start(account, routine_id: int) -> dict[str, Any]:
         raise ApiError(404, f"Routine {routine_id} not found.")
     if not routine.is_enabled:
         raise ApiError(422, f"Routine {routine_id} is paused; enable it before starting it.")
-    run = queue_run(routine, trigger=Run.Trigger.MANUAL)
+    run = start_manual_run(routine)
     return {"routine_id": routine.pk, "run_id": run.pk, "status": run.status, "trigger": run.trigger}
 
 

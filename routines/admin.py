@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 
 from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
 from routines.routine_writes import SCHEDULE_REQUIRED
-from routines.runs import retry_run
+from routines.run_start import retry_run
 from routines.schedules import routine_next_run, schedule_errors
 
 

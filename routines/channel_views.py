@@ -18,13 +18,13 @@ from routines.channels import (
     channel_delete,
     channel_list,
     channel_record,
-    normalize_number,
     telegram_link_create,
     telegram_secret_matches,
     telegram_update_handle,
     whatsapp_code_send,
     whatsapp_verify,
 )
+from routines.linked_channels import normalize_number
 
 NUMBER_HELP = "Give the number in international form, with the country code (for example +5511999990000)."
 

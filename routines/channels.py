@@ -28,12 +28,12 @@ from gateway.errors import ApiError, ValidationFailed
 from gateway.output import timestamp
 from routines.deliveries import telegram, whatsapp
 from routines.deliveries.base import DeliveryFailed
+# the readers live in routines/linked_channels.py (deliveries need them, and this module needs deliveries)
+from routines.linked_channels import TELEGRAM, WHATSAPP
 from routines.models import LinkedChannel
 
 log = logging.getLogger(__name__)
 
-TELEGRAM, WHATSAPP = LinkedChannel.Kind.TELEGRAM, LinkedChannel.Kind.WHATSAPP
-NUMBER = re.compile(r"^\+?([1-9][0-9]{7,14})$")
 START = re.compile(r"^/start(?:@\w+)?\s+([A-Za-z0-9_-]{1,64})\s*$")
 CODE_DIGITS = 6
 
@@ -44,29 +44,6 @@ HELP_REPLY = "To link this chat, open the link your gateway account gives you fo
 
 
 # --- Reading -------------------------------------------------------------------------------
-
-def is_linked(account, kind: str, address: str | None = None) -> bool:
-    """Whether `account` has a verified channel of `kind`; for WhatsApp, that very number."""
-    channels = LinkedChannel.objects.filter(account=account, kind=kind, verified_at__isnull=False)
-    if kind == WHATSAPP:
-        number = normalize_number(address or "")
-        if number is None:
-            return False
-        channels = channels.filter(address=number)
-    return channels.exists()
-
-
-def telegram_chat_id(account) -> str | None:
-    channel = (LinkedChannel.objects.filter(account=account, kind=TELEGRAM, verified_at__isnull=False)
-               .exclude(address="").order_by("-verified_at").first())
-    return channel.address if channel else None
-
-
-def normalize_number(text: str) -> str | None:
-    """`+<digits>` (E.164) from `+5511999990000` or `5511999990000`; None when it is not one."""
-    match = NUMBER.match((text or "").strip())
-    return f"+{match.group(1)}" if match else None
-
 
 def channel_list(*, account) -> list[LinkedChannel]:
     return list(LinkedChannel.objects.filter(account=account).order_by("id"))

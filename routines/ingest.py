@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from gateway.counters import hits_many, marks_many, unmark
 from routines.models import Event, Routine
-from routines.runs import queue_runs
+from routines.run_start import queue_runs
 from routines.signatures import (STANDARD_BAD_TIMESTAMP, STANDARD_OK, STANDARD_TOLERANCE_SECONDS, signature_valid,
                                   standard_check)
 

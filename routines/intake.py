@@ -20,7 +20,7 @@ import weakref
 
 from gateway.logjson import current_request_id
 from routines.ingest import Incoming, ingest_many
-from routines.runs import enqueue
+from routines.run_start import enqueue
 
 MAX_BATCH = 200
 

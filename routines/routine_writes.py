@@ -17,7 +17,7 @@ from accounts.models import Account
 from gateway.errors import ApiError, ValidationFailed
 from gateway.routing import plan_chain
 from routines.models import Routine, Run
-from routines.runs import queue_run
+from routines.run_start import start_manual_run
 from routines.schedules import routine_next_run, schedule_errors
 from routines.targets import target_errors
 
@@ -149,8 +149,7 @@ def routine_run_now(*, routine: Routine) -> Run:
     if not routine.is_enabled:
         raise ValidationFailed({"is_enabled": ["The routine is paused: enable it before running it."]},
                                "The routine is paused: enable it before running it.")
-    with transaction.atomic():
-        return queue_run(routine, trigger=Run.Trigger.MANUAL)
+    return start_manual_run(routine)
 
 
 def routine_for(*, account: Account, routine_id: int) -> Routine:

@@ -1,6 +1,7 @@
-"""Runs of a routine: queued (by an event, a schedule, run-now or the agent), claimed once by a
-worker, answered (a model call through the gateway, or the prompt as it is when `uses_ai` is
-false), delivered to every target by a task per target (routines/deliveries/), and finished once.
+"""Runs of a routine: queued (by an event, a schedule, run-now or the agent; routines/run_start.py),
+claimed once by a worker, answered (a model call through the gateway, or the prompt as it is when
+`uses_ai` is false), delivered to every target by a task per target (routines/deliveries/), and
+finished once.
 Three failed runs in a row switch the routine off and tell its owner (spec 3.3).
 
 A run executes once:
@@ -21,11 +22,9 @@ import asyncio
 import logging
 import secrets
 import time
-from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -42,6 +41,7 @@ from routines.durable import DATABASE_DOWN, durably
 from routines.inbox import notify
 from routines.models import Delivery, Routine, Run
 from routines.run_log import run_ended
+from routines.run_start import enqueue
 
 log = logging.getLogger(__name__)
 
@@ -56,44 +56,6 @@ ANSWER_LOST = ("The model answered, but its worker stopped before the answer was
 DELIVERY_LOST = "Its worker stopped during the last try."
 NO_OUTPUT = "The model produced no output."
 NO_DELIVERY = "No delivery target succeeded."
-
-
-def queue_run(routine: Routine, *, trigger: str, event=None) -> Run:
-    """A queued run of `routine`; its task is enqueued when the surrounding transaction commits
-    (at once outside one). If the broker cannot take it, the sweep enqueues it later."""
-    return queue_runs([(routine, trigger, event)])[0]
-
-
-def queue_runs(entries: list[tuple[Routine, str, object]], *, then: Callable[..., None] | None = None) -> list[Run]:
-    """`queue_run` for several `(routine, trigger, event)` at once: one INSERT. `then(*run_ids)`
-    instead of `enqueue` once the transaction commits (the webhook intake answers first)."""
-    if not entries:
-        return []
-    runs = Run.objects.bulk_create([
-        Run(routine=routine, trigger=trigger, source_event=event, event_id=event.event_id if event is not None else "")
-        for routine, trigger, event in entries])
-    transaction.on_commit(lambda: (then or enqueue)(*(run.pk for run in runs)))
-    return runs
-
-
-def enqueue(*run_ids: int, request_ids: list[str | None] | None = None) -> None:
-    """Hand runs to the task queue: a run is one message; several (a batch of webhook events)
-    are one message that a worker splits into a task per run, so a web process publishes once
-    per batch. If the broker cannot take them they stay queued, and the sweep enqueues them.
-    `request_ids`: of the requests that queued each run (a batch's come from several requests),
-    for their log lines; without them, the request being served, if any."""
-    from gateway.celery import request_id_headers
-    from routines.tasks import enqueue_routine_runs, execute_routine_run
-
-    try:
-        if len(run_ids) == 1:
-            headers = request_id_headers(request_ids[0]) if request_ids else None
-            execute_routine_run.apply_async((run_ids[0],), headers=headers)
-        elif run_ids:
-            kwargs = {"request_ids": list(request_ids)} if request_ids else {}
-            enqueue_routine_runs.apply_async((list(run_ids),), kwargs, headers=request_id_headers(None))
-    except Exception:
-        log.exception("could not enqueue runs %s; the sweep will", list(run_ids))
 
 
 def claim(run_id: int) -> bool:
@@ -344,11 +306,6 @@ def _billed(run_id: int) -> dict | None:
     prompt, completion = record["input_tokens"], record["output_tokens"]
     return {"model": record["model"], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                                 "total_tokens": prompt + completion}}
-
-
-def retry_run(run: Run) -> Run:
-    """A new queued run with the same event and trigger as a failed one (the admin's retry)."""
-    return queue_run(run.routine, trigger=run.trigger, event=run.source_event)
 
 
 def sweep_runs() -> int:

@@ -99,7 +99,7 @@ def enqueue_due(now: datetime | None = None) -> int:
 
 
 def _queue_once(pk: int, slot: datetime, now: datetime) -> bool:
-    from routines.runs import queue_run
+    from routines.run_start import queue_run
 
     with transaction.atomic():
         routine = Routine.objects.filter(pk=pk).first()

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 
+from routines.linked_channels import is_linked
+
 INAPP, EMAIL, WEBHOOK, TELEGRAM, WHATSAPP = "inapp", "email", "webhook", "telegram", "whatsapp"
 KINDS = (INAPP, EMAIL, WEBHOOK, TELEGRAM, WHATSAPP)
 MIN_TARGETS, MAX_TARGETS = 1, 5
@@ -79,6 +81,4 @@ def target_errors(account, targets: list) -> list[str]:
 
 
 def _linked(account, target: Target) -> bool:
-    from routines.channels import is_linked  # the channels module (linking lives there)
-
     return is_linked(account, target.kind, target.value or None)

@@ -32,7 +32,7 @@ def execute_routine_run(self, run_id: int) -> None:
 
 @shared_task(name="routines.tasks.enqueue_routine_runs", acks_late=True, reject_on_worker_lost=True)
 def enqueue_routine_runs(run_ids: list[int], request_ids: list[str | None] | None = None) -> None:
-    """A task per run of a batch (routines.runs.enqueue), each with the id of the request that
+    """A task per run of a batch (routines.run_start.enqueue), each with the id of the request that
     queued its run. Done twice (a worker lost midway), a run is still carried out once: its task
     claims it first."""
     request_ids = request_ids if request_ids and len(request_ids) == len(run_ids) else [None] * len(run_ids)

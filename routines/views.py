@@ -17,60 +17,11 @@ from routines.blueprints import BLUEPRINTS
 from routines.inbox import inbox_messages, mark_read
 from routines.ingest import Incoming
 from routines.intake import take_in
-from routines.models import Routine, Run
+from routines.models import Routine
+from routines.records import routine_record, run_record
 from routines.runs import recent_runs
 
 TOKEN_FORM = re.compile(r"[0-9a-f]{32,64}")
-
-
-def routine_record(routine: Routine, *, with_token: bool = False) -> dict:
-    """The routine as the API shows it: never its secret; its token (and the e-mail address
-    made of it) only in the answers to create, change and rotate."""
-    record = {
-        "id": routine.pk,
-        "name": routine.name,
-        "prompt": routine.prompt,
-        "trigger": routine.trigger,
-        "delivery_targets": routine.delivery_targets,
-        "uses_ai": routine.uses_ai,
-        "is_enabled": routine.is_enabled,
-        "webhook_assinado": bool(routine.webhook_secret),
-        "webhook_signature_scheme": routine.webhook_signature_scheme,
-        "schedule": routine.schedule or None,
-        "timezone": routine.timezone,
-        "model": routine.model or None,
-        "consecutive_failures": routine.consecutive_failures,
-        "disabled_reason": routine.disabled_reason or None,
-        "last_run_at": timestamp(routine.last_run_at),
-        "next_run_at": timestamp(routine.next_run_at),
-        "created_at": timestamp(routine.created_at),
-    }
-    if with_token:
-        record["webhook_token"] = routine.webhook_token
-        domain = getattr(settings, "INBOUND_EMAIL_DOMAIN", "")
-        record["email_address"] = (f"{routine.webhook_token}@{domain}"
-                                   if routine.trigger == Routine.Trigger.EMAIL and domain else None)
-    return record
-
-
-def run_record(run: Run) -> dict:
-    return {
-        "id": run.pk,
-        "event_id": run.event_id or None,
-        "trigger": run.trigger,
-        "status": run.status,
-        "output": run.output,
-        "error": run.error or None,
-        "model": run.model or None,
-        "usage": run.usage,
-        "created_at": timestamp(run.created_at),
-        "started_at": timestamp(run.started_at),
-        "finished_at": timestamp(run.finished_at),
-        "deliveries": [
-            {"target": d.target, "status": d.status, "attempts": d.attempts, "error": d.error or None}
-            for d in run.deliveries.all()
-        ],
-    }
 
 
 def webhook_url(request, routine: Routine) -> str:
@@ -78,13 +29,13 @@ def webhook_url(request, routine: Routine) -> str:
     return f"{base}/api/v1/hooks/{routine.webhook_token}"
 
 
-def _webhook_fields(request, routine: Routine) -> dict:
-    signed = bool(routine.webhook_secret)
-    return {
-        "webhook_url": webhook_url(request, routine),
-        "webhook_assinado": signed,
-        "webhook_aviso": None if signed else writes.UNSIGNED_WARNING,
-    }
+def _written(request, routine: Routine, **extra) -> dict:
+    """The answer to create, change and rotate: the routine with its token, its webhook's URL and
+    whether it is signed (with a warning when it is not)."""
+    record = routine_record(routine, with_token=True)
+    signed = record["webhook_assinado"]
+    return {"routine": record, "webhook_url": webhook_url(request, routine), "webhook_assinado": signed,
+            "webhook_aviso": None if signed else writes.UNSIGNED_WARNING, **extra}
 
 
 @endpoint("GET", "POST")
@@ -95,8 +46,7 @@ def routines(request):
         return respond({"routines": [routine_record(r) for r in mine]})
     written = writes.routine_create(account=account, data=read_json_object(request))
     routine = written.routine
-    return respond({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine),
-                    "webhook_secret": written.secret_shown}, status=201)
+    return respond(_written(request, routine, webhook_secret=written.secret_shown), status=201)
 
 
 @endpoint("GET", "PUT", "DELETE")
@@ -108,7 +58,7 @@ def routine_detail(request, routine_id: int):
         writes.routine_delete(routine=routine)
         return HttpResponse(status=204)
     routine = writes.routine_update(routine=routine, data=read_json_object(request)).routine
-    return respond({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine)})
+    return respond(_written(request, routine))
 
 
 @endpoint("POST")
@@ -122,15 +72,14 @@ def run_now(request, routine_id: int):
 def rotate_token(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
     routine = writes.routine_rotate_token(routine=routine)
-    return respond({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine)})
+    return respond(_written(request, routine))
 
 
 @endpoint("POST")
 def rotate_secret(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
     secret = writes.routine_rotate_secret(routine=routine)
-    return respond({"routine": routine_record(routine, with_token=True), **_webhook_fields(request, routine),
-                    "webhook_secret": secret})
+    return respond(_written(request, routine, webhook_secret=secret))
 
 
 @endpoint("GET")

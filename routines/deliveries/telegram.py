@@ -10,13 +10,12 @@ from __future__ import annotations
 from django.conf import settings
 
 from routines.deliveries.base import DeliveryFailed, post_to_provider
+from routines.linked_channels import telegram_chat_id
 
 MAX_CHARS = 4096
 
 
 def send(run, target: str, text: str) -> None:
-    from routines.channels import telegram_chat_id
-
     chat_id = telegram_chat_id(run.routine.account)
     if chat_id is None:
         raise DeliveryFailed("No Telegram chat is linked to this account; link one first.")

@@ -15,13 +15,12 @@ from django.conf import settings
 
 from routines.deliveries.base import DeliveryFailed, post_to_provider
 from routines.deliveries.telegram import split_text
+from routines.linked_channels import is_linked, normalize_number
 
 MAX_CHARS = 4096
 
 
 def send(run, target: str, text: str) -> None:
-    from routines.channels import is_linked, normalize_number
-
     given = target.partition(":")[2]
     number = normalize_number(given)
     if number is None or not is_linked(run.routine.account, "whatsapp", number):

@@ -32,6 +32,7 @@ from tests.factories import (
     AccountGroupFactory,
     ModelFactory,
     ModelServerFactory,
+    RoutineFactory,
     api_key_for,
     bearer,
     session_for,
@@ -66,8 +67,8 @@ async def mcp_session(base: str, key: str, *, seen: list | None = None):
 
 
 def _routine(account, name: str, **fields) -> Routine:
-    return Routine.objects.create(account=account, name=name, prompt=f"Say {name}.",
-                                  webhook_token=f"tok-{name}-{account.pk}", **fields)
+    return RoutineFactory(account=account, name=name, prompt=f"Say {name}.",
+                          webhook_token=f"tok-{name}-{account.pk}", **fields)
 
 
 @pytest.fixture
@@ -297,6 +298,9 @@ def test_list_and_start_routines_of_the_caller(world):
     routines = listed.structured_content["routines"]
     assert [(r["id"], r["name"], r["is_enabled"]) for r in routines] == [
         (daily.pk, "daily", True), (paused.pk, "paused", False)]
+    assert [list(r) for r in routines] == [["id", "name", "trigger", "is_enabled", "disabled_reason", "schedule",
+                                            "last_run_at", "next_run_at"]] * 2  # the API's fields, these only
+    assert (routines[0]["disabled_reason"], routines[1]["disabled_reason"]) == (None, "user")
     assert all("webhook_token" not in r and "webhook_secret" not in r for r in routines)
     assert started.is_error is False
     run_row = Run.objects.get(routine=daily)

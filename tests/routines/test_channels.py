@@ -11,12 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import time_machine
 
-from routines.channels import EXPIRED_REPLY, HELP_REPLY, LINKED_REPLY, is_linked
+from routines.channels import EXPIRED_REPLY, HELP_REPLY, LINKED_REPLY
+from routines.linked_channels import is_linked
 from routines.deliveries import telegram, whatsapp
 from routines.deliveries.base import DeliveryFailed
-from routines.models import LinkedChannel, Routine, Run
+from routines.models import LinkedChannel
 from tests.contract import assert_detail, assert_native_unauthenticated
-from tests.factories import api_key_for, bearer
+from tests.factories import LinkedChannelFactory, RoutineFactory, RunFactory, api_key_for, bearer
 
 BOT_TOKEN = "123456:TEST-bot-token-do-not-show"
 WA_TOKEN = "EAAG-test-whatsapp-token"
@@ -355,13 +356,13 @@ class TestChannelList:
 
 
 def linked_run(account, targets):
-    routine = Routine.objects.create(account=account, name="r", prompt="p", trigger="webhook",
-                                     delivery_targets=targets, webhook_token=secrets.token_hex(24))
-    return Run.objects.create(routine=routine, trigger="manual")
+    routine = RoutineFactory(account=account, name="r", prompt="p", trigger="webhook",
+                             delivery_targets=targets, webhook_token=secrets.token_hex(24))
+    return RunFactory(routine=routine, trigger="manual")
 
 
 def link(account, kind, address):
-    return LinkedChannel.objects.create(account=account, kind=kind, address=address, verified_at=NOW)
+    return LinkedChannelFactory(account=account, kind=kind, address=address, verified_at=NOW)
 
 
 @pytest.mark.django_db
@@ -405,7 +406,7 @@ class TestTelegramDelivery:
 
     def test_without_a_linked_chat_or_a_bot_it_fails_for_good(self, owner, provider, settings):
         run = linked_run(owner, ["telegram"])
-        LinkedChannel.objects.create(account=owner, kind="telegram", address="")  # a link asked for, never used
+        LinkedChannelFactory(account=owner, kind="telegram", address="")  # a link asked for, never used
         with pytest.raises(DeliveryFailed) as failed:
             telegram.send(run, "telegram", "hi")
         assert failed.value.retryable is False and "No Telegram chat is linked" in failed.value.message
@@ -435,7 +436,7 @@ class TestWhatsAppDelivery:
         assert [len(r["json"]["text"]["body"]) for r in provider.requests] == [4096, 904]
 
     def test_an_unconfirmed_or_foreign_number_fails_for_good(self, owner, outsider, provider):
-        LinkedChannel.objects.create(account=owner, kind="whatsapp", address=NUMBER)  # never confirmed
+        LinkedChannelFactory(account=owner, kind="whatsapp", address=NUMBER)  # never confirmed
         link(outsider, "whatsapp", "+5511999990001")
         for number in (NUMBER, "+5511999990001", "garbage"):
             with pytest.raises(DeliveryFailed) as failed:
@@ -466,8 +467,8 @@ def test_the_admin_lists_channels_without_their_code(client, owner, provider):
     from tests.factories import AccountFactory
 
     client.force_login(AccountFactory(is_staff=True, is_superuser=True, role="admin"))
-    channel = LinkedChannel.objects.create(account=owner, kind="whatsapp", address=NUMBER,
-                                           code_hash="f" * 64, code_expires_at=NOW)
+    channel = LinkedChannelFactory(account=owner, kind="whatsapp", address=NUMBER,
+                                   code_hash="f" * 64, code_expires_at=NOW)
     listing = client.get("/admin/routines/linkedchannel/")
     assert listing.status_code == 200 and NUMBER.encode() in listing.content
     page = client.get(f"/admin/routines/linkedchannel/{channel.pk}/change/")

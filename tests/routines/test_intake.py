@@ -8,16 +8,17 @@ import pytest
 
 import routines.intake as intake
 from routines.ingest import Incoming, ingest_many
-from routines.models import Event, Routine, Run
+from routines.models import Event, Run
 from routines.routine_writes import new_token
+from tests.factories import RoutineFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the batches run on worker threads
 
 
 @pytest.fixture
 def unsigned(owner):
-    return Routine.objects.create(account=owner, name="Open", prompt="Summarize.", trigger="webhook",
-                                  delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
+    return RoutineFactory(account=owner, name="Open", prompt="Summarize.", trigger="webhook",
+                          delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
 
 
 @pytest.fixture
@@ -97,15 +98,15 @@ def test_a_failure_at_the_duplicate_look_up_leaves_no_mark(unsigned, monkeypatch
 
 
 def test_a_batch_of_runs_is_one_message_that_a_worker_splits(monkeypatch):
-    from routines import runs, tasks
+    from routines import run_start, tasks
 
     split, single = [], []
     monkeypatch.setattr(tasks.enqueue_routine_runs, "apply_async",
                         lambda args, kwargs=None, headers=None: split.append((args[0], kwargs)))
     monkeypatch.setattr(tasks.execute_routine_run, "apply_async",
                         lambda args, headers=None: single.append((args[0], (headers or {}).get("gateway_request_id"))))
-    runs.enqueue(1, 2, 3)
-    runs.enqueue(4)
+    run_start.enqueue(1, 2, 3)
+    run_start.enqueue(4)
     assert split == [([1, 2, 3], {})] and single == [(4, None)]
     tasks.enqueue_routine_runs([5, 6])  # in the worker: a task per run
     assert single == [(4, None), (5, None), (6, None)]
@@ -114,15 +115,15 @@ def test_a_batch_of_runs_is_one_message_that_a_worker_splits(monkeypatch):
 def test_each_run_of_a_batch_carries_the_id_of_the_request_that_queued_it(monkeypatch):
     """The ids travel in the batch's message, then in each run's task headers, for the log
     lines of the run (gateway/logjson.py)."""
-    from routines import runs, tasks
+    from routines import run_start, tasks
 
     split, single = [], []
     monkeypatch.setattr(tasks.enqueue_routine_runs, "apply_async",
                         lambda args, kwargs=None, headers=None: split.append((args[0], kwargs)))
     monkeypatch.setattr(tasks.execute_routine_run, "apply_async",
                         lambda args, headers=None: single.append((args[0], headers["gateway_request_id"])))
-    runs.enqueue(1, 2, request_ids=["req-a", "req-b"])
-    runs.enqueue(3, request_ids=["req-c"])
+    run_start.enqueue(1, 2, request_ids=["req-a", "req-b"])
+    run_start.enqueue(3, request_ids=["req-c"])
     assert split == [([1, 2], {"request_ids": ["req-a", "req-b"]})] and single == [(3, "req-c")]
     tasks.enqueue_routine_runs([1, 2], request_ids=["req-a", "req-b"])
     assert single == [(3, "req-c"), (1, "req-a"), (2, "req-b")]
@@ -134,8 +135,8 @@ def test_in_one_batch_the_ceiling_refuses_exactly_the_first_event_over_it_and_ac
     the first refused (not remembered as seen); another account's routine in the same batch has a
     ceiling and rows of its own."""
     settings.WEBHOOK_EVENTS_PER_MINUTE = 2
-    theirs = Routine.objects.create(account=outsider, name="Theirs", prompt="x", trigger="webhook",
-                                    delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
+    theirs = RoutineFactory(account=outsider, name="Theirs", prompt="x", trigger="webhook",
+                            delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
     items = [Incoming(unsigned.webhook_token, b'{"id": "1"}', {}), Incoming(unsigned.webhook_token, b'{"id": "2"}', {}),
              Incoming(theirs.webhook_token, b'{"id": "1"}', {}), Incoming(unsigned.webhook_token, b'{"id": "3"}', {})]
     answers = ingest_many(items)

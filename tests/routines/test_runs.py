@@ -11,10 +11,11 @@ from django.utils import timezone
 from gateway.celery import app as celery_app
 from gateway.models import UsageRecord
 from routines.ingest import ingest
-from routines.models import Event, InboxMessage, Routine, Run
+from routines.models import Event, InboxMessage, Run
 from routines.routine_writes import new_token, routine_update
-from routines.runs import execute_run, model_messages, queue_run, sweep_runs
-from tests.factories import ModelFactory, ModelServerFactory
+from routines.run_start import queue_run
+from routines.runs import execute_run, model_messages, sweep_runs
+from tests.factories import ModelFactory, ModelServerFactory, RoutineFactory
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 T0 = 1_800_000_000
@@ -30,8 +31,8 @@ def models(db, upstream):  # noqa: F811
 
 @pytest.fixture
 def routine(owner, models):
-    return Routine.objects.create(account=owner, name="Digest", prompt="Summarize the event.", trigger="webhook",
-                                  delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
+    return RoutineFactory(account=owner, name="Digest", prompt="Summarize the event.", trigger="webhook",
+                          delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
 
 
 @pytest.fixture(autouse=True)

@@ -13,11 +13,11 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from routines.ingest import PENDING_SECONDS, event_text, ingest, pretty_json
-from routines.models import Event, Routine, Run
+from routines.models import Event, Run
 from routines.routine_writes import new_token
-from routines.runs import queue_runs
+from routines.run_start import queue_runs
 from tests.contract import assert_too_many_attempts
-from tests.factories import AccountFactory
+from tests.factories import AccountFactory, RoutineFactory
 
 # the hook view takes events in on a worker thread (routines/intake.py): it must see the test's rows
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,14 +28,14 @@ T0 = 1_800_000_000
 
 @pytest.fixture
 def routine(owner):
-    return Routine.objects.create(account=owner, name="Hook", prompt="Summarize.", trigger="webhook",
-                                  delivery_targets=["inapp"], webhook_secret=SECRET, webhook_token=new_token())
+    return RoutineFactory(account=owner, name="Hook", prompt="Summarize.", trigger="webhook",
+                          delivery_targets=["inapp"], webhook_secret=SECRET, webhook_token=new_token())
 
 
 @pytest.fixture
 def unsigned(owner):
-    return Routine.objects.create(account=owner, name="Open", prompt="Summarize.", trigger="webhook",
-                                  delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
+    return RoutineFactory(account=owner, name="Open", prompt="Summarize.", trigger="webhook",
+                          delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
 
 
 def sig(body: bytes, secret: str = SECRET) -> str:
@@ -97,8 +97,8 @@ def test_a_token_of_the_wrong_form_counts_against_the_per_address_ceiling(client
 @pytest.mark.parametrize("length", [32, 64])
 def test_2_tokens_of_32_and_64_hex_are_looked_up(client, owner, length):
     token = "c" * length
-    Routine.objects.create(account=owner, name="r", prompt="p", delivery_targets=["inapp"], webhook_token=token,
-                           webhook_secret="x")
+    RoutineFactory(account=owner, name="r", prompt="p", delivery_targets=["inapp"], webhook_token=token,
+                   webhook_secret="x")
     assert hook(client, token, signed=False).status_code == 401  # found, then refused for its signature
 
 
@@ -406,8 +406,8 @@ def test_ingest_for_email_uses_the_message_id_and_skips_the_signature(routine, d
 
 def test_another_accounts_token_reaches_only_its_routine(client, routine):
     other = AccountFactory(email="someone@example.test")
-    theirs = Routine.objects.create(account=other, name="Theirs", prompt="p", delivery_targets=["inapp"],
-                                    webhook_secret=None, webhook_token=new_token())
+    theirs = RoutineFactory(account=other, name="Theirs", prompt="p", delivery_targets=["inapp"],
+                            webhook_secret=None, webhook_token=new_token())
     assert hook(client, theirs, b"x", content_type="text/plain").json()["queued"] is True
     assert Event.objects.get().routine == theirs
     assert not routine.events.exists()

@@ -1,0 +1,67 @@
+"""Starting runs: the one way a run of a routine begins, whatever started it (a webhook event or
+an e-mail through routines/ingest.py, a schedule's tick, run-now, the agent's `start_routine`,
+the admin's retry). A run is a queued row first, written in the caller's transaction (with its
+event, with the schedule's move to its next slot); its task is handed to the queue when that
+transaction commits. A worker claims it once (routines/runs.py); if the broker cannot take it,
+it stays queued and the sweep enqueues it later."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.db import transaction
+
+from routines.models import Routine, Run
+
+log = logging.getLogger("routines.runs")  # the run log's name, as before the move (routines/run_log.py)
+
+
+def queue_run(routine: Routine, *, trigger: str, event=None) -> Run:
+    """A queued run of `routine`; its task is enqueued when the surrounding transaction commits
+    (at once outside one). If the broker cannot take it, the sweep enqueues it later."""
+    return queue_runs([(routine, trigger, event)])[0]
+
+
+def queue_runs(entries: list[tuple[Routine, str, object]], *, then: Callable[..., None] | None = None) -> list[Run]:
+    """`queue_run` for several `(routine, trigger, event)` at once: one INSERT. `then(*run_ids)`
+    instead of `enqueue` once the transaction commits (the webhook intake answers first)."""
+    if not entries:
+        return []
+    runs = Run.objects.bulk_create([
+        Run(routine=routine, trigger=trigger, source_event=event, event_id=event.event_id if event is not None else "")
+        for routine, trigger, event in entries])
+    transaction.on_commit(lambda: (then or enqueue)(*(run.pk for run in runs)))
+    return runs
+
+
+def start_manual_run(routine: Routine) -> Run:
+    """Run-now (the API, the agent): a queued `manual` run, enqueued once it is committed. The
+    caller has refused a paused routine, each in its own words."""
+    with transaction.atomic():
+        return queue_run(routine, trigger=Run.Trigger.MANUAL)
+
+
+def retry_run(run: Run) -> Run:
+    """A new queued run with the same event and trigger as a failed one (the admin's retry)."""
+    return queue_run(run.routine, trigger=run.trigger, event=run.source_event)
+
+
+def enqueue(*run_ids: int, request_ids: list[str | None] | None = None) -> None:
+    """Hand runs to the task queue: a run is one message; several (a batch of webhook events)
+    are one message that a worker splits into a task per run, so a web process publishes once
+    per batch. If the broker cannot take them they stay queued, and the sweep enqueues them.
+    `request_ids`: of the requests that queued each run (a batch's come from several requests),
+    for their log lines; without them, the request being served, if any."""
+    from gateway.celery import request_id_headers
+    from routines.tasks import enqueue_routine_runs, execute_routine_run
+
+    try:
+        if len(run_ids) == 1:
+            headers = request_id_headers(request_ids[0]) if request_ids else None
+            execute_routine_run.apply_async((run_ids[0],), headers=headers)
+        elif run_ids:
+            kwargs = {"request_ids": list(request_ids)} if request_ids else {}
+            enqueue_routine_runs.apply_async((list(run_ids),), kwargs, headers=request_id_headers(None))
+    except Exception:
+        log.exception("could not enqueue runs %s; the sweep will", list(run_ids))
