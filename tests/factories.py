@@ -1,10 +1,21 @@
+"""Factories for the rows tests need: one per model, with defaults only for what the model
+requires (an optional field keeps the model's own default, so `XFactory(**fields)` makes the row
+the model's manager would make from the same fields)."""
+
+from datetime import timedelta
+
 import factory
 from django.utils import timezone
 
-from accounts.keys import api_key_generate
-from accounts.models import Account, AccountGroup
+from accounts.keys import KEY_PREFIX, api_key_generate, api_key_preview
+from accounts.models import Account, AccountGroup, ApiKey, SessionToken
+from accounts.secrets import digest, random_alnum
 from accounts.sessions import session_create
-from gateway.models import Model, ModelServer, UsageRecord
+from gateway.models import CallFailureDaily, Model, ModelFallback, ModelServer, UsageDaily, UsageRecord
+from native import vectors
+from native.models import Chunk, Collection, Conversation, Document, McpServer, Message, Profile
+from routines.models import Delivery, Event, InboxMessage, LinkedChannel, Routine, Run
+from routines.routine_writes import new_token
 
 PASSWORD = "correct horse battery staple"
 
@@ -60,6 +71,175 @@ class UsageRecordFactory(factory.django.DjangoModelFactory):
     input_tokens = 10
     output_tokens = 5
     created_at = factory.LazyFunction(timezone.now)
+
+
+class ModelFallbackFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ModelFallback
+
+    model = factory.SubFactory(ModelFactory)
+    fallback = factory.SubFactory(ModelFactory)
+
+
+class UsageDailyFactory(factory.django.DjangoModelFactory):
+    """A day's row written directly; usually the triggers on UsageRecord keep these."""
+
+    class Meta:
+        model = UsageDaily
+
+    day = factory.LazyFunction(lambda: timezone.now().date())
+    account = factory.SubFactory(AccountFactory)
+    model = "srv/model-a"
+    calls = 1
+
+
+class CallFailureDailyFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = CallFailureDaily
+
+    day = factory.LazyFunction(lambda: timezone.now().date())
+    model = factory.Sequence(lambda n: f"srv/model-{n}")
+    kind = CallFailureDaily.Kind.FELL_THROUGH
+    count = 1
+
+
+class ApiKeyFactory(factory.django.DjangoModelFactory):
+    """An API key row for a key that is not kept; `api_key_for` issues one a test can send."""
+
+    class Meta:
+        model = ApiKey
+
+    class Params:
+        key = factory.LazyAttribute(lambda o: f"{KEY_PREFIX}{o.account.pk}_{random_alnum(32)}")
+
+    account = factory.SubFactory(AccountFactory)
+    key_hash = factory.LazyAttribute(lambda o: digest(o.key))
+    preview = factory.LazyAttribute(lambda o: api_key_preview(o.key))
+    expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(days=365))
+
+
+class SessionTokenFactory(factory.django.DjangoModelFactory):
+    """A session row for a token that is not kept; `session_for` issues one a test can send."""
+
+    class Meta:
+        model = SessionToken
+
+    class Params:
+        token = factory.LazyFunction(lambda: random_alnum(48))
+
+    account = factory.SubFactory(AccountFactory)
+    token_hash = factory.LazyAttribute(lambda o: digest(o.token))
+    expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(days=1))
+
+
+class ProfileFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Profile
+
+    name = factory.Sequence(lambda n: f"profile-{n}")
+
+
+class ConversationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Conversation
+
+    account = factory.SubFactory(AccountFactory)
+
+
+class MessageFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Message
+
+    conversation = factory.SubFactory(ConversationFactory)
+    role = Message.Role.USER
+
+
+class CollectionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Collection
+
+    account = factory.SubFactory(AccountFactory)
+    name = factory.Sequence(lambda n: f"collection {n}")
+
+
+class DocumentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Document
+
+    collection = factory.SubFactory(CollectionFactory)
+    name = factory.Sequence(lambda n: f"document-{n}.txt")
+    content_type = "text/plain"
+
+
+class ChunkFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Chunk
+
+    document = factory.SubFactory(DocumentFactory)
+    collection = factory.SelfAttribute("document.collection")
+    position = factory.Sequence(lambda n: n)
+    text = "chunk"
+    embedding = factory.LazyFunction(lambda: vectors.to_blobs([[1.0, 0.0]])[0])
+
+
+class McpServerFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = McpServer
+
+    name = factory.Sequence(lambda n: f"mcp{n}")
+    url = "http://127.0.0.1:9000/mcp"
+
+
+class RoutineFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Routine
+
+    account = factory.SubFactory(AccountFactory)
+    name = factory.Sequence(lambda n: f"routine {n}")
+    prompt = "Summarize."
+    webhook_token = factory.LazyFunction(new_token)
+
+
+class EventFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Event
+
+    routine = factory.SubFactory(RoutineFactory)
+    event_id = factory.Sequence(lambda n: f"evt-{n}")
+    source = "webhook"
+
+
+class RunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Run
+
+    routine = factory.SubFactory(RoutineFactory)
+    trigger = Run.Trigger.MANUAL
+
+
+class DeliveryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Delivery
+
+    run = factory.SubFactory(RunFactory)
+    target = "inapp"
+
+
+class InboxMessageFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = InboxMessage
+
+    account = factory.SubFactory(AccountFactory)
+    title = factory.Sequence(lambda n: f"message {n}")
+
+
+class LinkedChannelFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = LinkedChannel
+
+    account = factory.SubFactory(AccountFactory)
+    kind = LinkedChannel.Kind.TELEGRAM
+    address = factory.Sequence(lambda n: str(1000 + n))
 
 
 def api_key_for(account: Account) -> str:

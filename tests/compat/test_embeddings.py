@@ -9,9 +9,9 @@ import openai
 import pytest
 
 from accounts.models import AccountGroup
-from gateway.models import ModelFallback, UsageRecord
+from gateway.models import UsageRecord
 from tests.contract import assert_v1_unauthenticated
-from tests.factories import ModelFactory, ModelServerFactory
+from tests.factories import ModelFactory, ModelFallbackFactory, ModelServerFactory
 from tests.servers import wait_for_usage
 from tests.upstream import running_upstream
 from tests.upstream.extras import embed
@@ -209,7 +209,7 @@ def backup_for(embedder, upstream) -> None:
     """A second embedding model, on another upstream, as `embedder`'s fallback."""
     server = ModelServerFactory(name="backup", kind="openai", base_url=f"{upstream.url}/v1")
     backup = ModelFactory(server=server, name="embed-b", supports_chat=False, supports_embeddings=True)
-    ModelFallback.objects.create(model=embedder, fallback=backup)
+    ModelFallbackFactory(model=embedder, fallback=backup)
 
 
 def test_a_failing_model_falls_back_to_the_next(world, embedder):

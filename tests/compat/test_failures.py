@@ -6,8 +6,8 @@ import httpx
 import openai
 import pytest
 
-from gateway.models import ModelFallback
 from gateway.tokens import count_text
+from tests.factories import ModelFallbackFactory
 from tests.servers import wait_for_usage
 
 CHAT_PATH = "/v1/chat/completions"  # what the `oa` server is asked
@@ -25,7 +25,7 @@ def raw_chat(world, model="oa/echo-1", **body):
 
 
 def test_a_retryable_failure_falls_through_to_the_fallback(world):
-    ModelFallback.objects.create(model=world.default, fallback=world.claude)
+    ModelFallbackFactory(model=world.default, fallback=world.claude)
     world.upstream.configure(fail_status=503, fail_paths=[CHAT_PATH])
     completion = chat(world)
     assert completion.model == "an/claude-echo"
@@ -65,7 +65,7 @@ def test_every_model_failing_retryably_is_503_with_retry_after(world):
 def test_an_unreachable_server_is_skipped(world):
     world.oa.base_url = "http://127.0.0.1:9/v1"  # nothing listens on the discard port
     world.oa.save()
-    ModelFallback.objects.create(model=world.default, fallback=world.claude)
+    ModelFallbackFactory(model=world.default, fallback=world.claude)
     assert chat(world).model == "an/claude-echo"
 
 

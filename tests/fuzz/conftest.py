@@ -26,7 +26,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory
+from tests.factories import (
+    PASSWORD,
+    AccountFactory,
+    AccountGroupFactory,
+    CollectionFactory,
+    ConversationFactory,
+    DocumentFactory,
+    InboxMessageFactory,
+    LinkedChannelFactory,
+    MessageFactory,
+    ModelFactory,
+    ModelServerFactory,
+    RoutineFactory,
+)
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 TELEGRAM_SECRET = "tg-hook-" + "f0" * 16
@@ -173,8 +186,8 @@ class FuzzWorld:
 
         routine = Routine.objects.filter(pk=self._objects.get("routine"), account=self.account).first()
         if routine is None:
-            routine = Routine.objects.create(account=self.account, name="fuzzed", prompt="Say hello", trigger="webhook",
-                                             delivery_targets=["inapp"], webhook_token=secrets.token_hex(24))
+            routine = RoutineFactory(account=self.account, name="fuzzed", prompt="Say hello", trigger="webhook",
+                                     delivery_targets=["inapp"], webhook_token=secrets.token_hex(24))
             self._objects["routine"] = routine.pk
         return routine
 
@@ -188,11 +201,11 @@ class FuzzWorld:
         return Routine.objects.values_list("webhook_token", flat=True).get(pk=routine.pk)
 
     def _conversation(self) -> int:
-        from native.models import Conversation, Message
+        from native.models import Conversation
 
         if not Conversation.objects.filter(pk=self._objects.get("conversation"), trashed_at=None).exists():
-            conversation = Conversation.objects.create(account=self.account, title="fuzzed")
-            Message.objects.create(conversation=conversation, role="user", content="hello")
+            conversation = ConversationFactory(account=self.account, title="fuzzed")
+            MessageFactory(conversation=conversation, role="user", content="hello")
             self._objects["conversation"] = conversation.pk
         return self._objects["conversation"]
 
@@ -200,24 +213,24 @@ class FuzzWorld:
         from native.models import Collection
 
         if not Collection.objects.filter(pk=self._objects.get("collection")).exists():
-            self._objects["collection"] = Collection.objects.create(account=self.account, name="fuzzed").pk
+            self._objects["collection"] = CollectionFactory(account=self.account, name="fuzzed").pk
         return self._objects["collection"]
 
     def _document(self) -> int:
-        from native.models import Document
+        from native.models import Collection, Document
 
         collection = self._collection()
         if not Document.objects.filter(pk=self._objects.get("document"), collection_id=collection).exists():
-            self._objects["document"] = Document.objects.create(
-                collection_id=collection, name="notes.txt", content_type="text/plain", size=5, text="hello").pk
+            self._objects["document"] = DocumentFactory(
+                collection=Collection.objects.get(pk=collection), name="notes.txt", content_type="text/plain",
+                size=5, text="hello").pk
         return self._objects["document"]
 
     def _inbox_message(self) -> int:
         from routines.models import InboxMessage
 
         if not InboxMessage.objects.filter(pk=self._objects.get("message")).exists():
-            self._objects["message"] = InboxMessage.objects.create(account=self.account, title="fuzzed",
-                                                                   body="hello").pk
+            self._objects["message"] = InboxMessageFactory(account=self.account, title="fuzzed", body="hello").pk
         return self._objects["message"]
 
     def _channel(self) -> int:
@@ -226,7 +239,7 @@ class FuzzWorld:
         from routines.models import LinkedChannel
 
         if not LinkedChannel.objects.filter(pk=self._objects.get("channel")).exists():
-            self._objects["channel"] = LinkedChannel.objects.create(
+            self._objects["channel"] = LinkedChannelFactory(
                 account=self.account, kind="telegram", address=str(secrets.randbelow(10 ** 9)),
                 verified_at=timezone.now()).pk
         return self._objects["channel"]

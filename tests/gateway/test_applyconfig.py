@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 
 from accounts.models import AccountGroup
 from gateway.models import Model, ModelFallback, ModelServer
-from tests.factories import ModelFactory, ModelServerFactory
+from tests.factories import AccountGroupFactory, ModelFactory, ModelServerFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -155,7 +155,7 @@ def test_fallbacks_keep_their_order(apply):
 
 def test_things_not_in_the_file_are_left_alone(apply):
     other = ModelFactory(server=ModelServerFactory(name="other"), name="keep-me")
-    AccountGroup.objects.create(name="default", daily_tokens=7)
+    AccountGroupFactory(name="default", daily_tokens=7)
 
     apply(SAMPLE)
 
@@ -205,7 +205,7 @@ def test_default_model_left_out_keeps_the_current_one(apply):
 
 
 def test_allowed_models_turn_all_models_off_and_back(apply):
-    group = AccountGroup.objects.create(name="interns", all_models=True)
+    group = AccountGroupFactory(name="interns", all_models=True)
     apply(SAMPLE)
     group.refresh_from_db()
     assert group.all_models is False

@@ -10,7 +10,14 @@ from django.core.signals import request_started
 
 from gateway.hotpath import is_hot
 from tests.asgi import call, exchange
-from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
+from tests.factories import (
+    AccountFactory,
+    AccountGroupFactory,
+    ModelFactory,
+    ModelServerFactory,
+    RoutineFactory,
+    api_key_for,
+)
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 
@@ -152,11 +159,10 @@ CYCLE_CASES = {
 @pytest.fixture
 def hook_path(key):
     from accounts.models import Account
-    from routines.models import Routine
     from routines.routine_writes import new_token
 
-    routine = Routine.objects.create(account=Account.objects.get(), name="Hook", prompt="Summarize.", trigger="webhook",
-                                     delivery_targets=["inapp"], webhook_token=new_token())
+    routine = RoutineFactory(account=Account.objects.get(), name="Hook", prompt="Summarize.", trigger="webhook",
+                             delivery_targets=["inapp"], webhook_token=new_token())
     return f"/api/v1/hooks/{routine.webhook_token}"
 
 

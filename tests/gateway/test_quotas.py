@@ -14,7 +14,7 @@ from gateway.models import UsageRecord
 from gateway.quotas import quota_check, quota_used, windows_at
 from gateway.usage_writer import usage_writer
 from tests.conftest import clear_counters
-from tests.factories import ModelFactory, api_key_for, bearer
+from tests.factories import ModelFactory, UsageRecordFactory, api_key_for, bearer
 
 
 def utc(text):
@@ -219,8 +219,8 @@ def test_a_rebuild_counts_the_records_still_in_the_spool_once(backend, spooling,
     from django.utils import timezone
 
     set_ceilings(owner.group, day=100)
-    UsageRecord.objects.create(account=owner, model="oa/echo-1", surface="messages", input_tokens=10,
-                               created_at=timezone.now())  # written before records had keys
+    UsageRecordFactory(account=owner, model="oa/echo-1", surface="messages", input_tokens=10, output_tokens=0,
+                       created_at=timezone.now())  # written before records had keys
     spend(owner, 60)  # spooled, not yet in the database
     assert UsageRecord.objects.filter(account=owner).count() == 1
     spend(owner, 30)

@@ -4,9 +4,8 @@ import pytest
 
 from accounts.models import AccountGroup
 from gateway.errors import ApiError
-from gateway.models import ModelFallback
 from gateway.routing import plan_chain
-from tests.factories import AccountGroupFactory, ModelFactory, ModelServerFactory
+from tests.factories import AccountGroupFactory, ModelFactory, ModelFallbackFactory, ModelServerFactory
 
 
 @pytest.fixture
@@ -17,8 +16,8 @@ def models(db):
     qwen = ModelFactory(server=local, name="qwen")
     gpt = ModelFactory(server=cloud, name="gpt")
     default = ModelFactory(server=local, name="default-model", is_default=True)
-    ModelFallback.objects.create(model=llama, fallback=gpt, position=1)
-    ModelFallback.objects.create(model=llama, fallback=qwen, position=0)
+    ModelFallbackFactory(model=llama, fallback=gpt, position=1)
+    ModelFallbackFactory(model=llama, fallback=qwen, position=0)
     return {"llama": llama, "qwen": qwen, "gpt": gpt, "default": default}
 
 

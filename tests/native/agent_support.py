@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 
-from native.models import McpServer
+from tests.factories import McpServerFactory
 from tests.servers import free_port
 
 TOKEN_HEADER = "X-Mcp-Token"
@@ -175,8 +175,8 @@ def agent_fixture(world, mcp_server):
     """The native `world` with the loopback MCP server registered as `calc` (every group)."""
     mcp_server.calls.clear()
     mcp_server.refused = 0
-    calc = McpServer.objects.create(name="calc", url=mcp_server.url, auth_header_name=TOKEN_HEADER,
-                                    auth_header_value=TOKEN, timeout=5)
+    calc = McpServerFactory(name="calc", url=mcp_server.url, auth_header_name=TOKEN_HEADER,
+                            auth_header_value=TOKEN, timeout=5)
     return SimpleNamespace(world=world, mcp=mcp_server, calc=calc, api=world.api, upstream=world.upstream)
 
 

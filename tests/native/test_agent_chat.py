@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.factories import ModelFactory
+from tests.factories import CollectionFactory, McpServerFactory, ModelFactory, RoutineFactory
 from tests.native.agent_support import (  # noqa: F401
     AGENT_CHAT,
     agent_fixture,
@@ -145,10 +145,9 @@ def test_the_auth_header_is_sent_and_a_wrong_one_gets_the_server_skipped(agent):
 
 
 def test_an_unreachable_mcp_server_is_skipped_and_reported(agent):
-    from native.models import McpServer
     from tests.servers import free_port
 
-    McpServer.objects.create(name="gone", url=f"http://127.0.0.1:{free_port()}/mcp", timeout=2)
+    McpServerFactory(name="gone", url=f"http://127.0.0.1:{free_port()}/mcp", timeout=2)
     agent.upstream.configure(tool_script=[ADD])
     r = agent.api.post(AGENT_CHAT, {"message": "What is 2 + 3?"})
     assert r.status_code == 200
@@ -353,9 +352,8 @@ def _collection_with_a_document(account):
 
     from gateway.embeddings import embedding_model_for
     from native.collections import NewDocument, document_write
-    from native.models import Collection
 
-    collection = Collection.objects.create(account=account, name="Handbook")
+    collection = CollectionFactory(account=account, name="Handbook")
     text = "To reset your password open the settings page and choose reset password."
     asyncio.run(document_write(collection=collection, target=embedding_model_for(account=account),
                                document=NewDocument(name="faq.txt", content_type="text/plain", size=len(text),
@@ -394,10 +392,8 @@ def test_search_collection_refuses_another_accounts_collection(agent):
 
 
 def _routine(account):
-    from routines.models import Routine
-
-    return Routine.objects.create(account=account, name="Digest", prompt="Summarise the news.",
-                                  delivery_targets=["inapp"], webhook_token=secrets.token_hex(24))
+    return RoutineFactory(account=account, name="Digest", prompt="Summarise the news.",
+                          delivery_targets=["inapp"], webhook_token=secrets.token_hex(24))
 
 
 def test_start_routine_queues_a_run_of_the_callers_routine(agent):
@@ -464,9 +460,7 @@ def _mcp_form(server, **overrides):
 
 
 def test_the_admin_never_shows_the_auth_header_value_and_keeps_it_when_left_empty(admin_client):
-    from native.models import McpServer
-
-    server = McpServer.objects.create(name="tools", url="http://127.0.0.1:9000/mcp", auth_header_value=MCP_SECRET)
+    server = McpServerFactory(name="tools", url="http://127.0.0.1:9000/mcp", auth_header_value=MCP_SECRET)
     page = admin_client.get(f"/admin/native/mcpserver/{server.pk}/change/")
     assert page.status_code == 200
     assert MCP_SECRET not in page.content.decode() and "mcp-stored-secret" not in page.content.decode()

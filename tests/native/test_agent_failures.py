@@ -6,8 +6,8 @@ refusal keeps its status. Also a fallback taking over, and a reply cut midway.""
 import httpx
 import pytest
 
-from gateway.models import ModelFallback, UsageRecord
-from tests.factories import ModelFactory, ModelServerFactory
+from gateway.models import UsageRecord
+from tests.factories import ModelFactory, ModelFallbackFactory, ModelServerFactory
 from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture  # noqa: F401
 from tests.servers import wait_for_usage
 
@@ -65,7 +65,7 @@ def test_a_provider_refusal_keeps_its_status(agent):
 def test_a_provider_refusal_is_not_answered_by_another_model(agent):
     other = ModelServerFactory(name="an", kind="anthropic", base_url=agent.upstream.url)
     claude = ModelFactory(server=other, name="claude-echo")
-    ModelFallback.objects.create(model=agent.world.default, fallback=claude)
+    ModelFallbackFactory(model=agent.world.default, fallback=claude)
     agent.upstream.configure(fail_status=422, fail_paths=["/v1/chat/completions"])
     r = agent.api.post(AGENT_CHAT, HELLO)
     assert r.status_code == 422 and set(r.json()) == {"detail"}
@@ -75,7 +75,7 @@ def test_a_provider_refusal_is_not_answered_by_another_model(agent):
 def test_a_fallback_answers_when_the_model_fails_retryably(agent):
     other = ModelServerFactory(name="an", kind="anthropic", base_url=agent.upstream.url)
     claude = ModelFactory(server=other, name="claude-echo")
-    ModelFallback.objects.create(model=agent.world.default, fallback=claude)
+    ModelFallbackFactory(model=agent.world.default, fallback=claude)
     agent.upstream.configure(fail_status=529, fail_paths=["/v1/chat/completions"])
     r = agent.api.post(AGENT_CHAT, HELLO)
     assert r.status_code == 200
@@ -87,7 +87,7 @@ def test_the_tool_loop_goes_on_with_the_model_that_answered(agent):
     """The Anthropic-kind fallback takes over in round 1 and answers round 2 after the tool ran."""
     other = ModelServerFactory(name="an", kind="anthropic", base_url=agent.upstream.url)
     claude = ModelFactory(server=other, name="claude-echo")
-    ModelFallback.objects.create(model=agent.world.default, fallback=claude)
+    ModelFallbackFactory(model=agent.world.default, fallback=claude)
     agent.upstream.configure(fail_status=503, fail_paths=["/v1/chat/completions"], tool_name="calc__add",
                              tool_arguments={"a": 1, "b": 4})
     r = agent.api.post(AGENT_CHAT, {"message": "add", "tools": ["calc__add"]})

@@ -10,8 +10,8 @@ import pytest
 
 from gateway.models import UsageRecord
 from gateway.tokens import count_chat_request
-from native.models import Conversation, Message, Profile
-from tests.factories import ModelFactory
+from native.models import Conversation, Message
+from tests.factories import ConversationFactory, MessageFactory, ModelFactory, ProfileFactory
 from tests.native.conftest import Api, sse_events
 from tests.servers import wait_for_usage
 
@@ -98,11 +98,11 @@ def test_a_continued_conversation_sends_its_history(world):
 def test_history_is_trimmed_oldest_first_to_the_models_context(world):
     world.default.context_window = 400  # 100 of them kept for the reply: 300 for the request
     world.default.save()
-    conversation = Conversation.objects.create(account=world.account, title="long")
+    conversation = ConversationFactory(account=world.account, title="long")
     for n in range(12):
         words = " ".join(f"w{n}x{i}" for i in range(12))
-        Message.objects.create(conversation=conversation, role="user", content=f"question {n} {words}")
-        Message.objects.create(conversation=conversation, role="assistant", content=f"answer {n} {words}")
+        MessageFactory(conversation=conversation, role="user", content=f"question {n} {words}")
+        MessageFactory(conversation=conversation, role="assistant", content=f"answer {n} {words}")
     r = world.api.post(CHAT, {"message": "the newest question", "conversation_id": conversation.pk,
                               "stream": False})
     assert r.status_code == 200
@@ -124,8 +124,8 @@ def test_history_is_trimmed_oldest_first_to_the_models_context(world):
 
 def test_a_profile_brings_its_model_system_prompt_and_temperature(world):
     other = ModelFactory(server=world.oa, name="echo-2")
-    profile = Profile.objects.create(name="pirate", model=other, system_prompt="Talk like a pirate.",
-                                     temperature=0.3)
+    profile = ProfileFactory(name="pirate", model=other, system_prompt="Talk like a pirate.",
+                             temperature=0.3)
     profile.groups.add(world.group)
     r = world.api.post(CHAT, {"message": "ahoy", "profile": "pirate", "stream": False})
     assert r.status_code == 200
@@ -143,8 +143,8 @@ def test_a_profile_brings_its_model_system_prompt_and_temperature(world):
 
 
 def test_a_profile_not_granted_or_disabled_is_refused(world):
-    Profile.objects.create(name="secret", system_prompt="x").groups.add(world.others)
-    disabled = Profile.objects.create(name="off", enabled=False)
+    ProfileFactory(name="secret", system_prompt="x").groups.add(world.others)
+    disabled = ProfileFactory(name="off", enabled=False)
     disabled.groups.add(world.group)
     for name in ("secret", "off"):
         r = world.api.post(CHAT, {"message": "hi", "profile": name})
@@ -170,8 +170,8 @@ def test_a_model_not_allowed_to_the_group_is_403(world):
 # ---- conversations of others -------------------------------------------------------------------
 
 def test_another_accounts_or_a_trashed_conversation_is_404(world):
-    theirs = Conversation.objects.create(account=world.outsider, title="theirs")
-    trashed = Conversation.objects.create(account=world.account, title="old")
+    theirs = ConversationFactory(account=world.outsider, title="theirs")
+    trashed = ConversationFactory(account=world.account, title="old")
     world.api.delete(f"/api/v1/conversations/{trashed.pk}")
     for conversation_id in (theirs.pk, trashed.pk, 999999):
         r = world.api.post(CHAT, {"message": "hi", "conversation_id": conversation_id})
@@ -382,7 +382,7 @@ def test_a_profiles_collection_is_searched_for_the_caller_and_metered_to_the_cal
     the caller's call, checked against the caller's group and metered to the caller."""
     ModelFactory(server=world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
     lent = make_collection(world.outsider_api, [("pets.txt", "The office cat is called Marmalade.")])
-    profile = Profile.objects.create(name="librarian")
+    profile = ProfileFactory(name="librarian")
     profile.groups.add(world.group)
     profile.collections.add(lent)
     owners_records = wait_for_usage(world.outsider)  # the document's embedding
@@ -436,7 +436,7 @@ def test_a_profiles_collection_is_searched_with_its_own_model_when_the_callers_g
         world.group.all_models = False
         world.group.save()
         world.group.allowed_models.add(world.default, newer)
-    profile = Profile.objects.create(name="librarian")
+    profile = ProfileFactory(name="librarian")
     profile.groups.add(world.group)
     profile.collections.add(lent)
     earlier = len(world.upstream.requests)

@@ -7,9 +7,9 @@ import threading
 import time
 from types import SimpleNamespace
 
-from gateway.models import ModelFallback, UsageRecord
+from gateway.models import UsageRecord
 from native.models import Conversation, Message
-from tests.factories import ModelFactory
+from tests.factories import ModelFactory, ModelFallbackFactory
 from tests.native.conftest import Api, sse_events
 from tests.servers import wait_for_usage
 
@@ -111,7 +111,7 @@ def test_without_streaming_an_exhausted_chain_is_503_with_retry_after(world):
 def test_a_failing_model_falls_through_to_its_fallback(world):
     backup = ModelFactory(server=world.oa, name="echo-2")
     primary = ModelFactory(server=world.oa, name="echo-3")
-    ModelFallback.objects.create(model=primary, fallback=backup)
+    ModelFallbackFactory(model=primary, fallback=backup)
     world.upstream.configure(fail_status=503, fail_times=1)
     r = world.api.post(CHAT, {**HELLO, "model": "oa/echo-3"})
     events = sse_events(r)

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from native.models import Conversation, Message
 from tests.contract import assert_limit_headers, assert_native_unauthenticated, assert_too_many_attempts
-from tests.factories import api_key_for, bearer
+from tests.factories import ConversationFactory, MessageFactory, api_key_for, bearer
 
 LIST = "/api/v1/conversations"
 
@@ -44,14 +44,14 @@ def conversations(owner):
     made = []
     base = timezone.now() - timedelta(hours=1)
     for n in range(3):
-        c = Conversation.objects.create(account=owner, title=f"talk {n}")
+        c = ConversationFactory(account=owner, title=f"talk {n}")
         Conversation.objects.filter(pk=c.pk).update(updated_at=base + timedelta(minutes=n))
         made.append(c)
     return made
 
 
 def test_it_lists_the_owners_conversations_newest_first(client, key, conversations, outsider):
-    Conversation.objects.create(account=outsider, title="not yours")
+    ConversationFactory(account=outsider, title="not yours")
     r = client.get(LIST, headers=bearer(key))
     assert r.status_code == 200
     body = r.json()
@@ -80,10 +80,10 @@ def test_per_page_at_its_maximum_is_taken_and_one_more_refused(client, key, conv
 
 def test_it_shows_one_conversation_with_its_messages(client, key, conversations):
     conversation = conversations[0]
-    Message.objects.create(conversation=conversation, role="user", content="hi", request_id="r1")
-    Message.objects.create(conversation=conversation, role="assistant", content="Echo: hi", model="oa/echo-1",
-                           status="partial", usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
-                           citations=[{"index": 1}], request_id="r1")
+    MessageFactory(conversation=conversation, role="user", content="hi", request_id="r1")
+    MessageFactory(conversation=conversation, role="assistant", content="Echo: hi", model="oa/echo-1",
+                   status="partial", usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+                   citations=[{"index": 1}], request_id="r1")
     r = client.get(one(conversation.pk), headers=bearer(key))
     assert r.status_code == 200
     data = r.json()["data"]
@@ -119,7 +119,7 @@ def test_delete_moves_it_to_the_trash(client, key, conversations):
 
 def test_permanent_delete_removes_it_and_its_messages(client, key, conversations):
     target = conversations[0]
-    Message.objects.create(conversation=target, role="user", content="hi")
+    MessageFactory(conversation=target, role="user", content="hi")
     client.delete(one(target.pk), headers=bearer(key))  # in the trash first: still deletable
     r = client.delete(permanent(target.pk), headers=bearer(key))
     assert r.status_code == 200
@@ -132,7 +132,7 @@ def test_permanent_delete_removes_it_and_its_messages(client, key, conversations
 
 
 def test_the_20th_purge_in_a_minute_is_answered_and_the_21st_refused(client, key, owner):
-    ids = [Conversation.objects.create(account=owner).pk for _ in range(21)]
+    ids = [ConversationFactory(account=owner).pk for _ in range(21)]
     with time_machine.travel(time.time(), tick=False):
         now = int(time.time())
         for n, conversation_id in enumerate(ids[:20]):
@@ -159,7 +159,7 @@ def test_the_operator_reads_conversations_in_the_admin(client, conversations):
     operator = AccountFactory(is_staff=True, is_superuser=True, email="operator@example.test")
     client.force_login(operator)
     target = conversations[0]
-    Message.objects.create(conversation=target, role="user", content="a question for the log")
+    MessageFactory(conversation=target, role="user", content="a question for the log")
     listing = client.get("/admin/native/conversation/")
     assert listing.status_code == 200
     assert b"talk 0" in listing.content

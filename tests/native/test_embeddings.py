@@ -8,9 +8,17 @@ from types import SimpleNamespace
 import pytest
 import time_machine
 
-from gateway.models import ModelFallback, UsageRecord
+from gateway.models import UsageRecord
 from tests.contract import assert_detail, assert_limit_headers, assert_native_unauthenticated, assert_too_many_attempts
-from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for, bearer
+from tests.factories import (
+    AccountFactory,
+    AccountGroupFactory,
+    ModelFactory,
+    ModelFallbackFactory,
+    ModelServerFactory,
+    api_key_for,
+    bearer,
+)
 from tests.upstream import running_upstream
 from tests.upstream.extras import embed
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
@@ -170,7 +178,7 @@ def test_a_failing_model_falls_back_to_the_next(client, world):
     with running_upstream() as other:
         backup_server = ModelServerFactory(name="backup", kind="openai", base_url=f"{other.url}/v1")
         backup = ModelFactory(server=backup_server, name="embed-b", supports_chat=False, supports_embeddings=True)
-        ModelFallback.objects.create(model=world.embedder, fallback=backup)
+        ModelFallbackFactory(model=world.embedder, fallback=backup)
         world.upstream.configure(fail_status=503)
         r = post(client, world, {"input": "hello"})
         assert r.status_code == 200

@@ -13,7 +13,7 @@ from django.utils import timezone
 from accounts.models import Account
 from accounts.principal_cache import forget_all
 from gateway.models import Model
-from native.models import Collection, Profile
+from native.models import Profile
 from tests.contract import (
     assert_detail,
     assert_limit_headers,
@@ -23,8 +23,10 @@ from tests.contract import (
 from tests.factories import (
     AccountFactory,
     AccountGroupFactory,
+    CollectionFactory,
     ModelFactory,
     ModelServerFactory,
+    ProfileFactory,
     api_key_for,
     bearer,
     session_for,
@@ -50,17 +52,17 @@ def presets(group, owner, outsider, upstream):  # noqa: F811
     outsider's group has `support`."""
     oa = ModelServerFactory(name="oa", base_url=f"{upstream.url}/v1")
     echo = ModelFactory(server=oa, name="echo-1", is_default=True)
-    docs = Collection.objects.create(account=owner, name="Handbook")
-    writer = Profile.objects.create(name="writer", title="Writer", description="Drafts text.", temperature=0.7)
-    coder = Profile.objects.create(name="coder", title="Coder", model=echo, tools=["web_search"],
-                                   system_prompt="You write code.")
+    docs = CollectionFactory(account=owner, name="Handbook")
+    writer = ProfileFactory(name="writer", title="Writer", description="Drafts text.", temperature=0.7)
+    coder = ProfileFactory(name="coder", title="Coder", model=echo, tools=["web_search"],
+                           system_prompt="You write code.")
     coder.collections.add(docs)
-    draft = Profile.objects.create(name="draft", model=echo, enabled=False)
-    support = Profile.objects.create(name="support", model=echo)
+    draft = ProfileFactory(name="draft", model=echo, enabled=False)
+    support = ProfileFactory(name="support", model=echo)
     for profile in (writer, coder, draft):
         profile.groups.add(group)
     support.groups.add(outsider.group)
-    Profile.objects.create(name="nobody", model=echo)  # granted to no group
+    ProfileFactory(name="nobody", model=echo)  # granted to no group
     return SimpleNamespace(oa=oa, echo=echo, docs=docs, writer=writer, coder=coder, support=support,
                                   key=api_key_for(owner), outsider_key=api_key_for(outsider))
 

@@ -10,7 +10,7 @@ from gateway.errors import ApiError, ValidationFailed
 from native import extract, vectors
 from native.chunking import chunk_text
 from native.models import Chunk, Collection, Document
-from tests.factories import AccountFactory
+from tests.factories import AccountFactory, ChunkFactory, CollectionFactory, DocumentFactory
 
 
 @pytest.fixture(autouse=True)
@@ -22,13 +22,13 @@ def empty_cache():
 
 @pytest.fixture
 def collection(db):
-    return Collection.objects.create(account=AccountFactory(), name="c")
+    return CollectionFactory(account=AccountFactory(), name="c")
 
 
 def add_chunks(collection, rows):
-    document = Document.objects.create(collection=collection, name="d", content_type="text/plain")
-    return [Chunk.objects.create(collection=collection, document=document, position=i, text=f"t{i}",
-                                 embedding=vectors.to_blobs([row])[0]) for i, row in enumerate(rows)]
+    document = DocumentFactory(collection=collection, name="d", content_type="text/plain")
+    return [ChunkFactory(collection=collection, document=document, position=i, text=f"t{i}",
+                         embedding=vectors.to_blobs([row])[0]) for i, row in enumerate(rows)]
 
 
 def bump(collection, changed=False):
@@ -42,8 +42,8 @@ def bump(collection, changed=False):
 
 def more_chunks(collection, rows):
     document = Document.objects.filter(collection=collection).first()
-    return [Chunk.objects.create(collection=collection, document=document, position=100 + i, text="more",
-                                 embedding=vectors.to_blobs([row])[0]) for i, row in enumerate(rows)]
+    return [ChunkFactory(collection=collection, document=document, position=100 + i, text="more",
+                         embedding=vectors.to_blobs([row])[0]) for i, row in enumerate(rows)]
 
 
 def test_blobs_are_normalised_little_endian_float32():
@@ -73,8 +73,8 @@ def test_the_matrix_is_cached_until_the_version_moves(collection, django_assert_
     first = vectors.matrix_for(collection)
     with django_assert_num_queries(0):
         assert vectors.matrix_for(collection) is first
-    Chunk.objects.create(collection=collection, document=Document.objects.get(), position=2, text="new",
-                         embedding=vectors.to_blobs([[1, 1]])[0])
+    ChunkFactory(collection=collection, document=Document.objects.get(), position=2, text="new",
+                 embedding=vectors.to_blobs([[1, 1]])[0])
     assert len(vectors.matrix_for(collection).ids) == 2  # no version moved: still the cached one
     bump(collection)
     fresh = vectors.matrix_for(collection)
@@ -141,7 +141,7 @@ def test_an_older_version_never_replaces_a_newer_one(collection):
 def test_the_cache_keeps_to_its_budget(db, settings):
     settings.COLLECTION_VECTOR_CACHE_MB = 1
     owner = AccountFactory()
-    big = [Collection.objects.create(account=owner, name=f"c{i}") for i in range(3)]
+    big = [CollectionFactory(account=owner, name=f"c{i}") for i in range(3)]
     for c in big:
         add_chunks(c, np.random.default_rng(1).random((100, 1000)))  # 400 kB each
     kept = [vectors.matrix_for(c) for c in big]

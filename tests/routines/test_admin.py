@@ -7,14 +7,15 @@ import pytest
 
 from routines.models import Routine, Run
 from routines.routine_writes import SCHEDULE_REQUIRED, new_token
+from tests.factories import DeliveryFactory, LinkedChannelFactory, RoutineFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def routine(owner):
-    return Routine.objects.create(account=owner, name="Digest", prompt="Summarize the event.", trigger="webhook",
-                                  delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
+    return RoutineFactory(account=owner, name="Digest", prompt="Summarize the event.", trigger="webhook",
+                          delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
 
 
 def submit_buttons(html: str) -> set[str]:
@@ -31,7 +32,7 @@ def routine_form(routine, **changes) -> dict:
 
 
 def test_it_names_a_run_by_its_number_routine_and_status(routine, admin_client):
-    run = Run.objects.create(routine=routine, trigger="manual", status="failed")
+    run = RunFactory(routine=routine, trigger="manual", status="failed")
     assert str(run) == f"Run {run.pk} of Digest (failed)"
     page = admin_client.get(f"/admin/routines/run/{run.pk}/change/").content.decode()
     assert f"<h2>Run {run.pk} of Digest (failed)</h2>" in page
@@ -40,8 +41,8 @@ def test_it_names_a_run_by_its_number_routine_and_status(routine, admin_client):
 
 
 def test_a_run_page_has_no_save_buttons_but_can_still_be_deleted(routine, admin_client):
-    run = Run.objects.create(routine=routine, trigger="manual", status="succeeded", output="done")
-    run.deliveries.create(target="inapp", status="succeeded", attempts=1)
+    run = RunFactory(routine=routine, trigger="manual", status="succeeded", output="done")
+    DeliveryFactory(run=run, target="inapp", status="succeeded", attempts=1)
     page = admin_client.get(f"/admin/routines/run/{run.pk}/change/").content.decode()
     assert submit_buttons(page) == set()
     assert f'href="/admin/routines/run/{run.pk}/delete/"' in page
@@ -52,7 +53,7 @@ def test_a_run_page_has_no_save_buttons_but_can_still_be_deleted(routine, admin_
 
 
 def test_a_linked_channel_page_has_no_save_buttons(owner, admin_client):
-    channel = owner.channels.create(kind="telegram", address="12345")
+    channel = LinkedChannelFactory(account=owner, kind="telegram", address="12345")
     page = admin_client.get(f"/admin/routines/linkedchannel/{channel.pk}/change/").content.decode()
     assert submit_buttons(page) == set()
     assert f'href="/admin/routines/linkedchannel/{channel.pk}/delete/"' in page

@@ -14,6 +14,7 @@ from routines.deliveries.webhook import refuse_private_host
 from routines.models import Delivery, InboxMessage, Routine, Run
 from routines.routine_writes import new_token
 from routines.tasks import deliver_run_target
+from tests.factories import DeliveryFactory, RoutineFactory, RunFactory
 from tests.routines.https_receiver import https_receiver
 
 TASK = "routines.tasks.deliver_run_target"
@@ -24,7 +25,7 @@ def deliver(run, target: str, text: str) -> tuple[int, str]:
     in this process (Celery's retries too, without their countdown). Its tries and last error."""
     Run.objects.filter(pk=run.pk).update(output=text)
     run.output = text
-    delivery = Delivery.objects.create(run=run, target=target)
+    delivery = DeliveryFactory(run=run, target=target)
     deliver_run_target.apply(args=(delivery.pk,))
     delivery.refresh_from_db()
     assert delivery.status in ("succeeded", "failed"), delivery.status
@@ -51,13 +52,13 @@ SECRET = "outbound-secret"
 
 @pytest.fixture
 def routine(owner):
-    return Routine.objects.create(account=owner, name="Digest", prompt="p", trigger="webhook",
-                                  delivery_targets=["inapp"], webhook_secret=SECRET, webhook_token=new_token())
+    return RoutineFactory(account=owner, name="Digest", prompt="p", trigger="webhook",
+                          delivery_targets=["inapp"], webhook_secret=SECRET, webhook_token=new_token())
 
 
 @pytest.fixture
 def run(routine):
-    return Run.objects.create(routine=routine, trigger="webhook", event_id="evt-7", status="running")
+    return RunFactory(routine=routine, trigger="webhook", event_id="evt-7", status="running")
 
 
 @pytest.fixture
@@ -159,8 +160,8 @@ def test_a_delivery_held_by_another_task_is_left_to_it(run, receiver):
 
     from django.utils import timezone
 
-    delivery = Delivery.objects.create(run=run, target=f"webhook:{receiver.url}/in", task_id="first-task",
-                                       busy_until=timezone.now() + timedelta(seconds=60))
+    delivery = DeliveryFactory(run=run, target=f"webhook:{receiver.url}/in", task_id="first-task",
+                               busy_until=timezone.now() + timedelta(seconds=60))
     deliver_run_target.apply(args=(delivery.pk,))
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == ("pending", 0) and receiver.received == []

@@ -13,8 +13,9 @@ import pytest
 from django.conf import settings
 
 from routines.inbound_email import address_for, html_to_text, receive_message
-from routines.models import Event, Routine, Run
+from routines.models import Event, Run
 from tests import servers
+from tests.factories import RoutineFactory
 from tests.servers import ROOT, free_port, wait_for_quiet_database
 
 DOMAIN = "routines.localhost"
@@ -24,7 +25,7 @@ def make_routine(account, **fields):
     values = {"name": "Mail triage", "prompt": "Summarise this e-mail", "trigger": "email",
               "delivery_targets": ["inapp"], "webhook_token": secrets.token_hex(24)}
     values.update(fields)
-    return Routine.objects.create(account=account, **values)
+    return RoutineFactory(account=account, **values)
 
 
 def message(to, *, subject="Invoice 42", text="Please pay by Friday.", html=None, message_id=None, **headers):

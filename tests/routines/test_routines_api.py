@@ -8,10 +8,10 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
+from routines.models import InboxMessage, Routine, Run
 from routines.routine_writes import SCHEDULE_REQUIRED
 from tests.contract import assert_detail, assert_native_unauthenticated
-from tests.factories import api_key_for, bearer, session_for
+from tests.factories import DeliveryFactory, LinkedChannelFactory, RunFactory, api_key_for, bearer, session_for
 
 ROUTINES = "/api/v1/routines"
 HEX48 = re.compile(r"^[0-9a-f]{48}$")
@@ -194,15 +194,15 @@ def test_telegram_and_whatsapp_need_a_linked_channel(api, owner):
     assert "Telegram" in body["errors"]["delivery_targets"][0]
     assert_validation(api.post(ROUTINES, minimal(delivery_targets=["whatsapp:+5511999990000"])), "delivery_targets")
     now = timezone.now()
-    LinkedChannel.objects.create(account=owner, kind="telegram", address="12345", verified_at=now)
-    LinkedChannel.objects.create(account=owner, kind="whatsapp", address="+5511999990000", verified_at=now)
+    LinkedChannelFactory(account=owner, kind="telegram", address="12345", verified_at=now)
+    LinkedChannelFactory(account=owner, kind="whatsapp", address="+5511999990000", verified_at=now)
     assert api.post(ROUTINES, minimal(delivery_targets=["telegram", "whatsapp:+5511999990000"])).status_code == 201
     # another number than the verified one is still refused
     assert_validation(api.post(ROUTINES, minimal(delivery_targets=["whatsapp:+5511888880000"])), "delivery_targets")
 
 
 def test_an_unverified_channel_is_not_linked(api, owner):
-    LinkedChannel.objects.create(account=owner, kind="telegram", address="12345")
+    LinkedChannelFactory(account=owner, kind="telegram", address="12345")
     assert_validation(api.post(ROUTINES, minimal(delivery_targets=["telegram"])), "delivery_targets")
 
 
@@ -432,9 +432,9 @@ def test_rotate_secret_signs_an_unsigned_webhook(api):
 def test_runs_lists_the_last_50_with_their_deliveries(api):
     rid = create(api)["routine"]["id"]
     routine = Routine.objects.get(pk=rid)
-    runs = [Run.objects.create(routine=routine, trigger="manual", status="succeeded", output=f"out {i}")
+    runs = [RunFactory(routine=routine, trigger="manual", status="succeeded", output=f"out {i}")
             for i in range(52)]
-    Delivery.objects.create(run=runs[-1], target="inapp", status="succeeded", attempts=1)
+    DeliveryFactory(run=runs[-1], target="inapp", status="succeeded", attempts=1)
     r = api.get(f"{ROUTINES}/{rid}/runs")
     assert r.status_code == 200
     listed = r.json()["runs"]

@@ -13,11 +13,11 @@ from gateway.celery import app as celery_app
 from gateway.errors import ApiError
 from gateway.routing import registry
 from routines.ingest import ingest
-from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
+from routines.models import Delivery, InboxMessage, Routine, Run
 from routines.routine_writes import new_token
 from routines.runs import execute_run
 from routines.signatures import sign
-from tests.factories import ModelFactory, ModelServerFactory, api_key_for, bearer
+from tests.factories import LinkedChannelFactory, ModelFactory, ModelServerFactory, RoutineFactory, api_key_for, bearer
 from tests.routines.test_channels import ProviderStandIn
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -52,9 +52,9 @@ def routine(owner, upstream, server_key):  # noqa: F811
     server = ModelServerFactory(name="oa", kind="openai", base_url=f"{upstream.url}/v1", read_timeout=5.0,
                                 api_key=server_key)
     ModelFactory(server=server, name="echo-1", is_default=True)
-    return Routine.objects.create(account=owner, name="Digest", prompt="Summarize the event.", trigger="webhook",
-                                  delivery_targets=["inapp"], webhook_secret=ROUTINE_SECRET,
-                                  webhook_token=new_token())
+    return RoutineFactory(account=owner, name="Digest", prompt="Summarize the event.", trigger="webhook",
+                          delivery_targets=["inapp"], webhook_secret=ROUTINE_SECRET,
+                          webhook_token=new_token())
 
 
 def accept(routine, event_id="e1"):
@@ -133,8 +133,8 @@ def provider(settings):
 def test_delivery_errors_that_echo_a_token_or_the_secret_are_redacted(routine, owner, upstream, provider,  # noqa: F811
                                                                      client, admin_client, caplog):
     number = "+5511999990000"
-    LinkedChannel.objects.create(account=owner, kind="telegram", address="-1001", verified_at="2026-01-01T00:00Z")
-    LinkedChannel.objects.create(account=owner, kind="whatsapp", address=number, verified_at="2026-01-01T00:00Z")
+    LinkedChannelFactory(account=owner, kind="telegram", address="-1001", verified_at="2026-01-01T00:00Z")
+    LinkedChannelFactory(account=owner, kind="whatsapp", address=number, verified_at="2026-01-01T00:00Z")
     Routine.objects.filter(pk=routine.pk).update(delivery_targets=["telegram", f"whatsapp:{number}"])
     routine.refresh_from_db()
     echo = f"you sent bot{BOT_TOKEN} with Bearer {WA_TOKEN}, secret {ROUTINE_SECRET}"

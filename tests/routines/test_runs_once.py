@@ -15,6 +15,7 @@ import routines.runs
 from gateway.models import UsageRecord
 from routines.models import Delivery, InboxMessage, Run
 from routines.runs import ANSWER_LOST, NO_DELIVERY, execute_run, settle_run, sweep_runs
+from tests.factories import UsageRecordFactory
 from tests.routines.test_runs import T0, accept, eager, models, routine  # noqa: F401 — fixtures
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -157,9 +158,9 @@ def test_a_run_queued_again_after_its_answer_was_metered_is_not_sent_to_the_mode
     from routines.runs import LOST_ONCE
 
     run = accept(routine)
-    UsageRecord.objects.create(account=routine.account, model="oa/echo-1", surface="routine", input_tokens=7,
-                               output_tokens=5, request_id=f"run-{run.pk}", key=f"run-{run.pk}",
-                               created_at=timezone.now())
+    UsageRecordFactory(account=routine.account, model="oa/echo-1", surface="routine", input_tokens=7,
+                       output_tokens=5, request_id=f"run-{run.pk}", key=f"run-{run.pk}",
+                       created_at=timezone.now())
     Run.objects.filter(pk=run.pk).update(error=LOST_ONCE)  # as the sweep queues a lost run again
     done = execute_run(run.pk)
     assert done.status == "failed" and done.error == ANSWER_LOST

@@ -6,8 +6,9 @@ from datetime import datetime, timedelta, timezone as dt_timezone
 import pytest
 import time_machine
 
-from routines.models import Routine, Run
+from routines.models import Run
 from routines.schedules import _queue_once, enqueue_due, next_run_at, schedule_errors
+from tests.factories import RoutineFactory
 
 UTC = dt_timezone.utc
 
@@ -16,7 +17,7 @@ def make_routine(account, **fields):
     values = {"name": "Every hour", "prompt": "Say hi", "trigger": "schedule", "schedule": "0 * * * *",
               "timezone": "UTC", "delivery_targets": ["inapp"], "webhook_token": secrets.token_hex(24)}
     values.update(fields)
-    return Routine.objects.create(account=account, **values)
+    return RoutineFactory(account=account, **values)
 
 
 class TestScheduleErrors:

@@ -18,7 +18,7 @@ from routines.models import Event, Routine, Run
 from routines.routine_writes import new_secret, new_token
 from routines.signatures import standard_check, standard_keys, standard_sign
 from tests.conftest import clear_counters
-from tests.factories import api_key_for, bearer
+from tests.factories import RoutineFactory, api_key_for, bearer
 
 # the hook view takes events in on a worker thread (routines/intake.py): it must see the test's rows
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,9 +31,9 @@ ROUTINES = "/api/v1/routines"
 
 
 def make(owner, secret=HEX_SECRET, scheme="standard"):
-    return Routine.objects.create(account=owner, name="Std", prompt="Summarize.", trigger="webhook",
-                                  delivery_targets=["inapp"], webhook_secret=secret, webhook_token=new_token(),
-                                  webhook_signature_scheme=scheme)
+    return RoutineFactory(account=owner, name="Std", prompt="Summarize.", trigger="webhook",
+                          delivery_targets=["inapp"], webhook_secret=secret, webhook_token=new_token(),
+                          webhook_signature_scheme=scheme)
 
 
 @pytest.fixture
