@@ -10,7 +10,8 @@ from accounts.endpoints import endpoint
 from compat.proxy import Call, chat_call
 from gateway import ratelimit
 from gateway.calls import check_chat_size
-from gateway.formats.anthropic import chat_to_messages_response, messages_to_chat_request
+from gateway.formats.anthropic import messages_to_chat_request
+from gateway.formats.anthropic_reply import chat_to_messages_response
 from gateway.formats.anthropic_stream import ChatToMessagesStream
 from gateway.http import read_json_object
 from gateway.output import respond

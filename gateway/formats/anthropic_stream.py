@@ -7,14 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.formats import StreamError
-from gateway.formats.anthropic import (  # the package's shared mappings
-    STOP_TO_FINISH,
-    _chat_usage,
-    _messages_usage,
-    _new_id,
-    _obj,
-    _stop_reason,
-)
+from gateway.formats.anthropic import STOP_TO_FINISH, _new_id, _obj  # the package's shared mappings
+from gateway.formats.anthropic_reply import _chat_usage, _messages_usage, _stop_reason
 
 
 class MessagesToChatStream:

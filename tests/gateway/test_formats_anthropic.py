@@ -18,12 +18,8 @@ from gateway.errors import ApiError
 from tests.sdk_types import CHAT_REQUEST, deep
 from gateway.formats import StreamError
 from gateway.formats.anthropic_stream import ChatToMessagesStream, MessagesToChatStream
-from gateway.formats.anthropic import (
-    chat_to_messages_request,
-    chat_to_messages_response,
-    messages_to_chat_request,
-    messages_to_chat_response,
-)
+from gateway.formats.anthropic import chat_to_messages_request, messages_to_chat_request
+from gateway.formats.anthropic_reply import chat_to_messages_response, messages_to_chat_response
 
 ANTHROPIC_REQUEST = TypeAdapter(MessageCreateParams)
 ANTHROPIC_EVENT = TypeAdapter(RawMessageStreamEvent)
