@@ -9,6 +9,15 @@ from rest_framework import serializers
 from gateway.errors import ApiError, ValidationFailed
 
 
+class StrictCharField(serializers.CharField):
+    """A JSON string only (DRF's CharField would take 5 as "5")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 def validated(serializer_class: type[serializers.Serializer], data: dict[str, Any]) -> dict[str, Any]:
     serializer = serializer_class(data=data)
     valid = serializer.is_valid()

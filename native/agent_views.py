@@ -18,7 +18,7 @@ from gateway.calls import MAX_MESSAGE_CHARS, MAX_MESSAGES
 from gateway.errors import ApiError, render_error
 from gateway.http import read_json_object
 from gateway.output import respond
-from gateway.validation import validated
+from gateway.validation import StrictCharField, validated
 from native.agent import AgentRequest, Ledger, agent_chain, agent_chat_turn
 from native.agent_run import agent_run_task
 from native.tools import tool_plan
@@ -26,32 +26,23 @@ from native.tools import tool_plan
 AGENT_MESSAGE_MAX_CHARS = 32000  # spec 8.6: fixed on agent chat, not a setting
 
 
-class Text(serializers.CharField):
-    """A string, and only a string (a number is not taken for its digits)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
-
-
 class Turn(serializers.Serializer):
     role = serializers.ChoiceField(choices=["system", "user", "assistant"])
-    content = Text(trim_whitespace=False, allow_blank=True, max_length=MAX_MESSAGE_CHARS)
+    content = StrictCharField(trim_whitespace=False, allow_blank=True, max_length=MAX_MESSAGE_CHARS)
 
 
 class ChatInput(serializers.Serializer):
-    message = Text(trim_whitespace=False, max_length=AGENT_MESSAGE_MAX_CHARS)
-    model = Text(required=False, allow_null=True, max_length=300)
+    message = StrictCharField(trim_whitespace=False, max_length=AGENT_MESSAGE_MAX_CHARS)
+    model = StrictCharField(required=False, allow_null=True, max_length=300)
     # A ListField, not Turn(many=True): that passes allow_null on to each turn, and a null turn got through.
     messages = serializers.ListField(child=Turn(), required=False, allow_null=True, max_length=MAX_MESSAGES - 1)
-    tools = serializers.ListField(child=Text(max_length=200), required=False, allow_null=True)
+    tools = serializers.ListField(child=StrictCharField(max_length=200), required=False, allow_null=True)
 
 
 class RunInput(serializers.Serializer):
-    task = Text(trim_whitespace=False, max_length=AGENT_MESSAGE_MAX_CHARS)
-    model = Text(required=False, allow_null=True, max_length=300)
-    tools = serializers.ListField(child=Text(max_length=200), required=False, allow_null=True)
+    task = StrictCharField(trim_whitespace=False, max_length=AGENT_MESSAGE_MAX_CHARS)
+    model = StrictCharField(required=False, allow_null=True, max_length=300)
+    tools = serializers.ListField(child=StrictCharField(max_length=200), required=False, allow_null=True)
     max_steps = serializers.IntegerField(required=False, allow_null=True, min_value=1)
 
     def validate_max_steps(self, value: int | None) -> int | None:

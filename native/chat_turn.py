@@ -22,19 +22,10 @@ from gateway.models import Model
 from gateway.quotas import quota_check
 from gateway.routing import Target, plan_chain, registry
 from gateway.tokens import REPLY_PRIMER, count_chat_request
-from gateway.validation import validated
+from gateway.validation import StrictCharField, validated
 from native.attachments import Attachment, parse_attachments, stored_parts
 from native.conversations import conversation_get, conversation_history
 from native.models import Collection, Conversation, Message, Profile
-
-
-class StrictCharField(serializers.CharField):
-    """A string, never a number turned into one."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class ChatInput(serializers.Serializer):

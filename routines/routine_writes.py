@@ -16,6 +16,7 @@ from rest_framework import serializers
 from accounts.models import Account
 from gateway.errors import ApiError, ValidationFailed
 from gateway.routing import plan_chain
+from gateway.validation import StrictCharField
 from routines.models import Routine, Run
 from routines.run_start import start_manual_run
 from routines.schedules import routine_next_run, schedule_errors
@@ -27,15 +28,6 @@ SCHEDULE_REQUIRED = ("A schedule (5-field cron such as '0 8 * * 1-5') is require
                      "the default: send one, or a trigger of 'webhook' or 'email'.")
 UNSIGNED_WARNING = ("This webhook is unsigned: anyone who knows its URL can start the routine. "
                     "Rotate the secret (POST .../rotate-secret) to require a signature.")
-
-
-class StrictCharField(serializers.CharField):
-    """A JSON string only (DRF's CharField would take 5 as "5")."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class StrictBooleanField(serializers.BooleanField):
