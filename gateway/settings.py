@@ -320,13 +320,19 @@ LOGGING = {
                    "json": {"()": "gateway.logjson.JsonFormatter"}},
     # credentials out of every line written (gateway/logfilters.py); the request id on each record
     "filters": {"redact_secrets": {"()": "gateway.logfilters.RedactSecrets"},
-                "request_context": {"()": "gateway.logjson.RequestContext"}},
+                "request_context": {"()": "gateway.logjson.RequestContext"},
+                # a 501 (a feature the gateway does not provide) is the client's problem: django.request
+                # logs it at WARNING, not ERROR (gateway/request_log.py)
+                "not_implemented_is_warning": {"()": "gateway.request_log.NotImplementedIsWarning"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "plain",
                              "filters": ["request_context", "redact_secrets"]}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django.request": {"level": "ERROR"},
+    "loggers": {"django.request": {"level": "ERROR", "filters": ["not_implemented_is_warning"]},
                 # the line per request: JSON logs only (the text logs have the server's access log)
-                "gateway.requests": {"level": "INFO" if LOG_FORMAT == "json" else "WARNING"}},
+                "gateway.requests": {"level": "INFO" if LOG_FORMAT == "json" else "WARNING"},
+                # httpx logs each request's URL at INFO, and the Telegram bot token is part of its URLs;
+                # so does httpx2, the `mcp` client's HTTP library (an MCP server's URL may carry a token)
+                "httpx": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
 }
 
 # --- Metrics (GET /metrics, docs/operations.md) ---------------------------------------------
@@ -363,126 +369,15 @@ USAGE_ORPHAN_SCAN_SECONDS = env.float("USAGE_ORPHAN_SCAN_SECONDS", default=5.0)
 # group is seen at once anyway (see accounts/principal_cache.py). 0 turns the cache off.
 CREDENTIAL_CACHE_SECONDS = env.float("CREDENTIAL_CACHE_SECONDS", default=10.0)
 
-# Native chat (POST /api/v1/chat): longest message in characters (spec 8.6 default 32000); the
-# largest attachment after base64 decoding, in bytes; the most characters of a text attachment;
-# tokens of a model's context window kept free for its reply when history is trimmed; and how
-# many retrieved chunks of a collection are put before the model.
-CHAT_MESSAGE_MAX_CHARS = env.int("CHAT_MESSAGE_MAX_CHARS", default=32000)
-CHAT_ATTACHMENT_MAX_BYTES = env.int("CHAT_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024)
-CHAT_ATTACHMENT_MAX_CHARS = env.int("CHAT_ATTACHMENT_MAX_CHARS", default=100_000)
-CHAT_REPLY_RESERVE_TOKENS = env.int("CHAT_REPLY_RESERVE_TOKENS", default=1024)
-CHAT_RETRIEVAL_TOP_K = env.int("CHAT_RETRIEVAL_TOP_K", default=5)
+# --- Native API and routines ---------------------------------------------------------------
+# Their settings, in modules of their own: every upper-case name of each (its `__all__`).
+from gateway.settings_native import *  # noqa: E402,F403
+from gateway.settings_routines import *  # noqa: E402,F403
 
-# Model discovery (POST /api/v1/profiles/refresh, the admin's "discover models"): the longest a
-# model server may take to list its models, in seconds (its own connect timeout still applies).
-DISCOVERY_TIMEOUT_SECONDS = env.float("DISCOVERY_TIMEOUT_SECONDS", default=10.0)
-
-# --- Routines (spec 4.5–4.8, 8.6) ---------------------------------------------------------
-# Check 1 of spec 4.7: false answers every webhook call with 200 {ok, ignored: disabled}.
-WEBHOOKS_ENABLED = env.bool("WEBHOOKS_ENABLED", default=True)
-WEBHOOK_MAX_BODY_BYTES = env.int("WEBHOOK_MAX_BODY_BYTES", default=65536)
-WEBHOOK_DUPLICATE_WINDOW_SECONDS = env.int("WEBHOOK_DUPLICATE_WINDOW_SECONDS", default=600)
-WEBHOOK_EVENTS_PER_MINUTE = env.int("WEBHOOK_EVENTS_PER_MINUTE", default=30)
-ROUTINES_PER_ACCOUNT = env.int("ROUTINES_PER_ACCOUNT", default=10)
-ROUTINE_FAILURES_TO_DISABLE = env.int("ROUTINE_FAILURES_TO_DISABLE", default=3)
-# Base of the webhook URLs handed out (e.g. https://gw.example.com); empty: the request's own.
-PUBLIC_BASE_URL = env.str("PUBLIC_BASE_URL", default="")
-# A run still running after this many seconds is taken as lost (its worker died) and, if its
-# model had not answered yet, run again. Also the run task's time limit.
-ROUTINE_RUN_TIMEOUT_SECONDS = env.int("ROUTINE_RUN_TIMEOUT_SECONDS", default=600)
-# How long a run or a delivery retries a completion write while the database is unreachable.
-ROUTINE_WRITE_RETRY_SECONDS = env.int("ROUTINE_WRITE_RETRY_SECONDS", default=120)
-# How often the sweep re-enqueues runs left queued or lost while running.
-ROUTINE_SWEEP_SECONDS = env.float("ROUTINE_SWEEP_SECONDS", default=60.0)
-# A run still queued this many seconds after it was made is enqueued again by the sweep (its
-# message may have been lost with a Redis that restarted); a claim makes a second message a no-op.
-ROUTINE_QUEUED_GRACE_SECONDS = env.int("ROUTINE_QUEUED_GRACE_SECONDS", default=60)
-# Outbound deliveries: tries per target (retryable failures only) and the first backoff.
-DELIVERY_RETRY_ATTEMPTS = env.int("DELIVERY_RETRY_ATTEMPTS", default=3)
-DELIVERY_RETRY_BACKOFF_SECONDS = env.float("DELIVERY_RETRY_BACKOFF_SECONDS", default=2.0)
-# The longest wait between two tries (the backoff doubles from the first up to this).
-DELIVERY_RETRY_BACKOFF_MAX_SECONDS = env.int("DELIVERY_RETRY_BACKOFF_MAX_SECONDS", default=300)
-DELIVERY_TIMEOUT_SECONDS = env.float("DELIVERY_TIMEOUT_SECONDS", default=10.0)
-# webhook: deliveries to private, loopback or link-local addresses (off: refused).
-DELIVERY_ALLOW_PRIVATE_ADDRESSES = env.bool("DELIVERY_ALLOW_PRIVATE_ADDRESSES", default=False)
-# A CA bundle (PEM) trusted for webhook: deliveries instead of the system's; empty: the system's.
-DELIVERY_CA_BUNDLE = env.str("DELIVERY_CA_BUNDLE", default="")
-
-# --- Embeddings and collections (native surface) ------------------------------------------------
-# The embedding model (`server/model` or a bare name); empty: the first embedding-capable model
-# (by `server/model`) the caller's group may use. Collections are embedded with it.
-EMBEDDING_MODEL = env.str("EMBEDDING_MODEL", default="")
-# POST /api/v1/embeddings: items per request and characters per item (spec 8.6).
-EMBEDDINGS_MAX_ITEMS = env.int("EMBEDDINGS_MAX_ITEMS", default=64)
-EMBEDDINGS_MAX_CHARS = env.int("EMBEDDINGS_MAX_CHARS", default=8000)
-# Texts per upstream call when a collection's documents are embedded.
-EMBEDDING_BATCH_SIZE = env.int("EMBEDDING_BATCH_SIZE", default=64)
-# Largest document written to a collection, in bytes (413 beyond it).
-COLLECTION_MAX_DOCUMENT_BYTES = env.int("COLLECTION_MAX_DOCUMENT_BYTES", default=10 * 1024 * 1024)
-# Chunks of a document: characters per chunk and characters shared by neighbouring chunks.
-COLLECTION_CHUNK_CHARS = env.int("COLLECTION_CHUNK_CHARS", default=1000)
-COLLECTION_CHUNK_OVERLAP = env.int("COLLECTION_CHUNK_OVERLAP", default=200)
-# Most hits one search may ask for (`k`).
-COLLECTION_SEARCH_MAX_K = env.int("COLLECTION_SEARCH_MAX_K", default=50)
-# Memory a process may spend keeping collections' vectors for search, in MiB.
-COLLECTION_VECTOR_CACHE_MB = env.int("COLLECTION_VECTOR_CACHE_MB", default=1024)
-if not 0 <= COLLECTION_CHUNK_OVERLAP < COLLECTION_CHUNK_CHARS:
-    from django.core.exceptions import ImproperlyConfigured
-
-    raise ImproperlyConfigured("COLLECTION_CHUNK_OVERLAP must be at least 0 and less than COLLECTION_CHUNK_CHARS.")
-
-# --- Routines: schedules, inbound e-mail, linked channels -------------------------------------
-# Domain of the routines' inbound addresses: an `email` routine receives at <webhook_token>@<this>.
-INBOUND_EMAIL_DOMAIN = env.str("INBOUND_EMAIL_DOMAIN", default="routines.localhost").lower()
-# Linking codes (Telegram deep link, WhatsApp confirmation): lifetime, wrong tries allowed, and
-# the shortest wait before a new WhatsApp code is sent to the same number.
-CHANNEL_CODE_TTL_SECONDS = env.int("CHANNEL_CODE_TTL_SECONDS", default=900)
-CHANNEL_CODE_MAX_ATTEMPTS = env.int("CHANNEL_CODE_MAX_ATTEMPTS", default=5)
-CHANNEL_CODE_RESEND_SECONDS = env.int("CHANNEL_CODE_RESEND_SECONDS", default=60)
-# WhatsApp numbers (confirmed or waiting for their code) one account may have.
-WHATSAPP_NUMBERS_PER_ACCOUNT = env.int("WHATSAPP_NUMBERS_PER_ACCOUNT", default=5)
-# Telegram Bot API: base URL, the bot's token and @username, and the secret last path segment of
-# the webhook Telegram posts updates to (empty: the updates endpoint answers 404).
-TELEGRAM_API_BASE = env.str("TELEGRAM_API_BASE", default="https://api.telegram.org")
-TELEGRAM_BOT_TOKEN = env.str("TELEGRAM_BOT_TOKEN", default="")
-TELEGRAM_BOT_USERNAME = env.str("TELEGRAM_BOT_USERNAME", default="")
-TELEGRAM_WEBHOOK_SECRET = env.str("TELEGRAM_WEBHOOK_SECRET", default="")
-# WhatsApp Cloud API: base URL (with the Graph API version), the business phone number id, the
-# access token, and optionally an approved authentication template for the confirmation code.
-WHATSAPP_API_BASE = env.str("WHATSAPP_API_BASE", default="https://graph.facebook.com/v21.0")
-WHATSAPP_PHONE_NUMBER_ID = env.str("WHATSAPP_PHONE_NUMBER_ID", default="")
-WHATSAPP_TOKEN = env.str("WHATSAPP_TOKEN", default="")
-WHATSAPP_CODE_TEMPLATE = env.str("WHATSAPP_CODE_TEMPLATE", default="")
-WHATSAPP_CODE_TEMPLATE_LANGUAGE = env.str("WHATSAPP_CODE_TEMPLATE_LANGUAGE", default="en_US")
-# httpx logs each request's URL at INFO, and the Telegram bot token is part of its URLs.
-LOGGING["loggers"]["httpx"] = {"level": "WARNING"}
-# A 501 (a feature the gateway does not provide) is the client's problem: django.request logs it
-# at WARNING, not ERROR (gateway/request_log.py).
-LOGGING["filters"]["not_implemented_is_warning"] = {"()": "gateway.request_log.NotImplementedIsWarning"}
-LOGGING["loggers"]["django.request"]["filters"] = ["not_implemented_is_warning"]
-
-# /api/v1/mcp: Origins besides the gateway's own that may call it from a browser (comma list),
-# and the lifetime in seconds of an MCP session id (after it the client sends initialize again).
-MCP_ALLOWED_ORIGINS = env.list("MCP_ALLOWED_ORIGINS", default=[])
-MCP_SESSION_MAX_AGE_SECONDS = env.int("MCP_SESSION_MAX_AGE_SECONDS", default=86400)
-
-# Agent (POST /api/v1/agent/chat and /run): tool rounds of one chat turn before the model must
-# answer; steps and seconds of one run at most; characters of a tool result given to the model.
-AGENT_MAX_TOOL_ROUNDS = env.int("AGENT_MAX_TOOL_ROUNDS", default=5)
-AGENT_RUN_MAX_STEPS = env.int("AGENT_RUN_MAX_STEPS", default=10)
-AGENT_RUN_TIMEOUT_SECONDS = env.float("AGENT_RUN_TIMEOUT_SECONDS", default=120.0)
-AGENT_TOOL_RESULT_MAX_CHARS = env.int("AGENT_TOOL_RESULT_MAX_CHARS", default=20000)
-# The `mcp` client's HTTP library logs every MCP request's URL at INFO (a URL may carry a token).
-LOGGING["loggers"]["httpx2"] = {"level": "WARNING"}
 # The file broker of the embedded default needs its folders; kombu does not make them.
 if CELERY_BROKER_URL.startswith("filesystem://"):
     for _folder in ("data_folder_in", "processed_folder", "control_folder"):
         Path(CELERY_BROKER_TRANSPORT_OPTIONS[_folder]).mkdir(parents=True, exist_ok=True)
-
-# Agent: tool calls of one model round that are run (the others are answered to the model with an
-# error), and seconds one agent chat turn may take, listing the tools included (then 504).
-AGENT_MAX_TOOL_CALLS_PER_ROUND = env.int("AGENT_MAX_TOOL_CALLS_PER_ROUND", default=8)
-AGENT_CHAT_TIMEOUT_SECONDS = env.float("AGENT_CHAT_TIMEOUT_SECONDS", default=120.0)
 
 # --- Outages and model servers --------------------------------------------------------------
 # Seconds a model server that failed to connect or timed out before its first byte is skipped by
