@@ -6,7 +6,8 @@
 Order: a method the route does not take (405), authentication (401/403; no rate-limit headers
 on these), the ceiling (429 with its headers), the endpoint's own `prepare` step (if any), then
 the view. Any `ApiError` is rendered in the surface's shape, and the X-RateLimit-* headers go on
-every answer after the ceiling was passed.
+every answer after the ceiling was passed. An endpoint takes one method; a route that takes several
+joins one endpoint per method with `by_method` in its app's urls.py.
 
 For an async view, with Redis, the checks run in the event loop: the caller from this process's
 credential cache, then one counter step on Redis from the loop (gateway/loop_redis.py). Only what needs the database hops to a worker thread: a credential not
@@ -188,9 +189,7 @@ def endpoint(
                     response = await view(request, *args, **kwargs)
                 except ApiError as exc:
                     response = render_error(request, exc)
-                for name, value in limit_headers.items():
-                    response[name] = value
-                return response
+                return _with_headers(response, limit_headers)
 
             async_wrapper.csrf_exempt = True
             return async_wrapper
@@ -203,11 +202,33 @@ def endpoint(
                 response = view(request, *args, **kwargs)
             except ApiError as exc:
                 response = render_error(request, exc)
-            for name, value in limit_headers.items():
-                response[name] = value
-            return response
+            return _with_headers(response, limit_headers)
 
         wrapper.csrf_exempt = True
         return wrapper
 
     return decorate
+
+
+def _with_headers(response: HttpResponse, headers: dict[str, str]) -> HttpResponse:
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def by_method(**views: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """One route that takes several methods: an endpoint view per method, joined in the app's
+    urls.py, `by_method(GET=thing_detail, DELETE=thing_delete)`. Another method is the 405, before
+    any credential is read, with `Allow` naming the methods in the order given."""
+    allowed = ", ".join(views)
+
+    async def route(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        view = views.get(request.method)
+        if view is None:
+            return render_error(request, FrameworkError(405, "Method Not Allowed.", headers={"Allow": allowed}))
+        if iscoroutinefunction(view):
+            return await view(request, *args, **kwargs)
+        return await sync_to_async(view)(request, *args, **kwargs)
+
+    route.csrf_exempt = True
+    return route

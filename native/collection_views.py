@@ -16,7 +16,6 @@ collection is not found (404).
 
 from __future__ import annotations
 
-from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.http import HttpResponse
 from django.http.multipartparser import MultiPartParserError
@@ -25,7 +24,7 @@ from rest_framework import serializers
 from accounts.endpoints import endpoint
 from gateway import ratelimit
 from gateway.embeddings import embedding_model_for
-from gateway.errors import ApiError, FrameworkError, ValidationFailed, render_error
+from gateway.errors import ApiError, ValidationFailed
 from gateway.http import read_json_object
 from gateway.output import respond
 from gateway.validation import validated
@@ -33,22 +32,6 @@ from gateway.workers import in_worker
 from native import collections as library
 from native import extract
 from native.search import search_collection
-
-
-def by_method(**views):
-    """One route, a view per method (each with its own ceiling). Another method: 405."""
-    allowed = ", ".join(views)
-
-    async def route(request, *args, **kwargs):
-        view = views.get(request.method)
-        if view is None:
-            return render_error(request, FrameworkError(405, "Method Not Allowed.", headers={"Allow": allowed}))
-        if iscoroutinefunction(view):
-            return await view(request, *args, **kwargs)
-        return await sync_to_async(view)(request, *args, **kwargs)
-
-    route.csrf_exempt = True
-    return route
 
 
 class CollectionInput(serializers.Serializer):
@@ -217,8 +200,3 @@ async def collection_reindex(request, collection_id: int):
 def _own(request):
     return library.collection_get(account=request.principal.account,
                                   collection_id=request.resolver_match.kwargs["collection_id"])
-
-
-collections = by_method(GET=collection_list, POST=collection_create)
-collection = by_method(GET=collection_detail, DELETE=collection_delete)
-documents = by_method(GET=document_list, POST=document_write)

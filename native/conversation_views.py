@@ -37,16 +37,18 @@ def conversations(request):
     })
 
 
-@endpoint("GET", "DELETE")
-def conversation(request, conversation_id: int):
-    account = request.principal.account
-    if request.method == "DELETE":
-        conversation_trash(account=account, conversation_id=conversation_id)
-        return respond({"status": "success", "message": "Conversation moved to the trash."})
-    found = conversation_get(account=account, conversation_id=conversation_id)
+@endpoint("GET")
+def conversation_detail(request, conversation_id: int):
+    found = conversation_get(account=request.principal.account, conversation_id=conversation_id)
     data = conversation_data(found)
     data["messages"] = [message_data(m) for m in found.messages.order_by("id")]
     return respond({"status": "success", "data": data})
+
+
+@endpoint("DELETE")
+def conversation_delete(request, conversation_id: int):
+    conversation_trash(account=request.principal.account, conversation_id=conversation_id)
+    return respond({"status": "success", "message": "Conversation moved to the trash."})
 
 
 @endpoint("DELETE", limit=ratelimit.CONVERSATION_PURGE)

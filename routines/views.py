@@ -38,27 +38,37 @@ def _written(request, routine: Routine, **extra) -> dict:
             "webhook_aviso": None if signed else writes.UNSIGNED_WARNING, **extra}
 
 
-@endpoint("GET", "POST")
-def routines(request):
-    account = request.principal.account
-    if request.method == "GET":
-        mine = Routine.objects.filter(account=account).order_by("id")
-        return respond({"routines": [routine_record(r) for r in mine]})
-    written = writes.routine_create(account=account, data=read_json_object(request))
+@endpoint("GET")
+def routine_list(request):
+    mine = Routine.objects.filter(account=request.principal.account).order_by("id")
+    return respond({"routines": [routine_record(r) for r in mine]})
+
+
+@endpoint("POST")
+def routine_create(request):
+    written = writes.routine_create(account=request.principal.account, data=read_json_object(request))
     routine = written.routine
     return respond(_written(request, routine, webhook_secret=written.secret_shown), status=201)
 
 
-@endpoint("GET", "PUT", "DELETE")
+@endpoint("GET")
 def routine_detail(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
-    if request.method == "GET":  # like the list: no token, no secret
-        return respond({"routine": routine_record(routine)})
-    if request.method == "DELETE":
-        writes.routine_delete(routine=routine)
-        return HttpResponse(status=204)
+    return respond({"routine": routine_record(routine)})  # like the list: no token, no secret
+
+
+@endpoint("PUT")
+def routine_update(request, routine_id: int):
+    routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
     routine = writes.routine_update(routine=routine, data=read_json_object(request)).routine
     return respond(_written(request, routine))
+
+
+@endpoint("DELETE")
+def routine_delete(request, routine_id: int):
+    routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
+    writes.routine_delete(routine=routine)
+    return HttpResponse(status=204)
 
 
 @endpoint("POST")

@@ -1,11 +1,15 @@
 """Which app may import which (.importlinter, docs/architecture.md), held in the suite: Import
 Linter's contracts are kept by today's code, and they do refuse an import they forbid (so a
-config that silently checks nothing cannot pass)."""
+config that silently checks nothing cannot pass). And one route style: an endpoint takes one
+method, a route that takes several joins them with `by_method` (accounts/endpoints.py)."""
 
+import ast
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / ".importlinter"
@@ -41,3 +45,85 @@ def test_an_import_outside_the_contracts_breaks_them(tmp_path):
     assert "Contracts: 2 kept, 1 broken." in output, output
     assert "gateway is not allowed to import accounts:" in output, output
     assert "gateway.usage_writer -> accounts.models (l." in output, output
+
+
+# --- One route style: a view per method -----------------------------------------------------------
+
+APPS = ("accounts", "compat", "native", "routines", "gateway")
+
+# The functions that may compare `request.method`, and why none of them is a choice of behaviour
+# by method (that is `by_method`'s job):
+METHOD_CHECKS_ALLOWED = {
+    ("accounts/endpoints.py", "check_method"): "the endpoint wrapper's own 405",
+    ("accounts/admin_login.py", "login"): "the Django admin's login form (out of the API's routes)",
+    ("routines/views.py", "hook"): "a malformed webhook token is the plain 404 for every method: "
+                                   "before the 405 for the others, after the per-address count for POST",
+    ("gateway/health.py", "livez"): "probe outside `endpoint` (no credential, no ceiling): 405 guard",
+    ("gateway/health.py", "readyz"): "probe outside `endpoint` (no credential, no ceiling): 405 guard",
+    ("gateway/metrics_view.py", "metrics"): "scrape outside `endpoint` (its own credential): 405 guard",
+    ("gateway/openapi/views.py", "openapi_json"): "document outside `endpoint` (no ceiling): 405 guard",
+}
+
+
+def _product_modules():
+    for app in APPS:
+        for path in sorted((REPO / app).rglob("*.py")):
+            if "migrations" not in path.parts:
+                yield path.relative_to(REPO).as_posix(), ast.parse(path.read_text(), filename=str(path))
+
+
+def _functions(tree):
+    """Every function of the module with its own nodes (those of the functions inside it excluded)."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            inner, stack = [], list(ast.iter_child_nodes(node))
+            while stack:
+                child = stack.pop()
+                inner.append(child)
+                if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    stack.extend(ast.iter_child_nodes(child))
+            yield node, inner
+
+
+def _is_request_method(node) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "method"
+            and isinstance(node.value, ast.Name) and node.value.id == "request")
+
+
+def test_every_endpoint_takes_one_method():
+    several = []
+    for name, tree in _product_modules():
+        for function, _ in _functions(tree):
+            for decorator in function.decorator_list:
+                if (isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Name)
+                        and decorator.func.id == "endpoint" and len(decorator.args) != 1):
+                    several.append(f"{name}:{decorator.lineno} {function.name}")
+    assert several == [], "one endpoint per method, joined in urls.py with by_method"
+
+
+def test_no_view_chooses_by_request_method():
+    found = set()
+    for name, tree in _product_modules():
+        for function, nodes in _functions(tree):
+            for node in nodes:
+                compared = (isinstance(node, ast.Compare)
+                            and any(map(_is_request_method, [node.left, *node.comparators])))
+                matched = isinstance(node, ast.Match) and _is_request_method(node.subject)
+                if compared or matched:
+                    found.add((name, function.name))
+    assert found - set(METHOD_CHECKS_ALLOWED) == set(), "one endpoint per method, joined with by_method"
+    assert set(METHOD_CHECKS_ALLOWED) - found == set(), "an allowed exception that is gone: drop it"
+
+
+@pytest.mark.parametrize(("path", "allow"), [
+    ("/api/v1/conversations/1", "GET, DELETE"),
+    ("/api/v1/collections", "GET, POST"),
+    ("/api/v1/routines", "GET, POST"),
+    ("/api/v1/routines/1", "GET, PUT, DELETE"),
+])
+def test_a_method_a_joined_route_does_not_take_is_405_before_the_credential(client, db, path, allow):
+    response = client.patch(path, {}, content_type="application/json", headers={"Accept": "application/json"})
+    assert response.status_code == 405
+    assert response["Allow"] == allow
+    assert response.json() == {"message": "Method Not Allowed."}
+    assert "X-RateLimit-Limit" not in response
