@@ -20,13 +20,12 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.calls import call_plan
 from gateway.completion import Completion, complete, cut_error, meter_completion
 from gateway.dispatch import ChainExhausted
 from gateway.errors import ApiError
 from gateway.quotas import Window, quota_check
-from gateway.routing import Target, registry
-from native.tools import Toolbox, ToolPlan, open_toolbox
+from gateway.routing import Target
+from native.tools.toolbox import Toolbox, ToolPlan, open_toolbox
 
 SURFACE = "native_agent"
 ANSWERED = "completed"
@@ -153,26 +152,6 @@ class AgentRequest:
             quota_check(account_id=self.account_id, group=self.group, used=used)
         except ApiError as refused:
             raise QuotaReached(refused.status, refused.message, code=refused.code) from None
-
-
-def agent_chain(*, account, model_id: Any, quota_used=None) -> list[Target]:
-    """The chain of the named model (none named: the default model). Unlike /v1, a name no
-    model has is not answered by the default: it is 400 (spec 7.2), and so is a server that
-    does not exist. Then the group's limits and the token quota (403)."""
-    reg = registry()
-    if model_id is None:
-        if reg.default is None:
-            raise ApiError(400, "No model was named and no default model is configured.", code="model_not_found")
-        model_id = reg.default.public_id
-    elif not isinstance(model_id, str) or not model_id:
-        raise ApiError(400, "'model' must be the name of a model.", code="invalid_request_error")
-    elif model_id not in reg.by_public_id and model_id not in reg.by_name:
-        server, sep, _name = model_id.partition("/")
-        if sep and server not in reg.server_names:
-            raise ApiError(400, f"The model '{model_id}' does not exist: no model server is named '{server}'.",
-                           code="model_not_found")
-        raise ApiError(400, f"The model '{model_id}' does not exist.", code="model_not_found")
-    return call_plan(account=account, model_id=model_id, quota_used=quota_used)
 
 
 async def agent_chat_turn(request: AgentRequest, ledger: Ledger) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 
 from native.agent import ANSWERED, QUOTA, TIMEOUT, AgentRequest, Ledger, LoopState, QuotaReached, tool_loop
-from native.tools import open_toolbox
+from native.tools.toolbox import open_toolbox
 
 
 async def agent_run_task(request: AgentRequest, ledger: Ledger) -> dict[str, Any]:

@@ -19,9 +19,10 @@ from gateway.errors import ApiError, render_error
 from gateway.http import read_json_object
 from gateway.output import respond
 from gateway.validation import StrictCharField, validated
-from native.agent import AgentRequest, Ledger, agent_chain, agent_chat_turn
+from native.agent import AgentRequest, Ledger, agent_chat_turn
+from native.agent_chain import agent_chain
 from native.agent_run import agent_run_task
-from native.tools import tool_plan
+from native.tools.toolbox import tool_plan
 
 AGENT_MESSAGE_MAX_CHARS = 32000  # spec 8.6: fixed on agent chat, not a setting
 

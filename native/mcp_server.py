@@ -38,7 +38,8 @@ from accounts.endpoints import endpoint
 from gateway import ratelimit
 from gateway.http import BadJsonValue, check_values, loads_lenient, read_body
 from gateway.output import respond
-from native import mcp_tools
+from native.tools import builtin
+from native.tools.tool import Caller, argument_problem, run_tool
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class TransportError(RpcError):
 class Exchange:
     """What one POST knows about its caller and the protocol version in force."""
 
-    caller: mcp_tools.Caller
+    caller: Caller
     version: str
 
 
@@ -100,7 +101,7 @@ async def mcp(request: HttpRequest) -> HttpResponse:
         return _rpc_response(exc.body(None), status=exc.status)
     except RpcError as exc:
         return _rpc_response(exc.body(None))
-    caller = mcp_tools.Caller(account=request.principal.account, request_id=getattr(request, "request_id", ""))
+    caller = Caller(account=request.principal.account, request_id=getattr(request, "request_id", ""))
     try:
         if isinstance(payload, list):
             return await handle_batch(request, caller, payload)
@@ -143,7 +144,7 @@ def parse_payload(raw: bytes) -> Any:
     return payload
 
 
-async def handle_single(request: HttpRequest, caller: mcp_tools.Caller, message: dict[str, Any]) -> HttpResponse:
+async def handle_single(request: HttpRequest, caller: Caller, message: dict[str, Any]) -> HttpResponse:
     try:
         kind, message_id = classify(message)
     except InvalidMessage as invalid:
@@ -158,7 +159,7 @@ async def handle_single(request: HttpRequest, caller: mcp_tools.Caller, message:
     return _rpc_response(answer) if answer is not None else HttpResponse(status=202)
 
 
-async def handle_batch(request: HttpRequest, caller: mcp_tools.Caller, batch: list[Any]) -> HttpResponse:
+async def handle_batch(request: HttpRequest, caller: Caller, batch: list[Any]) -> HttpResponse:
     exchange = Exchange(caller=caller, version=session_version(request, caller))
     if exchange.version not in BATCH_VERSIONS:
         error = RpcError(INVALID_REQUEST, f"Invalid Request: protocol version {exchange.version} has no batches.")
@@ -251,7 +252,7 @@ def params_problem(params: dict[str, Any]) -> None:
         raise RpcError(INVALID_PARAMS, "Invalid params: nested too deeply.") from None
 
 
-def initialize_response(caller: mcp_tools.Caller, message_id: Any, params: Any) -> HttpResponse:
+def initialize_response(caller: Caller, message_id: Any, params: Any) -> HttpResponse:
     """The negotiated version, the server's capabilities, and a new session id in its header."""
     if not isinstance(params, dict) or not isinstance(params.get("protocolVersion"), str):
         error = RpcError(INVALID_PARAMS, "Invalid params: 'protocolVersion' must be a string.")
@@ -274,7 +275,7 @@ def initialize_response(caller: mcp_tools.Caller, message_id: Any, params: Any) 
     return response
 
 
-def session_version(request: HttpRequest, caller: mcp_tools.Caller) -> str:
+def session_version(request: HttpRequest, caller: Caller) -> str:
     """The version of the caller's session; 400 without a session id or with a version header
     that is not supported or not the session's, 404 for a session that is not the caller's."""
     session_id = request.headers.get(SESSION_HEADER)
@@ -309,7 +310,7 @@ async def ping(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def tools_list(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    return {"tools": mcp_tools.listing()}
+    return {"tools": builtin.listing()}
 
 
 async def tools_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
@@ -321,17 +322,16 @@ async def tools_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, An
         raise RpcError(INVALID_PARAMS, "Invalid params: 'name' must be the name of a tool.")
     if not isinstance(arguments, dict):
         raise RpcError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object.")
-    tool = mcp_tools.TOOLS.get(name)
+    tool = builtin.TOOLS.get(name)
     if tool is None:
         raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-    problem = mcp_tools.argument_problem(tool, arguments)
-    if problem is not None:
-        # Since 2025-11-25 arguments that break the tool's schema are a tool error the model can
-        # read and correct (SEP-1303); before, they were the protocol error "invalid params".
-        if version_at_least(exchange.version, "2025-11-25"):
-            return mcp_tools.tool_error(f"Invalid arguments for {name}: {problem}")
-        raise RpcError(INVALID_PARAMS, f"Invalid params: arguments for {name}: {problem}")
-    return await tool.run(exchange.caller, arguments)
+    # Since 2025-11-25 arguments that break the tool's schema are a tool error the model can read
+    # and correct (SEP-1303, which run_tool gives); before, the protocol error "invalid params".
+    if not version_at_least(exchange.version, "2025-11-25"):
+        problem = argument_problem(tool, arguments)
+        if problem is not None:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: arguments for {name}: {problem}")
+    return (await run_tool(tool, exchange.caller, arguments)).as_mcp()
 
 
 METHODS = {"ping": ping, "tools/list": tools_list, "tools/call": tools_call}

@@ -1,5 +1,5 @@
 """The JSON of a routine and of its runs, built here only: the API's answers (routines/views.py)
-and the MCP tools (native/mcp_tools.py) show the same fields the same way."""
+and the MCP tools (native/tools/builtin.py) show the same fields the same way."""
 
 from __future__ import annotations
 

@@ -1,95 +1,209 @@
-"""The built-in tools of the agent: search one of the caller's collections, start one of the
-caller's routines (a paused one is refused, as run-now refuses it). Another account's id is
-answered like an id that does not exist. A search is metered with the agent request's id."""
+"""The gateway's own tools: list the caller's models and chat with one, search one of the
+caller's collections, list and start the caller's routines. The MCP server endpoint offers them
+all; the agent offers `AGENT_TOOLS` (a model answering a model through `chat` would meter one
+request twice, and the lists are the MCP client's to browse).
+
+`chat`, `search_collection` and `start_routine` refuse with the same `ApiError` as the REST
+endpoints (native/tools/tool.py turns it into an error result): another account's collection or
+routine is "not found", a paused routine is refused as run-now refuses it.
+"""
 
 from __future__ import annotations
 
-import json
+import asyncio
 from typing import Any
 
-
+from gateway.calls import check_chat_size
+from gateway.completion import complete, meter_completion
 from gateway.errors import ApiError
+from gateway.routing import registry, usable_targets
 from gateway.workers import in_worker
-from native.models import Collection
-from native.tools import Tool, ToolError
+from native.agent_chain import agent_chain
+from native.collections import collection_get
+from native.search import search_collection as search
+from native.tools.tool import Caller, Tool, ToolResult
+from routines.models import Routine
+from routines.records import routine_summary
+from routines.run_start import start_manual_run
 
+SURFACE = "mcp"
+MAX_SEARCH_RESULTS = 20
 SEARCH_COLLECTION = "search_collection"
 START_ROUTINE = "start_routine"
-BUILTIN_NAMES = (SEARCH_COLLECTION, START_ROUTINE)
-SEARCH_RESULTS = 5
-
-_SEARCH_PARAMETERS = {
-    "type": "object",
-    "properties": {
-        "collection_id": {"type": "integer", "description": "The id of one of the user's collections."},
-        "query": {"type": "string", "description": "What to look for."},
-    },
-    "required": ["collection_id", "query"],
-}
-_START_PARAMETERS = {
-    "type": "object",
-    "properties": {"routine_id": {"type": "integer", "description": "The id of one of the user's routines."}},
-    "required": ["routine_id"],
-}
+AGENT_TOOLS = (SEARCH_COLLECTION, START_ROUTINE)
 
 
-def builtin_tools(account_id: int, names: list[str], *, request_id: str = "") -> list[Tool]:
-    tools = {
-        SEARCH_COLLECTION: Tool(
-            SEARCH_COLLECTION, "Search one of the user's document collections; returns the best matching passages.",
-            _SEARCH_PARAMETERS, lambda arguments: search_collection_tool(account_id, arguments, request_id)),
-        START_ROUTINE: Tool(
-            START_ROUTINE, "Start one of the user's routines now; returns the queued run.",
-            _START_PARAMETERS, lambda arguments: start_routine_tool(account_id, arguments)),
-    }
-    return [tools[name] for name in names if name in tools]
+# -- list_models -------------------------------------------------------------------------------
 
 
-def _id_argument(arguments: dict[str, Any], name: str) -> int:
-    value = arguments.get(name)
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ToolError(f"'{name}' must be a positive integer.")
-    return value
+def _models(account) -> list[dict[str, Any]]:
+    default = registry().default
+    return [
+        {"id": t.public_id, "server": t.server.name, "capabilities": sorted(t.capabilities),
+         "default": default is not None and t.id == default.id}
+        for t in usable_targets(account.group)
+    ]
 
 
-async def search_collection_tool(account_id: int, arguments: dict[str, Any], request_id: str = "") -> str:
-    collection_id = _id_argument(arguments, "collection_id")
-    query = arguments.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise ToolError("'query' must be a non-empty string.")
-    collection = await in_worker(_own_collection)(account_id, collection_id)
-    from native.search import search_collection
+async def list_models(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
+    return ToolResult.data({"models": await in_worker(_models)(caller.account)})
 
+
+# -- chat --------------------------------------------------------------------------------------
+
+
+def _chat_plan(account, arguments: dict[str, Any]) -> tuple[list, dict[str, Any]]:
+    """The chain and the chat body; ApiError for what the caller may not do."""
+    if ("prompt" in arguments) == ("messages" in arguments):
+        raise ApiError(400, "Give either 'prompt' or 'messages', not both and not neither.")
+    messages = list(arguments.get("messages") or [{"role": "user", "content": arguments["prompt"]}])
+    if arguments.get("system"):
+        messages.insert(0, {"role": "system", "content": arguments["system"]})
+    body: dict[str, Any] = {"messages": messages}
+    for name in ("temperature", "max_tokens"):
+        if name in arguments:
+            body[name] = arguments[name]
+    check_chat_size(body)
+    # A name no model has is refused as on agent chat, not answered by the default model.
+    chain = agent_chain(account=account, model_id=arguments.get("model"))
+    body["model"] = arguments.get("model") or chain[0].public_id
+    return chain, body
+
+
+async def chat(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
+    metered = {"account_id": caller.account.pk, "surface": SURFACE, "request_id": caller.request_id}
+    chain, body = await in_worker(_chat_plan)(caller.account, arguments)
     try:
-        hits = await search_collection(collection, query, k=SEARCH_RESULTS, request_id=request_id)
-    except ApiError as failure:
-        raise ToolError(failure.message) from None
-    return json.dumps(hits, ensure_ascii=False, default=str)
+        completion = await complete(chain, body, refusals_fall_through=False)
+    except asyncio.CancelledError as cancelled:  # the client went away mid-reply
+        if getattr(cancelled, "partial", None) is not None:
+            await meter_completion(cancelled.partial, **metered)
+        raise
+    await meter_completion(completion, **metered)
+    usage = completion.usage
+    if completion.cut is not None:
+        stopped = ("The model stopped answering mid-reply." if completion.cut.reason == "read_timeout"
+                   else f"The model server failed mid-reply: {completion.cut.message}")
+        return ToolResult.error(f"{stopped} Partial reply: {completion.text}" if completion.text else stopped)
+    return ToolResult(completion.text, {"model": completion.model, "text": completion.text,
+                                         "finish_reason": completion.finish_reason, "usage": usage})
 
 
-def _own_collection(account_id: int, collection_id: int) -> Collection:
-    collection = Collection.objects.filter(pk=collection_id, account_id=account_id).first()
-    if collection is None:
-        raise ToolError(f"Collection {collection_id} does not exist.")
-    return collection
+# -- search_collection -------------------------------------------------------------------------
 
 
-async def start_routine_tool(account_id: int, arguments: dict[str, Any]) -> str:
-    routine_id = _id_argument(arguments, "routine_id")
-    return await in_worker(_start_routine)(account_id, routine_id)
+async def search_collection(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
+    """Another account's collection is not found, as on /api/v1/collections."""
+    collection = await in_worker(collection_get)(account=caller.account, collection_id=arguments["collection_id"])
+    hits = await search(collection, arguments["query"], k=int(arguments.get("k", 5)),  # 2.0 is an integer too
+                        request_id=caller.request_id)
+    return ToolResult.data({"collection_id": collection.pk, "query": arguments["query"], "results": hits})
 
 
-def _start_routine(account_id: int, routine_id: int) -> str:
-    """Like run-now: a paused routine is refused."""
-    from routines.models import Routine
-    from routines.routine_writes import routine_run_now
+# -- routines ----------------------------------------------------------------------------------
 
-    routine = Routine.objects.filter(pk=routine_id, account_id=account_id).first()
+
+def _routines(account) -> list[dict[str, Any]]:
+    return [routine_summary(r) for r in Routine.objects.filter(account=account).order_by("id")]
+
+
+async def list_routines(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
+    return ToolResult.data({"routines": await in_worker(_routines)(caller.account)})
+
+
+def _start(account, routine_id: int) -> dict[str, Any]:
+    routine = Routine.objects.filter(pk=routine_id, account=account).first()
     if routine is None:
-        raise ToolError(f"Routine {routine_id} does not exist.")
+        raise ApiError(404, f"Routine {routine_id} not found.")
     if not routine.is_enabled:
-        raise ToolError(f"Routine {routine_id} is paused; enable it before starting it.")
-    run = routine_run_now(routine=routine)
-    return json.dumps({"routine_id": routine.pk, "run_id": run.pk, "status": run.status})
+        raise ApiError(422, f"Routine {routine_id} is paused; enable it before starting it.")
+    run = start_manual_run(routine)
+    return {"routine_id": routine.pk, "run_id": run.pk, "status": run.status, "trigger": run.trigger}
+
+
+async def start_routine(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
+    return ToolResult.data(await in_worker(_start)(caller.account, arguments["routine_id"]))
+
+
+# -- the list ----------------------------------------------------------------------------------
+
+_ID = {"type": "integer", "minimum": 1}
+_NO_ARGUMENTS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+TOOLS: dict[str, Tool] = {tool.name: tool for tool in (
+    Tool(
+        "list_models",
+        "The models you may use through this gateway, as server/model ids, with what each can do "
+        "and which one answers when no model is named.",
+        _NO_ARGUMENTS,
+        list_models,
+    ),
+    Tool(
+        "chat",
+        "Ask a model for a whole reply. Give 'prompt' (one user message) or 'messages' (a "
+        "conversation); 'model' is a server/model id from list_models (the default model when "
+        "omitted). Metered against your token quota.",
+        {
+            "type": "object",
+            "properties": {
+                "model": {"type": "string", "minLength": 1, "description": "server/model, or a bare model name."},
+                "prompt": {"type": "string", "minLength": 1},
+                "messages": {
+                    "type": "array", "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {"role": {"enum": ["system", "user", "assistant"]},
+                                       "content": {"type": "string"}},
+                        "required": ["role", "content"],
+                        "additionalProperties": False,
+                    },
+                },
+                "system": {"type": "string", "description": "A system prompt put before the messages."},
+                "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+                "max_tokens": {"type": "integer", "minimum": 1},
+            },
+            "additionalProperties": False,
+        },
+        chat,
+        read_only=False,
+    ),
+    Tool(
+        "search_collection",
+        "Search one of your document collections for the passages closest in meaning to 'query'; "
+        f"returns up to 'k' passages (default 5, at most {MAX_SEARCH_RESULTS}).",
+        {
+            "type": "object",
+            "properties": {
+                "collection_id": _ID,
+                "query": {"type": "string", "minLength": 1},
+                "k": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS},
+            },
+            "required": ["collection_id", "query"],
+            "additionalProperties": False,
+        },
+        search_collection,
+    ),
+    Tool(
+        "list_routines",
+        "Your routines: id, name, trigger, whether each is enabled, last and next run.",
+        _NO_ARGUMENTS,
+        list_routines,
+    ),
+    Tool(
+        "start_routine",
+        "Queue a run of one of your routines now (like run-now); a paused routine is refused.",
+        {"type": "object", "properties": {"routine_id": _ID}, "required": ["routine_id"],
+         "additionalProperties": False},
+        start_routine,
+        read_only=False,
+    ),
+)}
+
+
+def listing() -> list[dict[str, Any]]:
+    return [tool.listed() for tool in TOOLS.values()]
+
+
+def agent_tools(names: list[str]) -> list[Tool]:
+    """The agent's built-in tools among `names`."""
+    return [TOOLS[name] for name in names if name in AGENT_TOOLS]

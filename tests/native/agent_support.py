@@ -12,6 +12,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
+import anyio
 import pytest
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -26,12 +27,21 @@ AGENT_RUN = "/api/v1/agent/run"
 
 
 class LoopbackMcp:
-    """Tools `add(a, b)`, `weather(city)` and `explode()` (which fails)."""
+    """Tools `add(a, b)`, `weather(city)` and `explode()` (which fails); with `slow_tool`, also
+    `slow(seconds)`, which answers after that long."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, slow_tool: bool = False) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.refused = 0
         server = MCPServer("test-tools")
+
+        if slow_tool:
+            @server.tool()
+            async def slow(seconds: float) -> str:
+                """Answer after `seconds`."""
+                self.calls.append(("slow", {"seconds": seconds}))
+                await anyio.sleep(seconds)
+                return "done"
 
         @server.tool()
         def add(a: int, b: int) -> str:

@@ -369,7 +369,9 @@ def test_search_collection_searches_the_callers_collection(agent):
                                            "arguments": {"collection_id": mine.pk, "query": "reset password"}}])
     body = agent.api.post(AGENT_CHAT, {"message": "How do I reset my password?"}).json()
     [call] = body["tool_calls"]
-    hits = json.loads(call["result"])
+    found = json.loads(call["result"])  # as the MCP endpoint's search_collection answers
+    assert (found["collection_id"], found["query"]) == (mine.pk, "reset password")
+    hits = found["results"]
     assert hits[0]["document_name"] == "faq.txt"
     assert "reset your password" in hits[0]["text"]
     assert "/v1/embeddings" in [q.path for q in agent.upstream.requests]
@@ -386,7 +388,7 @@ def test_search_collection_refuses_another_accounts_collection(agent):
     body = agent.api.post(AGENT_CHAT, {"message": "Search theirs."}).json()
     assert body["tool_calls"] == [{"name": "search_collection",
                                    "arguments": {"collection_id": theirs.pk, "query": "reset password"},
-                                   "error": f"Collection {theirs.pk} does not exist."}]
+                                   "error": "Collection not found."}]
     assert "/v1/embeddings" not in [q.path for q in agent.upstream.requests]
     assert "reset your password" not in json.dumps(body)
 
@@ -405,7 +407,8 @@ def test_start_routine_queues_a_run_of_the_callers_routine(agent):
     [call] = body["tool_calls"]
     [run] = Run.objects.filter(routine=routine)
     assert run.trigger == "manual"
-    assert json.loads(call["result"]) == {"routine_id": routine.pk, "run_id": run.pk, "status": "queued"}
+    assert json.loads(call["result"]) == {"routine_id": routine.pk, "run_id": run.pk, "status": "queued",
+                                          "trigger": "manual"}
 
 
 def test_start_routine_refuses_another_accounts_routine(agent):
@@ -415,7 +418,7 @@ def test_start_routine_refuses_another_accounts_routine(agent):
     agent.upstream.configure(tool_script=[{"name": "start_routine", "arguments": {"routine_id": theirs.pk}}])
     body = agent.api.post(AGENT_CHAT, {"message": "Run their digest."}).json()
     assert body["tool_calls"] == [{"name": "start_routine", "arguments": {"routine_id": theirs.pk},
-                                   "error": f"Routine {theirs.pk} does not exist."}]
+                                   "error": f"Routine {theirs.pk} not found."}]
     assert not Run.objects.exists()
 
 
@@ -432,11 +435,21 @@ def test_start_routine_refuses_a_paused_routine(agent):
     assert not Run.objects.exists()
 
 
-@pytest.mark.parametrize("arguments", [{}, {"routine_id": "abc"}, {"routine_id": 0}, {"routine_id": True}])
-def test_start_routine_needs_a_routine_id(agent, arguments):
+@pytest.mark.parametrize("arguments, problem", [
+    ({}, "'routine_id' is a required property"),
+    ({"routine_id": "abc"}, "routine_id: 'abc' is not of type 'integer'"),
+    ({"routine_id": 0}, "routine_id: 0 is less than the minimum of 1"),
+    ({"routine_id": True}, "routine_id: True is not of type 'integer'"),
+    ({"routine_id": 1, "when": "now"}, "Additional properties are not allowed ('when' was unexpected)"),
+])
+def test_start_routine_needs_a_routine_id(agent, arguments, problem):
+    """The tool's JSON Schema is checked before it runs, as on the MCP endpoint."""
+    from routines.models import Run
+
     agent.upstream.configure(tool_script=[{"name": "start_routine", "arguments": arguments}])
     [call] = agent.api.post(AGENT_CHAT, {"message": "Run."}).json()["tool_calls"]
-    assert call["error"] == "'routine_id' must be a positive integer."
+    assert call["error"] == f"Invalid arguments for start_routine: {problem}"
+    assert not Run.objects.exists()
 
 
 # ---- the operator registers MCP servers ----------------------------------------------------------
