@@ -8,7 +8,8 @@ the check: what the account's records in the database add up to in that window, 
 in this host's spool not yet written (one aggregate query), set only if still missing. A call's
 tokens are added only to a counter that exists, so a rebuild never counts them twice. An addition
 that fails (Redis down) leaves its counters unsure: they are dropped once Redis answers again, to
-be rebuilt from the records (`quota_forget_unsure`, from the usage drainer).
+be rebuilt from the records (`quota_forget_unsure`, by the usage drainer). gateway/usage_writer.py
+keeps the unsure counters, so this module imports it one way: the writer never imports quotas.
 
 What a ceiling lets through beyond itself: the calls admitted before the counter reached it (each
 admitted call is checked before its tokens are known), and the records that were spooled but not
@@ -17,7 +18,6 @@ yet in the database in another host's spool when a counter was rebuilt (docs/dec
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -25,9 +25,11 @@ from django.conf import settings
 from django.db.models import F, Q, Sum
 
 from gateway import metrics
-from gateway.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
+from gateway.counters import amounts_add, amounts_get, amounts_seed
 from gateway.errors import ApiError
+from gateway.models import UsageRecord
 from gateway.output import timestamp
+from gateway.usage_writer import quota_counters_unsure, quota_forget_unsure, unsure_counters, usage_writer
 
 logger = logging.getLogger(__name__)
 
@@ -104,9 +106,6 @@ def quota_rebuild(*, account_id: int, windows: list[tuple[str, Window]]) -> dict
     those in the database and those spooled on this host but not yet written (a record in both
     counts once, from the spool, so one that is written meanwhile is not lost nor doubled); set
     only where still missing (SET NX). Returns the totals the counters hold."""
-    from gateway.models import UsageRecord
-    from gateway.usage_writer import usage_writer
-
     since = min(window.starts_at for _, window in windows)
     spooled: dict[str, tuple[datetime, int]] = {}
     for line in usage_writer.spooled():
@@ -150,17 +149,13 @@ def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None
             )
 
 
-_unsure: set[str] = set()  # counters an addition may have missed: dropped once Redis answers
-_unsure_lock = threading.Lock()
-
-
 def quota_add(*, account_id: int, tokens: int, now: datetime | None = None) -> bool:
     """Add a call's tokens to the account's current windows that have a counter (a missing one is
     rebuilt from the records when next read). Never raises: when the addition fails, the counters
     are remembered as unsure and dropped once they can be (False is returned)."""
     keys = [key for key, _ in quota_window_keys(account_id=account_id, now=now)]
     try:
-        if _unsure and not settings.USAGE_BATCHED:  # else the usage drainer drops them
+        if unsure_counters and not settings.USAGE_BATCHED:  # else the usage drainer drops them
             quota_forget_unsure()
         amounts_add(keys, tokens)
         return True
@@ -173,7 +168,7 @@ async def quota_add_async(*, account_id: int, tokens: int, now: datetime | None 
     from gateway import loop_redis
     from gateway.workers import in_worker
 
-    if not loop_redis.available() or (_unsure and not settings.USAGE_BATCHED):
+    if not loop_redis.available() or (unsure_counters and not settings.USAGE_BATCHED):
         return await in_worker(quota_add)(account_id=account_id, tokens=tokens, now=now)
     keys = [key for key, _ in quota_window_keys(account_id=account_id, now=now)]
     try:
@@ -184,25 +179,8 @@ async def quota_add_async(*, account_id: int, tokens: int, now: datetime | None 
 
 
 def _addition_failed(account_id: int, keys: list[str], tokens: int, exc: Exception) -> bool:
-    with _unsure_lock:
-        _unsure.update(keys)
+    quota_counters_unsure(keys)
     logger.warning("quota counters of account %s not added to (%s tokens): %s; they are dropped "
                    "and rebuilt from the usage records once they can be", account_id, tokens, exc)
     return False
 
-
-def quota_forget_unsure() -> bool:
-    """Drop the counters an addition may have missed, so they are rebuilt from the records. True
-    when none is left; never raises."""
-    with _unsure_lock:
-        keys = list(_unsure)
-    if not keys:
-        return True
-    try:
-        amounts_forget(keys)
-    except Exception:
-        return False
-    with _unsure_lock:
-        _unsure.difference_update(keys)
-    logger.info("quota counters dropped after a failed addition, to be rebuilt: %s", ", ".join(keys))
-    return True

@@ -33,6 +33,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import DataError, IntegrityError, connections, transaction
 
+from gateway.counters import amounts_forget
 from gateway.models import UsageRecord
 from gateway.spool import Spool
 
@@ -131,6 +132,39 @@ def database_tag() -> str:
     s = settings.DATABASES["default"]
     ident = f"{s['ENGINE']}|{s.get('HOST') or ''}|{s.get('PORT') or ''}|{s['NAME']}"
     return hashlib.sha256(ident.encode()).hexdigest()[:12]
+
+
+# --- quota counters to drop -------------------------------------------------------------------
+# A failed addition to an account's quota counters (Redis down, gateway/quotas.py) leaves them
+# unsure: they are dropped once Redis answers, to be rebuilt from the usage records. The drainer
+# drops them after each write (with USAGE_BATCHED off, the next addition does).
+
+quota_log = logging.getLogger("gateway.quotas")  # the quotas' log, as before the move
+unsure_counters: set[str] = set()  # counters an addition may have missed: dropped once Redis answers
+_unsure_lock = threading.Lock()
+
+
+def quota_counters_unsure(keys: list[str]) -> None:
+    """Drop these counters once Redis answers (`quota_forget_unsure`)."""
+    with _unsure_lock:
+        unsure_counters.update(keys)
+
+
+def quota_forget_unsure() -> bool:
+    """Drop the counters an addition may have missed, so they are rebuilt from the records. True
+    when none is left; never raises."""
+    with _unsure_lock:
+        keys = list(unsure_counters)
+    if not keys:
+        return True
+    try:
+        amounts_forget(keys)
+    except Exception:
+        return False
+    with _unsure_lock:
+        unsure_counters.difference_update(keys)
+    quota_log.info("quota counters dropped after a failed addition, to be rebuilt: %s", ", ".join(keys))
+    return True
 
 
 class UsageWriter:
@@ -244,8 +278,6 @@ class UsageWriter:
         """Write this process's spool (and, with `scan`, the files of dead processes), then drop
         the quota counters whose addition failed. False when the database refused (or, after
         `wait` seconds, another thread was still at it)."""
-        from gateway.quotas import quota_forget_unsure
-
         if not self._cycle_lock.acquire(timeout=wait):
             return False
         try:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from django.db import transaction
 
+from routines import queue
 from routines.models import Routine, Run
 
 log = logging.getLogger("routines.runs")  # the run log's name, as before the move (routines/run_log.py)
@@ -54,14 +55,13 @@ def enqueue(*run_ids: int, request_ids: list[str | None] | None = None) -> None:
     `request_ids`: of the requests that queued each run (a batch's come from several requests),
     for their log lines; without them, the request being served, if any."""
     from gateway.celery import request_id_headers
-    from routines.tasks import enqueue_routine_runs, execute_routine_run
 
     try:
         if len(run_ids) == 1:
             headers = request_id_headers(request_ids[0]) if request_ids else None
-            execute_routine_run.apply_async((run_ids[0],), headers=headers)
+            queue.task(queue.EXECUTE_RUN).apply_async((run_ids[0],), headers=headers)
         elif run_ids:
             kwargs = {"request_ids": list(request_ids)} if request_ids else {}
-            enqueue_routine_runs.apply_async((list(run_ids),), kwargs, headers=request_id_headers(None))
+            queue.task(queue.ENQUEUE_RUNS).apply_async((list(run_ids),), kwargs, headers=request_id_headers(None))
     except Exception:
         log.exception("could not enqueue runs %s; the sweep will", list(run_ids))

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from routines.models import Routine
+from routines.run_start import queue_run
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +100,6 @@ def enqueue_due(now: datetime | None = None) -> int:
 
 
 def _queue_once(pk: int, slot: datetime, now: datetime) -> bool:
-    from routines.run_start import queue_run
-
     with transaction.atomic():
         routine = Routine.objects.filter(pk=pk).first()
         if routine is None:

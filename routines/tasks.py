@@ -2,7 +2,8 @@
 worker killed mid-task leaves the message to be delivered again. A run is claimed with a
 conditional update, so a redelivered task does nothing, and the sweep takes up runs whose worker
 died (see routines/runs.py). Each delivery of an answered run is a task of its own, retried by
-Celery with exponential backoff; nothing sleeps between tries (routines/deliveries/)."""
+Celery with exponential backoff; nothing sleeps between tries (routines/deliveries/). The modules
+that enqueue a task find it by its name (routines/queue.py), so none of them imports this one."""
 
 import uuid
 
@@ -12,12 +13,14 @@ from django.conf import settings
 from routines.deliveries import RetryableDeliveryError, send_delivery, task_seconds
 from gateway.celery import request_id_headers
 from gateway.errors import outage_of
+from routines.queue import DELIVER, ENQUEUE_RUNS, EXECUTE_RUN
 from routines.runs import RunPostponed, execute_run, settle_run, sweep_runs
+from routines.schedules import enqueue_due
 
 POSTPONE_RETRIES = 30  # then the run waits, queued, for the sweep
 
 
-@shared_task(bind=True, name="routines.tasks.execute_routine_run", acks_late=True, reject_on_worker_lost=True,
+@shared_task(bind=True, name=EXECUTE_RUN, acks_late=True, reject_on_worker_lost=True,
              time_limit=settings.ROUTINE_RUN_TIMEOUT_SECONDS)
 def execute_routine_run(self, run_id: int) -> None:
     """A run that met an outage of the database or Redis before its model was asked (its claim,
@@ -30,7 +33,7 @@ def execute_routine_run(self, run_id: int) -> None:
         raise self.retry(countdown=min(2 ** self.request.retries, 30), max_retries=POSTPONE_RETRIES) from None
 
 
-@shared_task(name="routines.tasks.enqueue_routine_runs", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name=ENQUEUE_RUNS, acks_late=True, reject_on_worker_lost=True)
 def enqueue_routine_runs(run_ids: list[int], request_ids: list[str | None] | None = None) -> None:
     """A task per run of a batch (routines.run_start.enqueue), each with the id of the request that
     queued its run. Done twice (a worker lost midway), a run is still carried out once: its task
@@ -40,7 +43,7 @@ def enqueue_routine_runs(run_ids: list[int], request_ids: list[str | None] | Non
         execute_routine_run.apply_async((run_id,), headers=request_id_headers(request_id))
 
 
-@shared_task(bind=True, name="routines.tasks.deliver_run_target", acks_late=True, reject_on_worker_lost=True,
+@shared_task(bind=True, name=DELIVER, acks_late=True, reject_on_worker_lost=True,
              autoretry_for=(RetryableDeliveryError,), retry_backoff=settings.DELIVERY_RETRY_BACKOFF_SECONDS,
              retry_backoff_max=settings.DELIVERY_RETRY_BACKOFF_MAX_SECONDS, retry_jitter=False,
              max_retries=max(settings.DELIVERY_RETRY_ATTEMPTS, 1) - 1, time_limit=task_seconds())
@@ -60,6 +63,4 @@ def sweep_routine_runs() -> int:
 @shared_task(name="routines.tasks.run_due_schedules")
 def run_due_schedules() -> int:
     """The beat tick of schedules: one queued run per due routine (routines/schedules.py)."""
-    from routines.schedules import enqueue_due
-
     return enqueue_due()

@@ -22,6 +22,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from routines.deliveries.base import DeliveryFailed, scrubbed
+from routines import queue
 from routines.durable import DATABASE_DOWN, durably
 from routines.models import Delivery
 from routines.targets import parse_target
@@ -79,10 +80,8 @@ def new_deliveries(run, targets: list[str]) -> list[Delivery]:
 def enqueue_delivery(delivery_id: int, task_id: str | None = None) -> bool:
     """Enqueue a try of the delivery: as the task that holds it (`task_id`), or as a new task
     that takes it once no other task holds it."""
-    from routines.tasks import deliver_run_target
-
     try:
-        deliver_run_target.apply_async((delivery_id,), task_id=task_id or uuid.uuid4().hex)
+        queue.task(queue.DELIVER).apply_async((delivery_id,), task_id=task_id or uuid.uuid4().hex)
         return True
     except Exception:  # the broker is down: the delivery stays pending, and the sweep enqueues it
         log.exception("could not enqueue delivery %s; the sweep will", delivery_id)
