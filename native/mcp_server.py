@@ -1,4 +1,7 @@
-"""`/api/v1/mcp`: the gateway itself as an MCP server over Streamable HTTP (JSON-RPC 2.0).
+"""`/api/v1/mcp`: the gateway itself as an MCP server over Streamable HTTP (JSON-RPC 2.0). This
+module is the transport (HTTP checks, sessions, one message or a batch per POST); the messages
+and methods are native/mcp_messages.py's, the tools native/tools/'s. Why not the `mcp` package's
+server: docs/decisions.md, "One way to do each thing".
 
 One POST carries one JSON-RPC message (or, at protocol version 2025-03-26 only, a batch);
 every answer is `application/json`, never an SSE stream, and no GET stream is offered (GET and
@@ -23,9 +26,7 @@ or a forged one is unknown (404).
 
 from __future__ import annotations
 
-import logging
 import secrets
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,23 +37,12 @@ from django.http import HttpRequest, HttpResponse
 
 from accounts.endpoints import endpoint
 from gateway import ratelimit
-from gateway.http import BadJsonValue, check_values, loads_lenient, read_body
+from gateway.http import loads_lenient, read_body
 from gateway.output import respond
-from native.tools import builtin
-from native.tools.tool import Caller, argument_problem, run_tool
-
-logger = logging.getLogger(__name__)
-
-SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-LATEST_VERSION = SUPPORTED_VERSIONS[-1]
-BATCH_VERSIONS = frozenset({"2025-03-26"})  # batches came in 2025-03-26 and left in 2025-06-18
-MAX_BATCH = 20  # messages in one batch (one POST counts once against the rate limit)
-
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+from native.mcp_messages import (BATCH_VERSIONS, INVALID_PARAMS, INVALID_REQUEST, LATEST_VERSION, MAX_BATCH,
+                                  METHOD_NOT_FOUND, METHODS, PARSE_ERROR, SUPPORTED_VERSIONS, Exchange,
+                                  InvalidMessage, RpcError, TransportError, answer_message, classify, params_problem)
+from native.tools.tool import Caller
 
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
@@ -62,34 +52,6 @@ INSTRUCTIONS = (
     "Tools of the model gateway: list the models you may use and chat with one, search your "
     "document collections, and list or start your routines."
 )
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def body(self, message_id: Any) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return {"jsonrpc": "2.0", "id": message_id, "error": error}
-
-
-class TransportError(RpcError):
-    """Refused before any message is handled, with an HTTP status of its own."""
-
-    def __init__(self, status: int, message: str, data: Any = None) -> None:
-        super().__init__(INVALID_REQUEST, message, data)
-        self.status = status
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """What one POST knows about its caller and the protocol version in force."""
-
-    caller: Caller
-    version: str
 
 
 @endpoint("POST", limit=ratelimit.DEFAULT)
@@ -173,83 +135,7 @@ async def handle_batch(request: HttpRequest, caller: Caller, batch: list[Any]) -
     return _rpc_response(answers) if answers else HttpResponse(status=202)
 
 
-def classify(message: Any) -> tuple[str, Any]:
-    """`request`, `initialize`, `notification` or `response`, with the message's id; raises
-    InvalidMessage (with the id when it could be read) for anything else."""
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        raise InvalidMessage("Invalid Request: not a JSON-RPC 2.0 message.", _readable_id(message))
-    has_id = "id" in message
-    message_id = message.get("id")
-    if has_id and not _valid_id(message_id):
-        raise InvalidMessage("Invalid Request: 'id' must be a string or an integer.", None)
-    if "method" in message:
-        if not isinstance(message["method"], str):
-            raise InvalidMessage("Invalid Request: 'method' must be a string.", message_id)
-        if not has_id:
-            return "notification", None
-        return ("initialize" if message["method"] == "initialize" else "request"), message_id
-    if has_id and ("result" in message or "error" in message):
-        return "response", message_id
-    raise InvalidMessage("Invalid Request: neither a request, a notification nor a response.", message_id)
-
-
-class InvalidMessage(RpcError):
-    def __init__(self, message: str, message_id: Any) -> None:
-        super().__init__(INVALID_REQUEST, message)
-        self.message_id = message_id
-
-
-def _valid_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _readable_id(message: Any) -> Any:
-    if isinstance(message, dict) and _valid_id(message.get("id")):
-        return message["id"]
-    return None
-
-
-async def answer_message(exchange: Exchange, message: Any) -> dict[str, Any] | None:
-    """The response to one message of a request (None for a notification or a response)."""
-    try:
-        kind, message_id = classify(message)
-    except InvalidMessage as invalid:
-        return invalid.body(invalid.message_id)
-    if kind in ("notification", "response"):
-        return None
-    if kind == "initialize":  # only reachable inside a batch
-        return RpcError(INVALID_REQUEST, "Invalid Request: initialize must not be part of a batch.").body(message_id)
-    try:
-        handler = METHODS.get(message["method"])
-        if handler is None:
-            raise RpcError(METHOD_NOT_FOUND, f"Method not found: {message['method']}")
-        params = message.get("params", {})
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            raise RpcError(INVALID_PARAMS, "Invalid params: 'params' must be an object.")
-        params_problem(params)
-        result = await handler(exchange, params)
-    except RpcError as exc:
-        return exc.body(message_id)
-    except Exception:  # a bug must not become a 500 or leak a trace: log it, answer -32603
-        logger.exception("MCP method %s failed", message.get("method"))
-        return RpcError(INTERNAL_ERROR, "Internal error.").body(message_id)
-    return {"jsonrpc": "2.0", "id": message_id, "result": result}
-
-
 # -- sessions and versions ---------------------------------------------------------------------
-
-
-def params_problem(params: dict[str, Any]) -> None:
-    """Raises -32602 for a value no JSON encoder downstream can write (NaN, Infinity, a number
-    too large for a float), a lone surrogate or a NUL, naming where it is."""
-    try:
-        check_values(params, path=["params"])
-    except BadJsonValue as bad:
-        raise RpcError(INVALID_PARAMS, f"Invalid params: {bad.where()}: {bad.problem}") from None
-    except RecursionError:
-        raise RpcError(INVALID_PARAMS, "Invalid params: nested too deeply.") from None
 
 
 def initialize_response(caller: Caller, message_id: Any, params: Any) -> HttpResponse:
@@ -296,45 +182,6 @@ def session_version(request: HttpRequest, caller: Caller) -> str:
         raise TransportError(400, f"Bad Request: protocol version {header!r} {reason}.",
                              data={"supported": list(SUPPORTED_VERSIONS), "negotiated": version})
     return version
-
-
-def version_at_least(version: str, oldest: str) -> bool:
-    return SUPPORTED_VERSIONS.index(version) >= SUPPORTED_VERSIONS.index(oldest)
-
-
-# -- methods -----------------------------------------------------------------------------------
-
-
-async def ping(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    return {}
-
-
-async def tools_list(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    return {"tools": builtin.listing()}
-
-
-async def tools_call(exchange: Exchange, params: dict[str, Any]) -> dict[str, Any]:
-    name = params.get("name")
-    arguments = params.get("arguments", {})
-    if arguments is None:
-        arguments = {}
-    if not isinstance(name, str) or not name:
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'name' must be the name of a tool.")
-    if not isinstance(arguments, dict):
-        raise RpcError(INVALID_PARAMS, "Invalid params: 'arguments' must be an object.")
-    tool = builtin.TOOLS.get(name)
-    if tool is None:
-        raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-    # Since 2025-11-25 arguments that break the tool's schema are a tool error the model can read
-    # and correct (SEP-1303, which run_tool gives); before, the protocol error "invalid params".
-    if not version_at_least(exchange.version, "2025-11-25"):
-        problem = argument_problem(tool, arguments)
-        if problem is not None:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: arguments for {name}: {problem}")
-    return (await run_tool(tool, exchange.caller, arguments)).as_mcp()
-
-
-METHODS = {"ping": ping, "tools/list": tools_list, "tools/call": tools_call}
 
 
 def _rpc_response(body: Any, status: int = 200) -> HttpResponse:
