@@ -1,81 +1,24 @@
-"""Linked channels (Telegram deep link, WhatsApp code) and the telegram / whatsapp deliveries,
-against a loopback server standing in for both providers' HTTP APIs."""
+"""Linked channels (Telegram deep link, WhatsApp code) and their list, against a loopback server
+standing in for both providers' HTTP APIs. The telegram / whatsapp deliveries are in
+test_channel_deliveries.py."""
 
 import json
 import re
-import secrets
-import threading
-from datetime import datetime, timedelta, timezone as dt_timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from datetime import timedelta
 
 import pytest
 import time_machine
 
 from routines.channels import EXPIRED_REPLY, HELP_REPLY, LINKED_REPLY
 from routines.linked_channels import is_linked
-from routines.deliveries import telegram, whatsapp
-from routines.deliveries.base import DeliveryFailed
 from routines.models import LinkedChannel
 from tests.contract import assert_detail, assert_native_unauthenticated
-from tests.factories import LinkedChannelFactory, RoutineFactory, RunFactory, api_key_for, bearer
+from tests.factories import api_key_for, bearer
+from tests.routines import channels_support
+from tests.routines.channels_support import BOT_TOKEN, HOOK_SECRET, NOW, NUMBER, WA_TOKEN
 
-BOT_TOKEN = "123456:TEST-bot-token-do-not-show"
-WA_TOKEN = "EAAG-test-whatsapp-token"
-HOOK_SECRET = "tg-hook-" + "a1" * 16
-NUMBER = "+5511999990000"
-NOW = datetime(2026, 11, 22, 5, 0, 0, tzinfo=dt_timezone.utc)
-
-
-class ProviderStandIn:
-    """Records every request; answers with the queued (status, body) pairs, else 200."""
-
-    def __init__(self):
-        self.requests = []
-        self.replies = []
-        stand_in = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length)
-                stand_in.requests.append({"path": self.path, "headers": dict(self.headers), "json": json.loads(raw)})
-                status, body = stand_in.replies.pop(0) if stand_in.replies else (200, {"ok": True, "result": {}})
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def provider(settings):
-    stand_in = ProviderStandIn()
-    settings.TELEGRAM_API_BASE = stand_in.base
-    settings.TELEGRAM_BOT_TOKEN = BOT_TOKEN
-    settings.TELEGRAM_BOT_USERNAME = "gw_test_bot"
-    settings.TELEGRAM_WEBHOOK_SECRET = HOOK_SECRET
-    settings.WHATSAPP_API_BASE = stand_in.base + "/v21.0"
-    settings.WHATSAPP_PHONE_NUMBER_ID = "1098765"
-    settings.WHATSAPP_TOKEN = WA_TOKEN
-    settings.WHATSAPP_CODE_TEMPLATE = ""
-    settings.CHANNEL_CODE_TTL_SECONDS = 900
-    settings.CHANNEL_CODE_MAX_ATTEMPTS = 5
-    settings.CHANNEL_CODE_RESEND_SECONDS = 60
-    settings.WHATSAPP_NUMBERS_PER_ACCOUNT = 5
-    yield stand_in
-    stand_in.close()
+provider_fixture = channels_support.provider_fixture  # the fixture `provider`
+ProviderStandIn = channels_support.ProviderStandIn  # test_run_secrets.py and tests/fuzz/conftest.py take it from here
 
 
 @pytest.fixture
@@ -353,124 +296,3 @@ class TestChannelList:
 
     def test_the_list_takes_no_other_method(self, client, key):
         assert client.post("/api/v1/channels", headers=bearer(key)).status_code == 405
-
-
-def linked_run(account, targets):
-    routine = RoutineFactory(account=account, name="r", prompt="p", trigger="webhook",
-                             delivery_targets=targets, webhook_token=secrets.token_hex(24))
-    return RunFactory(routine=routine, trigger="manual")
-
-
-def link(account, kind, address):
-    return LinkedChannelFactory(account=account, kind=kind, address=address, verified_at=NOW)
-
-
-@pytest.mark.django_db
-class TestTelegramDelivery:
-    def test_it_posts_to_the_linked_chat_in_pieces_of_4096(self, owner, provider):
-        link(owner, "telegram", "-1001")
-        text = "a" * 3000 + "\n" + "b" * 3000 + " " + "c" * 5000
-        telegram.send(linked_run(owner, ["telegram"]), "telegram", text)
-        assert [r["path"] for r in provider.requests] == [f"/bot{BOT_TOKEN}/sendMessage"] * 4
-        assert [r["json"] for r in provider.requests] == [
-            {"chat_id": "-1001", "text": "a" * 3000},
-            {"chat_id": "-1001", "text": "b" * 3000},
-            {"chat_id": "-1001", "text": "c" * 4096},
-            {"chat_id": "-1001", "text": "c" * 904},
-        ]
-
-    def test_a_text_of_exactly_4096_is_one_message(self, owner, provider):
-        link(owner, "telegram", "5")
-        telegram.send(linked_run(owner, ["telegram"]), "telegram", "x" * 4096)
-        assert [len(r["json"]["text"]) for r in provider.requests] == [4096]
-
-    def test_a_provider_5xx_or_429_can_be_retried_and_a_4xx_cannot(self, owner, provider, caplog):
-        link(owner, "telegram", "5")
-        run = linked_run(owner, ["telegram"])
-        for status, retryable in ((502, True), (429, True), (400, False), (403, False), (404, False)):
-            provider.replies.append((status, {"ok": False, "error_code": status, "description": f"Problem {status}"}))
-            with pytest.raises(DeliveryFailed) as failed:
-                telegram.send(run, "telegram", "hi")
-            assert failed.value.retryable is retryable
-            assert failed.value.message == f"Telegram answered {status}: Problem {status}"
-            assert BOT_TOKEN not in str(failed.value)
-        assert BOT_TOKEN not in caplog.text
-
-    def test_an_unreachable_api_can_be_retried(self, owner, provider, settings):
-        link(owner, "telegram", "5")
-        provider.close()
-        with pytest.raises(DeliveryFailed) as failed:
-            telegram.send(linked_run(owner, ["telegram"]), "telegram", "hi")
-        assert failed.value.retryable is True
-        assert failed.value.message == "Telegram could not be reached (ConnectError)."
-
-    def test_without_a_linked_chat_or_a_bot_it_fails_for_good(self, owner, provider, settings):
-        run = linked_run(owner, ["telegram"])
-        LinkedChannelFactory(account=owner, kind="telegram", address="")  # a link asked for, never used
-        with pytest.raises(DeliveryFailed) as failed:
-            telegram.send(run, "telegram", "hi")
-        assert failed.value.retryable is False and "No Telegram chat is linked" in failed.value.message
-        link(owner, "telegram", "5")
-        settings.TELEGRAM_BOT_TOKEN = ""
-        with pytest.raises(DeliveryFailed) as failed:
-            telegram.send(run, "telegram", "hi")
-        assert failed.value.retryable is False
-        assert failed.value.message == "Telegram is not configured on this gateway (TELEGRAM_BOT_TOKEN is empty)."
-        assert provider.requests == []
-
-
-@pytest.mark.django_db
-class TestWhatsAppDelivery:
-    def test_it_sends_the_text_to_the_confirmed_number(self, owner, provider):
-        link(owner, "whatsapp", NUMBER)
-        whatsapp.send(linked_run(owner, [f"whatsapp:{NUMBER}"]), f"whatsapp:{NUMBER}", "Report: all good")
-        [request] = provider.requests
-        assert request["path"] == "/v21.0/1098765/messages"
-        assert request["headers"]["Authorization"] == f"Bearer {WA_TOKEN}"
-        assert request["json"] == {"messaging_product": "whatsapp", "recipient_type": "individual", "to": NUMBER,
-                                   "type": "text", "text": {"preview_url": False, "body": "Report: all good"}}
-
-    def test_long_texts_go_in_pieces(self, owner, provider):
-        link(owner, "whatsapp", NUMBER)
-        whatsapp.send(linked_run(owner, [f"whatsapp:{NUMBER[1:]}"]), f"whatsapp:{NUMBER[1:]}", "w" * 5000)
-        assert [len(r["json"]["text"]["body"]) for r in provider.requests] == [4096, 904]
-
-    def test_an_unconfirmed_or_foreign_number_fails_for_good(self, owner, outsider, provider):
-        LinkedChannelFactory(account=owner, kind="whatsapp", address=NUMBER)  # never confirmed
-        link(outsider, "whatsapp", "+5511999990001")
-        for number in (NUMBER, "+5511999990001", "garbage"):
-            with pytest.raises(DeliveryFailed) as failed:
-                whatsapp.send(linked_run(owner, [f"whatsapp:{number}"]), f"whatsapp:{number}", "hi")
-            assert failed.value.retryable is False and "is not linked and verified" in failed.value.message
-        assert provider.requests == []
-
-    def test_provider_failures(self, owner, provider, settings, caplog):
-        link(owner, "whatsapp", NUMBER)
-        run = linked_run(owner, [f"whatsapp:{NUMBER}"])
-        for status, retryable in ((500, True), (503, True), (429, True), (400, False), (401, False)):
-            provider.replies.append((status, {"error": {"message": f"Meta says {status}", "type": "OAuthException"}}))
-            with pytest.raises(DeliveryFailed) as failed:
-                whatsapp.send(run, f"whatsapp:{NUMBER}", "hi")
-            assert failed.value.retryable is retryable
-            assert failed.value.message == f"WhatsApp answered {status}: Meta says {status}"
-        assert WA_TOKEN not in caplog.text
-        settings.WHATSAPP_PHONE_NUMBER_ID = ""
-        with pytest.raises(DeliveryFailed) as failed:
-            whatsapp.send(run, f"whatsapp:{NUMBER}", "hi")
-        assert failed.value.retryable is False
-        assert failed.value.message == ("WhatsApp is not configured on this gateway "
-                                        "(WHATSAPP_TOKEN and WHATSAPP_PHONE_NUMBER_ID are needed).")
-
-
-@pytest.mark.django_db
-def test_the_admin_lists_channels_without_their_code(client, owner, provider):
-    from tests.factories import AccountFactory
-
-    client.force_login(AccountFactory(is_staff=True, is_superuser=True, role="admin"))
-    channel = LinkedChannelFactory(account=owner, kind="whatsapp", address=NUMBER,
-                                   code_hash="f" * 64, code_expires_at=NOW)
-    listing = client.get("/admin/routines/linkedchannel/")
-    assert listing.status_code == 200 and NUMBER.encode() in listing.content
-    page = client.get(f"/admin/routines/linkedchannel/{channel.pk}/change/")
-    assert page.status_code == 200 and b"f" * 64 not in page.content
-    assert client.get("/admin/routines/linkedchannel/add/").status_code == 403
