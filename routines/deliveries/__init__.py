@@ -21,8 +21,8 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from routines.deliveries.base import DeliveryFailed, scrubbed
 from routines import queue
+from routines.deliveries.base import DeliveryFailed, scrubbed
 from routines.durable import DATABASE_DOWN, durably
 from routines.models import Delivery
 from routines.targets import parse_target
