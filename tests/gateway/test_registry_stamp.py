@@ -11,10 +11,10 @@ from django.test import override_settings
 from accounts.models import AccountGroup
 from gateway.config_file import apply_config
 from gateway.counters import version_bump
-from gateway.models import Model, ModelFallback
+from gateway.models import Model
 from gateway.routing import read_stamps, registry, registry_version_key
-from tests.factories import (AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for,
-                             bearer)
+from tests.factories import (AccountFactory, AccountGroupFactory, ModelFactory, ModelFallbackFactory,
+                             ModelServerFactory, api_key_for, bearer)
 from tests.servers import wait_for_quiet_database, web_process
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -67,7 +67,7 @@ def test_every_change_moves_the_stamp_once_committed(db, django_capture_on_commi
         elif change == "model_delete":
             second.delete()
         elif change == "fallback":
-            ModelFallback.objects.create(model=first, fallback=second)
+            ModelFallbackFactory(model=first, fallback=second)
         elif change == "allowed_models":
             group.allowed_models.add(first)
         elif change == "allowed_models_reverse":
