@@ -22,8 +22,11 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = env.bool("DEBUG", default=False)
 # SECRET_KEY: see "Secret key" below (after DATABASES, on which its default depends).
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
-CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+# Comma lists: django-environ keeps the space after a comma ("a, b" gives " b", a host or origin that
+# never matches), so each entry is trimmed and empty ones dropped.
+ALLOWED_HOSTS = [h.strip() for h in env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+                 if h.strip()]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in env.list("CSRF_TRUSTED_ORIGINS", default=[]) if o.strip()]
 
 # --- Deployment: https, cookies, proxies (docs/decisions.md) ---------------------------------
 # Proxies (addresses or CIDRs, comma list; "unix" for one on a Unix socket) whose X-Forwarded-For

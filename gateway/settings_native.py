@@ -47,7 +47,7 @@ if not 0 <= COLLECTION_CHUNK_OVERLAP < COLLECTION_CHUNK_CHARS:
 # --- MCP and the agent --------------------------------------------------------------------------
 # /api/v1/mcp: Origins besides the gateway's own that may call it from a browser (comma list),
 # and the lifetime in seconds of an MCP session id (after it the client sends initialize again).
-MCP_ALLOWED_ORIGINS = env.list("MCP_ALLOWED_ORIGINS", default=[])
+MCP_ALLOWED_ORIGINS = [o.strip() for o in env.list("MCP_ALLOWED_ORIGINS", default=[]) if o.strip()]  # trimmed
 MCP_SESSION_MAX_AGE_SECONDS = env.int("MCP_SESSION_MAX_AGE_SECONDS", default=86400)
 
 # Agent (POST /api/v1/agent/chat and /run): tool rounds of one chat turn before the model must

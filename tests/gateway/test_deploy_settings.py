@@ -161,6 +161,17 @@ class TestTrustedProxies:
             "TRUSTED_PROXIES": ["10.0.0.0/8", "2001:db8::/32", "unix"]}
 
 
+def test_comma_lists_take_a_space_after_each_comma(tmp_path):
+    """"a, b" is `a` and `b`: django-environ alone keeps " b", a host or origin that never matches."""
+    assert settings_in(tmp_path, "ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "MCP_ALLOWED_ORIGINS",
+                       ALLOWED_HOSTS="a.example, b.example,",
+                       CSRF_TRUSTED_ORIGINS="https://a.example, https://b.example",
+                       MCP_ALLOWED_ORIGINS=" https://a.example , https://b.example") == {
+        "ALLOWED_HOSTS": ["a.example", "b.example"],
+        "CSRF_TRUSTED_ORIGINS": ["https://a.example", "https://b.example"],
+        "MCP_ALLOWED_ORIGINS": ["https://a.example", "https://b.example"]}
+
+
 @pytest.mark.django_db
 class TestForwardedHeadersEndToEnd:
     """Through the whole middleware stack: the login's per-address ceiling and the SSL redirect."""
