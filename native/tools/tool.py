@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from jsonschema.exceptions import SchemaError, best_match
@@ -74,16 +75,24 @@ class Tool:
         return {"type": "function",
                 "function": {"name": self.name, "description": self.description, "parameters": self.input_schema}}
 
+    @cached_property
+    def validator(self) -> Any:
+        """The schema's validator, made once per tool (the draft the schema names, 2020-12 by
+        default); None for a schema that is not valid JSON Schema (an MCP server's), which is left
+        to the tool's server."""
+        kind = validator_for(self.input_schema)
+        try:
+            kind.check_schema(self.input_schema)
+        except SchemaError:
+            return None
+        return kind(self.input_schema)
+
 
 def argument_problem(tool: Tool, arguments: dict[str, Any]) -> str | None:
-    """What is wrong with `arguments` by the tool's schema, in one line; None when nothing is.
-    A schema that is not valid JSON Schema (an MCP server's) is left to the tool's server."""
-    try:
-        validator = validator_for(tool.input_schema)
-        validator.check_schema(tool.input_schema)
-    except SchemaError:
+    """What is wrong with `arguments` by the tool's schema, in one line; None when nothing is."""
+    if tool.validator is None:
         return None
-    error = best_match(validator(tool.input_schema).iter_errors(arguments))
+    error = best_match(tool.validator.iter_errors(arguments))
     if error is None:
         return None
     where = "/".join(str(part) for part in error.absolute_path)
@@ -97,5 +106,7 @@ async def run_tool(tool: Tool, caller: Caller, arguments: dict[str, Any]) -> Too
         return ToolResult.error(f"Invalid arguments for {tool.name}: {problem}")
     try:
         return await tool.run(caller, arguments)
-    except (ToolError, ApiError) as refused:
-        return ToolResult.error(refused.message if isinstance(refused, ApiError) else str(refused))
+    except ApiError as refused:
+        return ToolResult.error(refused.message)
+    except ToolError as refused:
+        return ToolResult.error(str(refused))
