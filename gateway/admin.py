@@ -19,7 +19,8 @@ class ModelServerForm(WriteOnlySecretForm):
 
     class Meta:
         model = ModelServer
-        fields = ["name", "kind", "base_url", "api_key", "is_remote", "enabled", "connect_timeout", "read_timeout"]
+        fields = ["name", "kind", "base_url", "api_key", "is_remote", "enabled", "connect_timeout", "read_timeout",
+                  "drop_unsupported_fields", "structured_output"]
         # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
 

@@ -29,7 +29,7 @@ from gateway.models import Model, ModelFallback, ModelServer
 
 TOP_KEYS = ("servers", "default_model", "groups")
 SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote", "enabled", "connect_timeout",
-               "read_timeout", "models")
+               "read_timeout", "drop_unsupported_fields", "structured_output", "models")
 MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
 MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", "fallbacks")
 GROUP_KEYS = ("name", "api_access", "allowed_models", "daily_tokens", "weekly_tokens", "monthly_tokens",
@@ -230,7 +230,15 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
         "base_url": _string(entry["base_url"], f"{where}.base_url"),
         "is_remote": _bool(entry.get("is_remote", _default(ModelServer, "is_remote")), f"{where}.is_remote"),
         "enabled": _bool(entry.get("enabled", _default(ModelServer, "enabled")), f"{where}.enabled"),
+        "drop_unsupported_fields": _bool(entry.get("drop_unsupported_fields",
+                                                   _default(ModelServer, "drop_unsupported_fields")),
+                                         f"{where}.drop_unsupported_fields"),
     }
+    structured = entry.get("structured_output", _default(ModelServer, "structured_output"))
+    if structured not in ModelServer.StructuredOutput.values:
+        raise ConfigError(f"{where}.structured_output", f"bad structured_output {structured!r}; expected one of "
+                          f"{', '.join(ModelServer.StructuredOutput.values)}")
+    wanted["structured_output"] = structured
     for timeout in ("connect_timeout", "read_timeout"):
         wanted[timeout] = _number(entry.get(timeout, _default(ModelServer, timeout)), f"{where}.{timeout}")
     if "api_key" in entry and "api_key_env" in entry:

@@ -29,6 +29,10 @@ class ModelServer(models.Model):
         OPENAI = "openai", "OpenAI-compatible (vLLM, Ollama, llama.cpp, OpenAI)"
         ANTHROPIC = "anthropic", "Anthropic"
 
+    class StructuredOutput(models.TextChoices):
+        TOOL = "tool", "A forced tool (every Anthropic model)"
+        OUTPUT_CONFIG = "output_config", "output_config.format (models with structured outputs)"
+
     name = models.SlugField(max_length=64, unique=True, help_text="Used in model ids: <server>/<model>.")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OPENAI)
     base_url = models.CharField(
@@ -43,6 +47,15 @@ class ModelServer(models.Model):
     connect_timeout = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
     read_timeout = models.FloatField(
         default=120.0, validators=[MinValueValidator(0.1)], help_text="Seconds without a byte from the server."
+    )
+    drop_unsupported_fields = models.BooleanField(
+        default=False,
+        help_text="A request field this server's wire format cannot carry (a translated request) is dropped; "
+        "off: such a request is refused with 400 naming the field.",
+    )
+    structured_output = models.CharField(
+        max_length=16, choices=StructuredOutput.choices, default=StructuredOutput.TOOL,
+        help_text="Anthropic servers: how an OpenAI client's response_format (JSON schema or JSON object) is asked for.",
     )
     discovered_at = models.DateTimeField(null=True, blank=True, help_text="When model discovery last asked it.")
     discovery_error = models.CharField(

@@ -46,6 +46,8 @@ class Server:
     is_remote: bool
     connect_timeout: float
     read_timeout: float
+    drop_unsupported_fields: bool = False
+    structured_output: str = "tool"
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,7 @@ def _bump_stamp() -> None:
 def _load() -> Registry:
     servers = {
         s.id: Server(s.id, s.name, s.kind, s.base_url.rstrip("/"), s.api_key, s.is_remote, s.connect_timeout,
-                     s.read_timeout)
+                     s.read_timeout, s.drop_unsupported_fields, s.structured_output)
         for s in ModelServer.objects.filter(enabled=True)
     }
     fallbacks: dict[int, list[int]] = {}

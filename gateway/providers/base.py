@@ -210,3 +210,15 @@ def broken(started: bool, message: str, cut: str = "disconnected",
     `message` may be the server's own words: it is stripped of `secrets` (`secrets_of`)."""
     message = redact(message, secrets)
     return StreamCut(cut, message) if started else UpstreamError(BAD_RESPONSE, 502, message)
+
+
+def uncarried(server: Server, fields: list[str] | tuple[str, ...]) -> UpstreamError | None:
+    """The refusal of a translated request whose `fields` (names as the client sent them) the
+    server's wire format cannot carry, unless the server drops unsupported fields. A refusal: on
+    /v1 the chain moves on (spec 7.3); the last one's 400 names the field."""
+    if not fields or server.drop_unsupported_fields:
+        return None
+    names = ", ".join(f"'{name}'" for name in fields)
+    return UpstreamError(REFUSED, 400, f"The model server '{server.name}' cannot take the field{'s' if len(fields) > 1 else ''} "
+                                       f"{names} in its wire format; leave {'them' if len(fields) > 1 else 'it'} out, or "
+                                       "let the operator set the server to drop unsupported fields.")
