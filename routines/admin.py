@@ -4,14 +4,15 @@ from django import forms
 from django.contrib import admin, messages
 
 from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
-from routines.routine_writes import SCHEDULE_REQUIRED
+from routines.records import schedule_note
 from routines.run_start import retry_run
 from routines.schedules import routine_next_run, schedule_errors
 
 
 class RoutineForm(forms.ModelForm):
-    """The API's schedule rules: a `schedule` routine needs a valid 5-field cron schedule (without
-    one it would never run), and the time zone must be a known one."""
+    """The API's schedule rules: the time zone must be a known one, and a schedule given to a
+    `schedule` routine a valid 5-field cron. An empty schedule is allowed, as in the API: the
+    routine then runs only by run-now, and the page says so (`RoutineAdmin.schedule_state`)."""
 
     def clean(self):
         cleaned = super().clean()
@@ -20,11 +21,9 @@ class RoutineForm(forms.ModelForm):
         zone_problems = schedule_errors("* * * * *", timezone)
         if zone_problems and "timezone" in cleaned:
             self.add_error("timezone", zone_problems)
-        if trigger == Routine.Trigger.SCHEDULE and "schedule" in cleaned:
+        if trigger == Routine.Trigger.SCHEDULE and "schedule" in cleaned and schedule:
             problems = [p for p in schedule_errors(schedule, timezone) if p not in zone_problems]
-            if not schedule:
-                self.add_error("schedule", SCHEDULE_REQUIRED)
-            elif problems:
+            if problems:
                 self.add_error("schedule", problems)
         if "schedule" in cleaned and "schedule" not in self.errors:
             cleaned["schedule"] = schedule
@@ -34,14 +33,34 @@ class RoutineForm(forms.ModelForm):
 @admin.register(Routine)
 class RoutineAdmin(admin.ModelAdmin):
     form = RoutineForm
-    list_display = ["name", "account", "trigger", "is_enabled", "disabled_reason", "consecutive_failures",
-                    "last_run_at", "next_run_at"]
+    list_display = ["name", "account", "trigger", "schedule_state", "is_enabled", "disabled_reason",
+                    "consecutive_failures", "last_run_at", "next_run_at"]
     list_filter = ["trigger", "is_enabled", "disabled_reason", "webhook_signature_scheme"]
     search_fields = ["name", "account__email"]
     raw_id_fields = ["account"]
     # The token and the secret are credentials: never shown on the page.
     exclude = ["webhook_secret", "webhook_token"]
-    readonly_fields = ["consecutive_failures", "last_run_at", "next_run_at", "created_at", "updated_at"]
+    readonly_fields = ["schedule_state", "consecutive_failures", "last_run_at", "next_run_at", "created_at",
+                       "updated_at"]
+
+    @admin.display(description="Schedule")
+    def schedule_state(self, obj):
+        """Its schedule, or for a `schedule` routine without one the note that it runs only by
+        run-now (the API's `schedule_note`): an empty cell would not say that the beat never starts it."""
+        if obj is None or obj.pk is None:
+            return "-"
+        note = schedule_note(obj)
+        if note:
+            return note
+        if obj.trigger == Routine.Trigger.SCHEDULE:
+            return f"{obj.schedule} ({obj.timezone})"
+        return f"None needed ({obj.trigger} trigger)"
+
+    def get_fields(self, request, obj=None):
+        """`schedule_state` right after the schedule it explains, not at the end of the page."""
+        fields = [name for name in super().get_fields(request, obj) if name != "schedule_state"]
+        at = fields.index("schedule") + 1 if "schedule" in fields else len(fields)
+        return [*fields[:at], "schedule_state", *fields[at:]]
 
     def has_add_permission(self, request):  # routines are made through the API (token, secret, limits)
         return False

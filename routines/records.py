@@ -8,6 +8,10 @@ from django.conf import settings
 from gateway.output import timestamp
 from routines.models import Routine, Run
 
+# A `schedule` routine may have no schedule (spec 4.5 requires only name, prompt and targets, and
+# `schedule` is the default trigger): the beat never starts it. The record and the console say so.
+NO_SCHEDULE = "No schedule: runs only by run-now (or an event at its webhook URL) until a schedule is set."
+
 # what the MCP `list_routines` tool shows of each routine, in this order
 SUMMARY_FIELDS = ("id", "name", "trigger", "is_enabled", "disabled_reason", "schedule", "last_run_at",
                   "next_run_at")
@@ -27,6 +31,7 @@ def routine_record(routine: Routine, *, with_token: bool = False) -> dict:
         "webhook_assinado": bool(routine.webhook_secret),
         "webhook_signature_scheme": routine.webhook_signature_scheme,
         "schedule": routine.schedule or None,
+        "schedule_note": schedule_note(routine),
         "timezone": routine.timezone,
         "model": routine.model or None,
         "consecutive_failures": routine.consecutive_failures,
@@ -41,6 +46,13 @@ def routine_record(routine: Routine, *, with_token: bool = False) -> dict:
         record["email_address"] = (f"{routine.webhook_token}@{domain}"
                                    if routine.trigger == Routine.Trigger.EMAIL and domain else None)
     return record
+
+
+def schedule_note(routine: Routine) -> str | None:
+    """NO_SCHEDULE for a `schedule` routine that has no schedule; None for every other routine."""
+    if routine.trigger == Routine.Trigger.SCHEDULE and not routine.schedule:
+        return NO_SCHEDULE
+    return None
 
 
 def routine_summary(routine: Routine) -> dict:

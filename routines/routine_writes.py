@@ -24,8 +24,6 @@ from routines.targets import target_errors
 
 TOKEN_BYTES = 24  # 48 hex characters (spec 2.4)
 SECRET_BYTES = 32  # 64 hex characters (spec 4.5)
-SCHEDULE_REQUIRED = ("A schedule (5-field cron such as '0 8 * * 1-5') is required when the trigger is 'schedule', "
-                     "the default: send one, or a trigger of 'webhook' or 'email'.")
 UNSIGNED_WARNING = ("This webhook is unsigned: anyone who knows its URL can start the routine. "
                     "Rotate the secret (POST .../rotate-secret) to require a signature.")
 
@@ -49,7 +47,8 @@ class RoutineInput(serializers.Serializer):
     webhook_secret = StrictCharField(max_length=128, allow_null=True, required=False, trim_whitespace=False)
     # beyond the spec: "standard" signs id and timestamp with the body (Standard Webhooks), see docs/webhooks.md
     webhook_signature_scheme = serializers.ChoiceField(choices=Routine.SignatureScheme.values, required=False)
-    schedule = StrictCharField(max_length=120, allow_blank=True, required=False)
+    # "" or null: no schedule (a `schedule` routine without one runs by run-now; records.NO_SCHEDULE)
+    schedule = StrictCharField(max_length=120, allow_blank=True, allow_null=True, required=False)
     timezone = StrictCharField(max_length=64, required=False)
     model = StrictCharField(max_length=300, allow_null=True, allow_blank=True, required=False)
 
@@ -164,6 +163,8 @@ def _validated(account: Account, data: dict[str, Any], *, current: Routine | Non
     else:  # the valid fields, as validated (never the raw values: a `schedule` of 5 is no text)
         fields = {name: field.run_validation(data[name]) for name, field in serializer.fields.items()
                   if name in data and name not in errors}
+    if "schedule" in fields:  # null and blanks are no schedule; runs of spaces are one
+        fields["schedule"] = " ".join((fields["schedule"] or "").split())
     merged = {
         "trigger": (current.trigger if current else Routine.Trigger.SCHEDULE),
         "schedule": current.schedule if current else "",
@@ -188,21 +189,17 @@ def _validated(account: Account, data: dict[str, Any], *, current: Routine | Non
                                                                  f"{'s' if total > 2 else ''})")
     if "model" in fields:
         fields["model"] = fields["model"] or ""
-    if "schedule" in fields:
-        fields["schedule"] = " ".join(fields["schedule"].split())
     return fields
 
 
 def _schedule_errors(merged: dict[str, str]) -> dict[str, list[str]]:
-    """A `schedule` routine needs a valid cron schedule; the time zone must be a known one.
-    `schedule` is the default trigger, so a routine created with neither `trigger` nor `schedule`
-    is refused too: accepted, it would never run by itself (DESIGN.md: required for `schedule`)."""
+    """The time zone must be a known one, and a schedule that is sent to a `schedule` routine a
+    valid 5-field cron. No schedule is no error: spec 4.5 requires only `name`, `prompt` and
+    `delivery_targets`, with `schedule` the default trigger; such a routine is created, the beat
+    never starts it, and its record says so (records.NO_SCHEDULE, docs/decisions.md)."""
     zone_problem = schedule_errors("* * * * *", merged["timezone"])
     errors: dict[str, list[str]] = {"timezone": zone_problem} if zone_problem else {}
-    if merged["trigger"] != Routine.Trigger.SCHEDULE:
-        return errors
-    if not merged["schedule"]:
-        errors["schedule"] = [SCHEDULE_REQUIRED]
+    if merged["trigger"] != Routine.Trigger.SCHEDULE or not merged["schedule"]:
         return errors
     problems = [p for p in schedule_errors(merged["schedule"], merged["timezone"]) if p not in zone_problem]
     if problems:

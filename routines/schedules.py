@@ -6,8 +6,11 @@ change of the clock (DST) a slot that falls in the skipped hour runs when the cl
 its first occurrence — except for schedules whose hour field is `*`, which keep running at their
 real interval through the repeated hour.
 
-`enqueue_due` is what the beat tick calls: every enabled `schedule` routine whose `next_run_at`
-has passed gets ONE queued run, however many slots were missed while nothing ran, and its
+A `schedule` routine may have no schedule (spec 4.5 requires none; routines/records.py,
+NO_SCHEDULE): it has no `next_run_at`, the tick never starts it, and it runs by run-now.
+
+`enqueue_due` is what the beat tick calls: every enabled `schedule` routine with a schedule whose
+`next_run_at` has passed gets ONE queued run, however many slots were missed while nothing ran, and its
 `next_run_at` moves to the first slot after now. The move is a conditional update on the old
 `next_run_at`, in the same transaction as the queued run, so two ticks racing each other (two beat
 processes, a tick redelivered) queue the run once.
@@ -84,7 +87,8 @@ def routine_next_run(routine: Routine, *, after: datetime | None = None) -> date
 
 
 def enqueue_due(now: datetime | None = None) -> int:
-    """Queue one run for each enabled schedule routine that is due; returns how many were queued."""
+    """Queue one run for each enabled schedule routine that is due; returns how many were queued.
+    A routine without a schedule is never due, even with a `next_run_at` left from an old one."""
     now = now or timezone.now()
     _fill_missing_next_run(now)
     due = (
@@ -105,9 +109,10 @@ def _queue_once(pk: int, slot: datetime, now: datetime) -> bool:
         if routine is None:
             return False
         following = routine_next_run(routine, after=now)
-        if following is None:
-            log.warning("routine %s has an invalid schedule %r (zone %r); not run", pk, routine.schedule,
-                        routine.timezone)
+        if following is None:  # its schedule was taken away since it was found due, or is broken
+            if routine.trigger == Routine.Trigger.SCHEDULE and routine.schedule:
+                log.warning("routine %s has an invalid schedule %r (zone %r); not run", pk, routine.schedule,
+                            routine.timezone)
             Routine.objects.filter(pk=pk, next_run_at=slot).update(next_run_at=None)
             return False
         claimed = Routine.objects.filter(pk=pk, is_enabled=True, next_run_at=slot).update(

@@ -1,12 +1,14 @@
 """The console's routine pages: runs named for what they are and shown read-only, and the routine
-form holding a `schedule` routine to the API's rule (a schedule, or it would never run)."""
+form holding a routine to the API's schedule rules (a schedule that is given must be valid; none is
+allowed, and the list and the page say that such a routine runs only by run-now)."""
 
 import re
 
 import pytest
 
 from routines.models import Routine, Run
-from routines.routine_writes import SCHEDULE_REQUIRED, new_token
+from routines.records import NO_SCHEDULE
+from routines.routine_writes import new_token
 from tests.factories import DeliveryFactory, LinkedChannelFactory, RoutineFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -59,16 +61,36 @@ def test_a_linked_channel_page_has_no_save_buttons(owner, admin_client):
     assert f'href="/admin/routines/linkedchannel/{channel.pk}/delete/"' in page
 
 
-def test_the_routine_form_refuses_a_schedule_routine_without_a_schedule(routine, admin_client):
+def test_the_routine_form_takes_a_schedule_routine_without_a_schedule_and_the_page_says_so(routine, admin_client):
     url = f"/admin/routines/routine/{routine.pk}/change/"
-    r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule=""))
-    assert r.status_code == 200  # the form again, with the error
-    assert SCHEDULE_REQUIRED.replace("'", "&#x27;") in r.content.decode()
-    assert Routine.objects.get(pk=routine.pk).trigger == "webhook"
+    r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule=" "))
+    assert r.status_code == 302, r.content.decode()
+    saved = Routine.objects.get(pk=routine.pk)
+    assert (saved.trigger, saved.schedule, saved.next_run_at) == ("schedule", "", None)
+    page = admin_client.get(url).content.decode()
+    assert re.search(r'<label>Schedule:</label>\s*<div class="readonly">' + re.escape(NO_SCHEDULE) + "</div>", page)
+    assert page.index('name="schedule"') < page.index(NO_SCHEDULE) < page.index('name="timezone"')
 
+
+def test_the_routine_list_says_which_routines_run_only_by_run_now(routine, owner, admin_client):
+    RoutineFactory(account=owner, name="Unscheduled", trigger="schedule", schedule="", delivery_targets=["inapp"])
+    RoutineFactory(account=owner, name="Morning", trigger="schedule", schedule="0 8 * * *",
+                   timezone="Europe/Lisbon", delivery_targets=["inapp"])
+    page = admin_client.get("/admin/routines/routine/").content.decode()
+    assert '<th scope="col" class="column-schedule_state">' in page
+    cells = dict(re.findall(r'<th class="field-name"><a [^>]+>([^<]+)</a></th>.*?'
+                            r'<td class="field-schedule_state">([^<]*)</td>', page, re.S))
+    assert cells == {"Digest": "None needed (webhook trigger)", "Unscheduled": NO_SCHEDULE,
+                     "Morning": "0 8 * * * (Europe/Lisbon)"}
+
+
+def test_the_routine_form_still_refuses_an_invalid_schedule_or_zone(routine, admin_client):
+    url = f"/admin/routines/routine/{routine.pk}/change/"
     r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule="every day"))
     assert r.status_code == 200 and "exactly 5 fields" in r.content.decode()
     r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule="0 8 * * *", timezone="Mars/Base"))
+    assert r.status_code == 200 and "not a known IANA time zone" in r.content.decode()
+    r = admin_client.post(url, routine_form(routine, trigger="schedule", schedule="", timezone="Mars/Base"))
     assert r.status_code == 200 and "not a known IANA time zone" in r.content.decode()
     assert Routine.objects.get(pk=routine.pk).trigger == "webhook"
 

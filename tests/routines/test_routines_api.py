@@ -2,17 +2,34 @@
 credentials it needs. Listing, changing, deleting, running, rotating and the inbox are in
 test_routines_changes.py."""
 
+from datetime import timedelta
+
 import pytest
+import time_machine
 from django.utils import timezone
 
-from routines.models import Routine
-from routines.routine_writes import SCHEDULE_REQUIRED
+from gateway.celery import app as celery_app
+from routines.models import InboxMessage, Routine, Run
+from routines.records import NO_SCHEDULE
+from routines.runs import execute_run
+from routines.schedules import enqueue_due
 from tests.contract import assert_detail, assert_native_unauthenticated
 from tests.factories import LinkedChannelFactory, api_key_for, bearer, session_for
 from tests.routines import routines_api_support
 from tests.routines.routines_api_support import HEX48, HEX64, ROUTINES, assert_validation, create, minimal
 
 api_fixture = routines_api_support.api_fixture  # the fixture `api`
+
+
+@pytest.fixture
+def eager_tasks():
+    """Tasks run inline where they are enqueued (a run's deliveries), so a run has ended when
+    execute_run returns."""
+    before = celery_app.conf.CELERY_TASK_ALWAYS_EAGER  # the app reads its settings under CELERY_
+    celery_app.conf.CELERY_TASK_ALWAYS_EAGER = True
+    assert celery_app.conf.task_always_eager
+    yield
+    celery_app.conf.CELERY_TASK_ALWAYS_EAGER = before
 
 
 # --- 4.5: create ---------------------------------------------------------------------------
@@ -100,14 +117,96 @@ def test_the_three_required_fields(api, field):
     assert_validation(api.post(ROUTINES, data), field)
 
 
-def test_a_routine_with_neither_trigger_nor_schedule_is_refused_not_left_never_running(api):
-    """`schedule` is the default trigger, and a schedule routine without a schedule would never run."""
-    r = api.post(ROUTINES, {"name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"]})
-    assert r.status_code == 422, r.content
-    assert r.json() == {"message": SCHEDULE_REQUIRED, "errors": {"schedule": [SCHEDULE_REQUIRED]}}
+# --- a `schedule` routine without a schedule (spec 4.5: three required fields; docs/decisions.md) --
+
+
+THREE_FIELDS = {"name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"]}
+NOT_SCHEDULED = {"trigger": "schedule", "schedule": None, "next_run_at": None, "schedule_note": NO_SCHEDULE}
+
+
+def schedule_fields(routine: dict) -> dict:
+    return {name: routine[name] for name in NOT_SCHEDULED}
+
+
+def test_the_three_required_fields_alone_make_a_schedule_routine_that_says_it_has_no_schedule(api):
+    r = api.post(ROUTINES, THREE_FIELDS)
+    assert r.status_code == 201, r.content
+    routine = r.json()["routine"]
+    assert schedule_fields(routine) == NOT_SCHEDULED
+    assert (routine["timezone"], routine["is_enabled"], routine["last_run_at"]) == ("UTC", True, None)
+    stored = Routine.objects.get(pk=routine["id"])
+    assert (stored.trigger, stored.schedule, stored.next_run_at) == ("schedule", "", None)
+    (listed,) = api.get(ROUTINES).json()["routines"]
+    assert schedule_fields(listed) == NOT_SCHEDULED
+    assert schedule_fields(api.get(f"{ROUTINES}/{routine['id']}").json()["routine"]) == NOT_SCHEDULED
+
+
+@pytest.mark.parametrize("schedule", ["", "   ", None])
+def test_an_empty_or_null_schedule_is_no_schedule_too(api, schedule):
+    routine = create(api, trigger="schedule", schedule=schedule)["routine"]
+    assert schedule_fields(routine) == NOT_SCHEDULED
+
+
+def test_a_routine_with_a_schedule_or_another_trigger_has_no_note(api):
+    assert create(api, schedule="0 8 * * *")["routine"]["schedule_note"] is None
+    for trigger in ("webhook", "email"):
+        routine = api.post(ROUTINES, {**THREE_FIELDS, "trigger": trigger}).json()["routine"]
+        assert (routine["trigger"], routine["schedule"], routine["schedule_note"]) == (trigger, None, None)
+
+
+def test_a_routine_without_a_schedule_runs_by_run_now(api, owner, eager_tasks):
+    rid = api.post(ROUTINES, {**THREE_FIELDS, "uses_ai": False}).json()["routine"]["id"]
+    r = api.post(f"{ROUTINES}/{rid}/run-now")
+    assert r.status_code == 202, r.content
+    run = r.json()["run"]
+    assert (run["trigger"], run["status"], run["event_id"]) == ("manual", "queued", None)
+    done = execute_run(run["id"])
+    assert (done.routine_id, done.status, done.output) == (rid, "succeeded", "Summarize the event.")
+    (message,) = InboxMessage.objects.filter(account=owner, routine_id=rid)
+    assert message.run_id == run["id"]
+
+
+def test_the_beat_tick_never_runs_a_routine_without_a_schedule(api):
+    rid = api.post(ROUTINES, THREE_FIELDS).json()["routine"]["id"]
+    for later in (timedelta(minutes=1), timedelta(days=400)):
+        with time_machine.travel(timezone.now() + later, tick=False):
+            assert enqueue_due() == 0
+    assert not Run.objects.filter(routine_id=rid).exists()
+    assert Routine.objects.get(pk=rid).next_run_at is None
+
+
+def test_put_takes_the_schedule_away_and_gives_it_back(api):
+    rid = create(api, schedule="0 8 * * *")["routine"]["id"]
+    for nothing in ("", None):
+        r = api.put(f"{ROUTINES}/{rid}", {"schedule": nothing})
+        assert r.status_code == 200, r.content
+        assert schedule_fields(r.json()["routine"]) == NOT_SCHEDULED
+        assert (Routine.objects.get(pk=rid).schedule, Routine.objects.get(pk=rid).next_run_at) == ("", None)
+        with time_machine.travel(timezone.now() + timedelta(days=2), tick=False):
+            assert enqueue_due() == 0
+        routine = api.put(f"{ROUTINES}/{rid}", {"schedule": "30 9 * * *"}).json()["routine"]
+        assert (routine["schedule"], routine["schedule_note"]) == ("30 9 * * *", None)
+        assert routine["next_run_at"] is not None
+    assert not Run.objects.exists()
+
+
+def test_put_makes_a_webhook_routine_a_schedule_routine_without_a_schedule(api):
+    rid = create(api, trigger="webhook", schedule="")["routine"]["id"]
+    r = api.put(f"{ROUTINES}/{rid}", {"trigger": "schedule"})
+    assert r.status_code == 200, r.content
+    assert schedule_fields(r.json()["routine"]) == NOT_SCHEDULED
+
+
+def test_a_schedule_that_is_sent_but_invalid_is_still_refused(api):
+    body = assert_validation(api.post(ROUTINES, {**THREE_FIELDS, "schedule": "every day"}), "schedule")
+    assert set(body["errors"]) == {"schedule"} and "exactly 5 fields" in body["errors"]["schedule"][0]
+    body = assert_validation(api.post(ROUTINES, {**THREE_FIELDS, "timezone": "Mars/Base"}), "timezone")
+    assert set(body["errors"]) == {"timezone"}  # no schedule is no error; a bad zone still is
     assert not Routine.objects.exists()
-    for trigger in ("webhook", "email"):  # the other triggers need none
-        assert api.post(ROUTINES, minimal(trigger=trigger, schedule="")).status_code == 201
+    rid = create(api, schedule="")["routine"]["id"]
+    assert_validation(api.put(f"{ROUTINES}/{rid}", {"schedule": "0 0 30 2 *"}), "schedule")
+    assert_validation(api.put(f"{ROUTINES}/{rid}", {"schedule": 5}), "schedule")
+    assert schedule_fields(api.get(f"{ROUTINES}/{rid}").json()["routine"]) == NOT_SCHEDULED
 
 
 @pytest.mark.parametrize(
@@ -162,7 +261,6 @@ def test_an_unverified_channel_is_not_linked(api, owner):
 
 
 def test_schedule_and_timezone_are_checked(api):
-    assert_validation(api.post(ROUTINES, minimal(trigger="schedule", schedule="")), "schedule")
     assert_validation(api.post(ROUTINES, minimal(trigger="schedule", schedule="every day")), "schedule")
     assert_validation(api.post(ROUTINES, minimal(trigger="schedule", schedule="0 8 * * *", timezone="Mars/Base")),
                       "timezone")
@@ -190,7 +288,7 @@ def test_a_schedule_that_is_not_text_next_to_another_error_is_422(api, schedule)
 
 def test_several_errors_come_together(api):
     body = api.post(ROUTINES, {"name": "", "prompt": "p" * 8001, "delivery_targets": []}).json()
-    assert set(body["errors"]) == {"name", "prompt", "delivery_targets", "schedule"}
+    assert set(body["errors"]) == {"name", "prompt", "delivery_targets"}
     assert "more error" in body["message"]
 
 

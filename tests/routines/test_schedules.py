@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone as dt_timezone
 import pytest
 import time_machine
 
-from routines.models import Run
+from routines.models import Routine, Run
 from routines.schedules import _queue_once, enqueue_due, next_run_at, schedule_errors
 from tests.factories import RoutineFactory
 
@@ -153,6 +153,30 @@ class TestEnqueueDue:
         with time_machine.travel(self.START, tick=False):
             assert enqueue_due() == 0
         assert Run.objects.count() == 0
+
+    def test_a_schedule_routine_without_a_schedule_is_never_due(self, owner):
+        """Created with the three required fields only (spec 4.5): it runs by run-now, never by the
+        tick, even with a `next_run_at` left from a schedule it no longer has."""
+        never = make_routine(owner, schedule="")
+        stale = make_routine(owner, schedule="", next_run_at=datetime(2026, 6, 1, 9, 0, tzinfo=UTC))
+        with time_machine.travel(self.START, tick=False):
+            assert enqueue_due() == 0
+        with time_machine.travel(self.START + timedelta(days=400), tick=False):
+            assert enqueue_due() == 0
+        assert Run.objects.count() == 0
+        never.refresh_from_db()
+        assert never.next_run_at is None
+
+    def test_a_schedule_taken_away_after_the_routine_was_found_due_queues_nothing_and_warns_of_nothing(
+            self, owner, caplog):
+        slot = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
+        routine = make_routine(owner, next_run_at=slot)
+        Routine.objects.filter(pk=routine.pk).update(schedule="")  # a PUT between the query and the claim
+        with time_machine.travel(self.START, tick=False), caplog.at_level("WARNING", logger="routines.schedules"):
+            assert _queue_once(routine.pk, slot, self.START) is False
+        routine.refresh_from_db()
+        assert routine.runs.count() == 0 and routine.next_run_at is None
+        assert caplog.records == []
 
     def test_a_late_tick_that_lost_the_race_queues_nothing(self, owner):
         slot = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
