@@ -45,7 +45,8 @@ SCHEMAS = {
                          "is_enabled": {"type": "boolean"},
                          "webhook_secret": {"type": ["string", "null"], "maxLength": 128},
                          "webhook_signature_scheme": {"enum": ["body", "standard"]},
-                         "schedule": {"type": "string", "maxLength": 120},  # required when the trigger is schedule
+                         # "" or null: no schedule; a schedule routine then runs only by run-now
+                         "schedule": {"type": ["string", "null"], "maxLength": 120},
                          "timezone": {"type": "string", "maxLength": 64},
                          "model": {"type": ["string", "null"], "maxLength": 300}}),
     "Routine": obj({
@@ -58,6 +59,7 @@ SCHEMAS = {
         "webhook_signature_scheme": {"type": ["string", "null"]}, "schedule": NULLABLE_STRING,
         "timezone": NULLABLE_STRING, "model": NULLABLE_STRING, "consecutive_failures": {"type": "integer"},
         "disabled_reason": NULLABLE_STRING, "last_run_at": NULLABLE_TIMESTAMP, "next_run_at": NULLABLE_TIMESTAMP,
+        "schedule_note": NULLABLE_STRING,
         "webhook_token": {"type": "string", "pattern": "^[0-9a-f]{48}$"}, "email_address": NULLABLE_STRING,
     }),
     "RoutineWithToken": {"allOf": [ref("Routine"), {"required": ["webhook_token"]}]},

@@ -13,7 +13,7 @@ HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def minimal(**extra):
-    """The smallest valid request: the default trigger (`schedule`) needs its schedule."""
+    """The smallest valid request, with a schedule (a `schedule` routine may also go without one)."""
     return {"name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"],
             "schedule": "0 8 * * *", **extra}
 

@@ -56,7 +56,7 @@ def test_put_validates_like_create(api):
     rid = create(api, trigger="webhook", schedule="")["routine"]["id"]
     assert_validation(api.put(f"{ROUTINES}/{rid}", {"name": "n" * 121}), "name")
     assert_validation(api.put(f"{ROUTINES}/{rid}", {"delivery_targets": []}), "delivery_targets")
-    assert_validation(api.put(f"{ROUTINES}/{rid}", {"trigger": "schedule"}), "schedule")
+    assert_validation(api.put(f"{ROUTINES}/{rid}", {"trigger": "schedule", "schedule": "every day"}), "schedule")
     assert Routine.objects.get(pk=rid).name == "Digest"
 
 
