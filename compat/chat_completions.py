@@ -7,13 +7,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from accounts.endpoints import endpoint
-from compat.proxy import Call, chat_call
+from compat.proxy import Call, WireFormat, chat_call
 from gateway import ratelimit
 from gateway.errors import ApiError
 from gateway.sse import SSE_DONE, sse_data
 from gateway.validation import check_field_types, check_items
 
-DROPPED = ("stream", "stream_options", "n")
+DROPPED = ("stream", "stream_options")
 
 # The types of the request's fields (OpenAI's API reference); a wrong one is a 400 naming it.
 FIELDS = {
@@ -33,12 +33,17 @@ def chat_form(body: dict[str, Any]) -> dict[str, Any]:
     check_field_types(body, FIELDS)
     check_items(body.get("messages"), MESSAGE_FIELDS, name="messages")
     check_items(body.get("tools"), TOOL_FIELDS, name="tools")
-    if body.get("n", 1) not in (1, None):
-        raise ApiError(400, "Only n=1 is supported.", code="invalid_request_error", param="n")
+    if (n := body.get("n")) is not None and n < 1:  # typed above; more than one: the server's to answer
+        raise ApiError(400, "'n' must be at least 1.", code="invalid_request_error", param="n")
     return {k: v for k, v in body.items() if k not in DROPPED}
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(chat_form), prepare_in_loop=True)
+# The chat form is this surface's own: an OpenAI-compatible server gets it with the client's
+# OpenAI-Beta header; an Anthropic server gets it translated (docs/compatibility.md).
+OPENAI_WIRE = WireFormat(kind="openai", headers=("openai-beta",))
+
+
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(chat_form, OPENAI_WIRE), prepare_in_loop=True)
 async def chat_completions(request):
     body = request.prepared.body
     stream = bool(body.get("stream"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from accounts.endpoints import endpoint
-from compat.proxy import Call, chat_call
+from compat.proxy import Call, WireFormat, chat_call
 from gateway import ratelimit
 from gateway.calls import check_chat_size
 from gateway.formats.anthropic import messages_to_chat_request
@@ -22,7 +22,13 @@ from gateway.tokens import count_chat_request
 ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "disconnected": "api_error"}
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request), prepare_in_loop=True)
+# To an Anthropic server the request goes as it came, with these headers and the query string
+# (docs/compatibility.md); to an OpenAI-compatible one, in the chat form.
+ANTHROPIC_WIRE = WireFormat(kind="anthropic", headers=("anthropic-beta", "anthropic-version"), with_query=True)
+
+
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request, ANTHROPIC_WIRE),
+          prepare_in_loop=True)
 async def messages(request):
     stream = bool(request.prepared.body.get("stream"))
     call = Call(request, surface="messages")
@@ -34,6 +40,10 @@ async def messages(request):
 
 
 async def _frames(call: Call, message_id: str) -> AsyncIterator[bytes]:
+    if call.native:
+        async for frame in _native_frames(call, message_id):
+            yield frame
+        return
     translator = ChatToMessagesStream(message_id=message_id, model=call.model)
     for event in translator.start():
         yield sse_event(event["type"], event)
@@ -57,3 +67,15 @@ def count_tokens(request):
     check_chat_size(chat)
     plan_chain(chat.get("model"), group=request.principal.account.group)
     return respond({"input_tokens": count_chat_request(chat)})
+
+
+async def _native_frames(call: Call, message_id: str) -> AsyncIterator[bytes]:
+    """An Anthropic server's own events, passed on: only the message's id and model are the gateway's."""
+    async for event in call.chunks():
+        kind = event["type"]
+        if kind == "message_start":
+            event = {**event, "message": {**event.get("message", {}), "id": message_id, "model": call.model}}
+        yield sse_event(kind, event)
+    if call.cut:
+        yield sse_event("error", {"type": "error", "error": {"type": ERROR_TYPES.get(call.cut.reason, "api_error"),
+                                                              "message": call.cut.message}})

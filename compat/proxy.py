@@ -21,6 +21,8 @@ from gateway.errors import ApiError, render_error
 from gateway.http import read_json_object
 from gateway.metering import AfterSendResponse, meter, meter_async, usage_of
 from gateway.output import respond
+from gateway.formats.message_events import MessageAccumulator
+from gateway.providers import Native
 from gateway.providers.base import StreamCut
 from gateway.replies import ReplyAccumulator
 from gateway.routing import Target
@@ -31,9 +33,21 @@ class Prepared:
     body: dict[str, Any]  # the request as the client sent it
     chat: dict[str, Any]  # its chat-completions form, sent to the chain
     chain: list[Target]
+    native: Native | None = None  # the request in its own wire format, for a server that speaks it
 
 
-def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[HttpRequest], Prepared]:
+@dataclass(frozen=True)
+class WireFormat:
+    """A surface that speaks a model server's wire format: such a server gets the request as it came."""
+
+    kind: str  # the server kind: "openai" or "anthropic"
+    headers: tuple[str, ...]  # the client's headers sent on with it (beta features, API version)
+    uncarried: Callable[[dict[str, Any]], list[str]] | None = None  # fields the chat form loses
+    with_query: bool = False  # the query string too (Anthropic's ?beta=true)
+
+
+def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]],
+              wire: WireFormat | None = None) -> Callable[[HttpRequest], Prepared]:
     """The `prepare` step of a chat surface (run by the endpoint wrapper in its worker hop):
     read the body, translate it, check its size, plan the chain and check the quota."""
 
@@ -43,7 +57,13 @@ def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[
         check_chat_size(chat)
         chain = call_plan(account=request.principal.account, model_id=chat.get("model"),
                           quota_used=request.quota_used)
-        return Prepared(body=body, chat=chat, chain=chain)
+        native = None
+        if wire is not None:
+            headers = {name: value for name in wire.headers if (value := request.headers.get(name)) is not None}
+            native = Native(kind=wire.kind, body=body, headers=headers,
+                            query=request.META.get("QUERY_STRING", "") if wire.with_query else "",
+                            uncarried=tuple(wire.uncarried(body)) if wire.uncarried else ())
+        return Prepared(body=body, chat=chat, chain=chain, native=native)
 
     return prepare
 
@@ -54,10 +74,12 @@ class Call:
         self.request = request
         self.body = prepared.chat
         self.chain = prepared.chain
+        self.native_request = prepared.native
+        self.native = False  # the reply comes in the client's own format, untranslated
         self.surface = surface
         self.inference_id = uuid.uuid4().hex
         self.created = int(time.time())
-        self.reply = ReplyAccumulator()
+        self.reply: ReplyAccumulator | MessageAccumulator = ReplyAccumulator()
         self.cut: StreamCut | None = None
         self.target: Target | None = None
         self._chunks: AsyncIterator[dict[str, Any]] | None = None
@@ -71,8 +93,10 @@ class Call:
 
     async def open(self) -> None:
         """Wait for the first chunk of the chain: every failure so far is an HTTP error."""
-        opened = await open_reply(self.chain, self.body, refusals_fall_through=True)
-        self.target, self._chunks = opened.target, opened.chunks
+        opened = await open_reply(self.chain, self.body, refusals_fall_through=True, native=self.native_request)
+        self.target, self._chunks, self.native = opened.target, opened.chunks, opened.native
+        if self.native:
+            self.reply = MessageAccumulator()
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
         """The reply's chunks; a stop midway ends the iteration and is kept in `self.cut`."""
@@ -87,12 +111,19 @@ class Call:
 
     async def whole_reply(self, reply_id: str, shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
         """Gather the reply into one chat.completion, put it in the surface's `shape`, and answer
-        with it, or with the error of a reply that stopped midway carrying it as `partial`."""
+        with it, or with the error of a reply that stopped midway carrying it as `partial`. A
+        reply in the client's own format (`native`) is answered as the server gave it."""
         async for _ in self.chunks():
             pass
-        completion = self.reply.completion(completion_id=reply_id, model=self.model, created=self.created,
-                                           usage=self.usage())
-        result = shape(completion) if shape else completion
+        if self.native:
+            result = self.reply.message(message_id=reply_id, model=self.model)
+            if "usage" not in result:  # a server that gave none: the counted usage
+                usage = self.usage()
+                result["usage"] = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+        else:
+            completion = self.reply.completion(completion_id=reply_id, model=self.model, created=self.created,
+                                               usage=self.usage())
+            result = shape(completion) if shape else completion
         return self.cut_response(result) if self.cut else self.json_response(result)
 
     def usage(self) -> dict[str, int]:

@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 class OpenedReply:
     target: Target
     chunks: AsyncIterator[dict[str, Any]]  # starts with the first chunk
+    native: bool = False  # the chunks are the native request's own events (providers.speaks_natively)
 
 
 class ChainExhausted(ApiError):
@@ -32,12 +33,14 @@ class ChainExhausted(ApiError):
     retry_after: int | None = None
 
 
-async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall_through: bool) -> OpenedReply:
+async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall_through: bool,
+                     native: providers.Native | None = None) -> OpenedReply:
     """On /v1 a provider's refusal falls through to the next model too (spec 7.3, last
-    paragraph); elsewhere it is answered at once with the provider's own status."""
+    paragraph); elsewhere it is answered at once with the provider's own status. `native`: the
+    client's own request, for a server that speaks its format (gateway/providers/__init__.py)."""
     failures: list[UpstreamError] = []
     for target in chain:
-        stream = providers.chat_stream(target, body)
+        stream = providers.chat_stream(target, body, native)
         try:
             first = await anext(stream)
         except UpstreamError as failure:
@@ -50,7 +53,7 @@ async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall
                                          last=target is chain[-1], chain=chain))
             continue
         metrics.upstream_call(target.server.name, target.public_id, "ok")
-        return OpenedReply(target, _chain_first(target, first, stream))
+        return OpenedReply(target, _chain_first(target, first, stream), providers.speaks_natively(target, native))
     raise exhausted(failures)
 
 

@@ -89,64 +89,130 @@ def chunk_problem(chunk: Any) -> str | None:
     return None
 
 
-class ReplyAccumulator:
-    """Feed every chunk; `completion()` gives the chat.completion so far (partial included)."""
+class _Choice:
+    """One choice of a streamed reply, gathered."""
+
+    __slots__ = ("text_parts", "tool_calls", "finish_reason", "logprobs", "extra", "stop_reason")
 
     def __init__(self) -> None:
         self.text_parts: list[str] = []
         self.tool_calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
+        self.logprobs: dict[str, list] | None = None  # {"content": [...], "refusal": [...]}
+        self.extra: dict[str, str] = {}  # other text the server streams (refusal, reasoning_content)
+        self.stop_reason: Any = None  # vLLM: the stop string or token that ended the choice
+
+    def feed(self, choice: dict[str, Any]) -> None:
+        delta = choice.get("delta") or {}
+        for key, value in delta.items():
+            if key == "content":
+                if value:
+                    self.text_parts.append(value)
+            elif key == "tool_calls":
+                for call in value or ():
+                    self._tool_delta(call)
+            elif isinstance(value, str) and value and key != "role":
+                self.extra[key] = self.extra.get(key, "") + value
+        if (logprobs := choice.get("logprobs")) and isinstance(logprobs, dict):
+            gathered = self.logprobs if self.logprobs is not None else {}
+            for key, items in logprobs.items():
+                if isinstance(items, list):
+                    gathered.setdefault(key, []).extend(items)
+            self.logprobs = gathered
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+            if choice.get("stop_reason") is not None:
+                self.stop_reason = choice["stop_reason"]
+
+    def _tool_delta(self, call: dict[str, Any]) -> None:
+        slot = self.tool_calls.setdefault(
+            call.get("index", 0), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+        )
+        if call.get("id"):
+            slot["id"] = call["id"]
+        function = call.get("function") or {}
+        if function.get("name"):
+            slot["function"]["name"] += function["name"]
+        if function.get("arguments"):
+            slot["function"]["arguments"] += function["arguments"]
+
+    def delivered_text(self) -> str:
+        calls = "".join(c["function"]["name"] + c["function"]["arguments"] for c in self.tool_calls.values())
+        return "".join(self.text_parts) + "".join(self.extra.values()) + calls
+
+    def whole(self, index: int) -> dict[str, Any]:
+        text = "".join(self.text_parts)
+        message: dict[str, Any] = {"role": "assistant", "content": text or None, "refusal": None, **self.extra}
+        if self.tool_calls:
+            message["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
+        elif message["content"] is None:
+            message["content"] = ""
+        logprobs = None
+        if self.logprobs is not None:
+            logprobs = {"content": self.logprobs.get("content"), "refusal": self.logprobs.get("refusal"),
+                        **{k: v for k, v in self.logprobs.items() if k not in ("content", "refusal")}}
+        choice = {"index": index, "message": message, "finish_reason": self.finish_reason or "stop",
+                  "logprobs": logprobs}
+        if self.stop_reason is not None:
+            choice["stop_reason"] = self.stop_reason
+        return choice
+
+
+class ReplyAccumulator:
+    """Feed every chunk; `completion()` gives the chat.completion so far (partial included), every
+    choice (`n`) with its log probabilities and the other text its deltas carried."""
+
+    def __init__(self) -> None:
+        self.choices: dict[int, _Choice] = {}
         self.usage: dict[str, int] | None = None
         self.id: str | None = None
         self.created: int | None = None
+        self.system_fingerprint: str | None = None
 
     def feed(self, chunk: dict[str, Any]) -> None:
         """`chunk` was checked by its provider (`chunk_problem`), once, where it was read."""
         if self.id is None:
             self.id, self.created = chunk.get("id"), chunk.get("created")
+            self.system_fingerprint = chunk.get("system_fingerprint")
         if usage := chunk.get("usage"):
             self.usage = usage
         for choice in chunk.get("choices") or ():
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            if content := delta.get("content"):
-                self.text_parts.append(content)
-            for call in delta.get("tool_calls") or ():
-                slot = self.tool_calls.setdefault(
-                    call.get("index", 0), {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-                )
-                if call.get("id"):
-                    slot["id"] = call["id"]
-                function = call.get("function") or {}
-                if function.get("name"):
-                    slot["function"]["name"] += function["name"]
-                if function.get("arguments"):
-                    slot["function"]["arguments"] += function["arguments"]
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+            index = choice.get("index") or 0
+            gathered = self.choices.get(index)
+            if gathered is None:
+                gathered = self.choices[index] = _Choice()
+            gathered.feed(choice)
+
+    @property
+    def _first(self) -> _Choice:
+        return self.choices.get(0) or _Choice()
 
     @property
     def text(self) -> str:
-        return "".join(self.text_parts)
+        return "".join(self._first.text_parts)
+
+    @property
+    def tool_calls(self) -> dict[int, dict[str, Any]]:
+        return self._first.tool_calls
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self._first.finish_reason
 
     def delivered_output_text(self) -> str:
         """Everything the model produced, for counting tokens when the server gives no usage."""
-        calls = "".join(c["function"]["name"] + c["function"]["arguments"] for c in self.tool_calls.values())
-        return self.text + calls
+        return "".join(choice.delivered_text() for choice in self.choices.values())
 
     def completion(self, *, completion_id: str, model: str, created: int, usage: dict[str, int]) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": self.text or None, "refusal": None}
-        if self.tool_calls:
-            message["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
-        elif message["content"] is None:
-            message["content"] = ""
-        return {
+        choices = [self.choices[i].whole(i) for i in sorted(self.choices)] or [_Choice().whole(0)]
+        completion = {
             "id": completion_id,
             "object": "chat.completion",
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": self.finish_reason or "stop",
-                         "logprobs": None}],
+            "choices": choices,
             "usage": usage,
         }
+        if self.system_fingerprint is not None:
+            completion["system_fingerprint"] = self.system_fingerprint
+        return completion

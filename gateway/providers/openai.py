@@ -31,13 +31,16 @@ def _headers(target: Target) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-    """The server's chat chunks. Raises UpstreamError before the first chunk, StreamCut after."""
+async def chat_stream(target: Target, body: dict[str, Any],
+                      headers: dict[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
+    """The server's chat chunks. Raises UpstreamError before the first chunk, StreamCut after.
+    `headers`: the client's own `OpenAI-Beta`, sent on when the client spoke this format."""
     if failure := missing_key(target.server):
         raise failure
     payload = {**body, "model": target.name, "stream": True, "stream_options": {"include_usage": True}}
+    sent = {**headers, **_headers(target)} if headers else _headers(target)
     request = build_request("POST", f"{target.server.base_url}/chat/completions", json=payload,
-                            headers=_headers(target), timeouts=timeouts(target.server))
+                            headers=sent, timeouts=timeouts(target.server))
     secrets = secrets_of(request, target.server)
     started = finished = done = False
     async for _event, data in server_events(request, target.server):

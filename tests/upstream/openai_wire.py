@@ -94,14 +94,18 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
         user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
         text = default_reply(knobs, content_text(user.get("content")))
 
+    text, stopped_on = _apply_stop(text, body.get("stop"))
     limit = body.get("max_completion_tokens")
     if limit is None:
         limit = body.get("max_tokens")
     tokens, truncated = limit_tokens(split_tokens(text), limit)
+    n = body.get("n") if isinstance(body.get("n"), int) and body.get("n") > 1 else 1
+    logprobs = bool(body.get("logprobs"))
+    top = body.get("top_logprobs") if isinstance(body.get("top_logprobs"), int) else 0
     call_id = "call_" + uuid.uuid4().hex[:24]
     arguments = (scripted[1] if scripted is not None else tool_arguments(knobs)) if tool else ""
     pieces = split_arguments(arguments) if tool else []
-    completion_tokens = 1 + len(pieces) if tool else len(tokens)
+    completion_tokens = n * (1 + len(pieces) if tool else len(tokens))
     finish = "tool_calls" if tool else ("length" if truncated else "stop")
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
              "total_tokens": prompt_tokens + completion_tokens} if knobs["usage"] else None
@@ -113,9 +117,16 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
         if tool:
             message["tool_calls"] = [{"id": call_id, "type": "function",
                                       "function": {"name": tool, "arguments": arguments}}]
+        choices = []
+        for index in range(n):
+            choice = {"index": index, "message": message,
+                      "logprobs": {"content": [_logprob(t, top) for t in tokens], "refusal": None} if logprobs else None,
+                      "finish_reason": finish}
+            if stopped_on is not None:
+                choice["stop_reason"] = stopped_on
+            choices.append(choice)
         obj = {"id": cid, "object": "chat.completion", "created": created, "model": model,
-               "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-               "system_fingerprint": None}
+               "choices": choices, "system_fingerprint": None}
         if usage:
             obj["usage"] = usage
         return json_reply(obj)
@@ -124,28 +135,52 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     options = body.get("stream_options")
     include_usage = bool(usage and isinstance(options, dict) and options.get("include_usage"))
     prefix = (f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},"model":{dumps(model)},'
-              f'"system_fingerprint":null,"choices":[{{"index":0,"delta":')
+              f'"system_fingerprint":null,"choices":[{{"index":')
     suffix = "}]" + (',"usage":null}' if include_usage else "}") + "\n\n"
+    stop_reason = "" if stopped_on is None else f',"stop_reason":{dumps(stopped_on)}'
 
-    def chunk(delta: str, finish_reason: str | None = None) -> bytes:
+    def chunk(delta: str, finish_reason: str | None = None, index: int = 0, token: str | None = None) -> bytes:
         reason = "null" if finish_reason is None else f'"{finish_reason}"'
-        return f'{prefix}{delta},"logprobs":null,"finish_reason":{reason}{suffix}'.encode()
+        chosen = "null" if token is None else dumps({"content": [_logprob(token, top)], "refusal": None})
+        end = stop_reason if finish_reason is not None else ""
+        return f'{prefix}{index},"delta":{delta},"logprobs":{chosen},"finish_reason":{reason}{end}{suffix}'.encode()
 
     if tool:
         deltas = ['{"tool_calls":[{"index":0,"id":"%s","type":"function","function":{"name":%s,"arguments":""}}]}'
                   % (call_id, dumps(tool))]
         deltas += ['{"tool_calls":[{"index":0,"function":{"arguments":%s}}]}' % dumps(p) for p in pieces]
+        texts = [None] * len(deltas)
     else:
         deltas = ['{"content":%s}' % dumps(t) for t in tokens]
-    frames = [chunk(d) for d in deltas[:-1]]
-    tail = []
-    if deltas:  # the last token's chunk carries finish_reason
-        frames.append(chunk(deltas[-1], finish))
-    else:
-        tail.append(chunk("{}", finish))
+        texts = list(tokens) if logprobs else [None] * len(tokens)
+    frames, tail = [], []
+    for index in range(n):
+        frames += [chunk(d, None, index, t) for d, t in zip(deltas[:-1], texts[:-1])]
+        if deltas:  # the last token's chunk carries finish_reason
+            frames.append(chunk(deltas[-1], finish, index, texts[-1]))
+        else:
+            tail.append(chunk("{}", finish, index))
     if include_usage:
         tail.append(("data: " + dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
                                        "model": model, "system_fingerprint": None, "choices": [],
                                        "usage": usage}) + "\n\n").encode())
     tail.append(b"data: [DONE]\n\n")
-    return Stream(head=[chunk('{"role":"assistant","content":""}')], tokens=frames, tail=tail)
+    head = [chunk('{"role":"assistant","content":""}', None, index) for index in range(n)]
+    return Stream(head=head, tokens=frames, tail=tail)
+
+
+def _apply_stop(text: str, stop: Any) -> tuple[str, str | None]:
+    """The text up to the first of the `stop` strings it holds, and that string (vLLM names it in
+    the choice's `stop_reason`), or the text whole and None."""
+    stops = [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str) and s] if isinstance(stop, list) else []
+    found = [(text.find(s), s) for s in stops if s and s in text]
+    if not found:
+        return text, None
+    at, which = min(found)
+    return text[:at], which
+
+
+def _logprob(token: str, top: int) -> dict[str, Any]:
+    """A made-up but well-formed log probability of `token`, with `top` alternatives."""
+    entry = {"token": token, "logprob": -0.25, "bytes": list(token.encode())}
+    return {**entry, "top_logprobs": [{**entry, "logprob": -0.25 - rank} for rank in range(top)]}
