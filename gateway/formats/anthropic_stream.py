@@ -4,31 +4,37 @@ Anthropic events for `/v1/messages` (`ChatToMessagesStream`)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gateway.formats import StreamError
 from gateway.formats.anthropic import STOP_TO_FINISH, _new_id, _obj  # the package's shared mappings
-from gateway.formats.anthropic_reply import _chat_usage, _messages_usage, _stop_reason
+from gateway.formats.anthropic_reply import _chat_usage, _messages_usage, _reasoning, _stop_reason, stop_sequence
 
 
 class MessagesToChatStream:
-    """Parsed Anthropic SSE event data → `chat.completion.chunk` dicts."""
+    """Parsed Anthropic SSE event data → `chat.completion.chunk` dicts. Thinking becomes
+    `reasoning_content`; a stop sequence the finishing choice's `stop_reason` (as vLLM gives it);
+    the input of `output_tool` (the forced tool that carries a `response_format`) the reply's text."""
 
-    def __init__(self, *, completion_id: str, model: str, created: int, include_usage: bool) -> None:
+    def __init__(self, *, completion_id: str, model: str, created: int, include_usage: bool,
+                 output_tool: str | None = None) -> None:
         self.completion_id, self.model, self.created, self.include_usage = completion_id, model, created, include_usage
+        self.output_tool = output_tool
         self.finished = False
         self._anthropic_usage: dict[str, int] = {}
         self._tools: dict[Any, int] = {}  # Anthropic block index → chat tool_call index
+        self._outputs: dict[Any, Any] = {}  # an output tool's block index → its start input; None once written
         self._started = self._finish_sent = False
 
     @property
     def usage(self) -> dict:
         return _chat_usage(self._anthropic_usage)
 
-    def _chunk(self, delta: dict, finish_reason: str | None = None) -> dict:
+    def _chunk(self, delta: dict, finish_reason: str | None = None, **extra: Any) -> dict:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None, **extra}
         chunk = {"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
-                 "model": self.model,
-                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+                 "model": self.model, "choices": [choice]}
         if self.include_usage:
             chunk["usage"] = None
         return chunk
@@ -61,27 +67,23 @@ class MessagesToChatStream:
         if kind == "message_start":
             self._read_usage(_obj(_obj(event.get("message")).get("usage")))
         elif kind == "content_block_start":
-            block = _obj(event.get("content_block"))
-            if block.get("type") == "text" and block.get("text"):
-                out.append(self._chunk({"content": block["text"]}))
-            elif block.get("type") == "tool_use":
-                index = self._tools[event.get("index")] = len(self._tools)
-                function = {"name": block.get("name") or "", "arguments": ""}
-                call = {"index": index, "id": block.get("id"), "type": "function", "function": function}
-                out.append(self._chunk({"tool_calls": [call]}))
+            out += self._block_start(event.get("index"), _obj(event.get("content_block")))
         elif kind == "content_block_delta":
-            delta, index = _obj(event.get("delta")), self._tools.get(event.get("index"))
-            if delta.get("type") == "text_delta" and delta.get("text"):
-                out.append(self._chunk({"content": delta["text"]}))
-            elif delta.get("type") == "input_json_delta" and delta.get("partial_json") and index is not None:
-                call = {"index": index, "function": {"arguments": delta["partial_json"]}}
-                out.append(self._chunk({"tool_calls": [call]}))
+            out += self._block_delta(event.get("index"), _obj(event.get("delta")))
+        elif kind == "content_block_stop" and self._outputs.get(event.get("index")) is not None:
+            out.append(self._chunk({"content": json.dumps(self._outputs[event["index"]], ensure_ascii=False)}))
+            self._outputs[event["index"]] = None  # an output tool whose input came whole, in its start
         elif kind == "message_delta":
             self._read_usage(_obj(event.get("usage")))
-            reason = _obj(event.get("delta")).get("stop_reason")
+            delta = _obj(event.get("delta"))
+            reason = delta.get("stop_reason")
             if reason and not self._finish_sent:
                 self._finish_sent = True
-                out.append(self._chunk({}, STOP_TO_FINISH.get(reason, "stop")))
+                answered = reason == "tool_use" and self._outputs and not self._tools  # by the output tool alone
+                finish = "stop" if answered else STOP_TO_FINISH.get(reason, "stop")
+                sequence = delta.get("stop_sequence")
+                extra = {"stop_reason": sequence} if reason == "stop_sequence" and isinstance(sequence, str) else {}
+                out.append(self._chunk({}, finish, **extra))
         elif kind == "message_stop":
             self.finished = True
             if not self._finish_sent:
@@ -92,9 +94,42 @@ class MessagesToChatStream:
                             "model": self.model, "choices": [], "usage": self.usage})
         return out
 
+    def _block_start(self, index: Any, block: dict) -> list[dict]:
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            return [self._chunk({"content": block["text"]})]
+        if kind == "thinking" and block.get("thinking"):
+            return [self._chunk({"reasoning_content": block["thinking"]})]
+        if kind == "tool_use" and self.output_tool is not None and block.get("name") == self.output_tool:
+            self._outputs[index] = block.get("input") or {}
+        elif kind == "tool_use":
+            tool_index = self._tools[index] = len(self._tools)
+            function = {"name": block.get("name") or "", "arguments": ""}
+            call = {"index": tool_index, "id": block.get("id"), "type": "function", "function": function}
+            return [self._chunk({"tool_calls": [call]})]
+        return []
+
+    def _block_delta(self, index: Any, delta: dict) -> list[dict]:
+        kind = delta.get("type")
+        if kind == "text_delta" and delta.get("text"):
+            return [self._chunk({"content": delta["text"]})]
+        if kind == "thinking_delta" and delta.get("thinking"):
+            return [self._chunk({"reasoning_content": delta["thinking"]})]
+        if kind != "input_json_delta" or not delta.get("partial_json"):
+            return []
+        if index in self._outputs:
+            self._outputs[index] = None  # written as it comes
+            return [self._chunk({"content": delta["partial_json"]})]
+        if (tool_index := self._tools.get(index)) is not None:
+            call = {"index": tool_index, "function": {"arguments": delta["partial_json"]}}
+            return [self._chunk({"tool_calls": [call]})]
+        return []
+
 
 class ChatToMessagesStream:
-    """`chat.completion.chunk` dicts → Anthropic stream event dicts (each with `type`)."""
+    """`chat.completion.chunk` dicts → Anthropic stream event dicts (each with `type`). Reasoning
+    (`reasoning_content` or `reasoning`) streams as a thinking block with an empty signature; a
+    matched stop string (vLLM's `stop_reason`) ends the message with `stop_sequence`."""
 
     def __init__(self, *, message_id: str, model: str, input_tokens: int = 0) -> None:
         self.message_id, self.model, self.input_tokens = message_id, model, input_tokens
@@ -105,6 +140,7 @@ class ChatToMessagesStream:
         self._next_index = 0
         self._tools: dict[Any, tuple[int, Any]] = {}  # chat tool index → (block index, call id)
         self._finish_reason: str | None = None
+        self._stop_sequence: str | None = None
 
     def start(self) -> list[dict]:
         if self._started:
@@ -140,6 +176,11 @@ class ChatToMessagesStream:
             if _obj(choice).get("index", 0) != 0:
                 continue
             delta = _obj(choice.get("delta"))
+            if thought := _reasoning(delta):
+                if self._open_kind != "thinking":
+                    out += self._open({"type": "thinking", "thinking": "", "signature": ""}, "thinking")
+                delta_event = {"type": "content_block_delta", "index": self._open_index}
+                out.append({**delta_event, "delta": {"type": "thinking_delta", "thinking": thought}})
             text = delta.get("content") or delta.get("refusal")
             if text:
                 if self._open_kind != "text":
@@ -150,6 +191,7 @@ class ChatToMessagesStream:
                 out += self._tool_delta(_obj(call))
             if choice.get("finish_reason"):
                 self._finish_reason = choice["finish_reason"]
+                self._stop_sequence = stop_sequence(choice)
         return out
 
     def _tool_delta(self, call: dict) -> list[dict]:
@@ -170,7 +212,10 @@ class ChatToMessagesStream:
         usage: dict[str, int] = {"output_tokens": self.output_tokens}
         if self._input_reported:
             usage["input_tokens"] = self.input_tokens
-        delta = {"stop_reason": _stop_reason(self._finish_reason, bool(self._tools)), "stop_sequence": None}
+        if self._stop_sequence is not None and not self._tools:
+            delta = {"stop_reason": "stop_sequence", "stop_sequence": self._stop_sequence}
+        else:
+            delta = {"stop_reason": _stop_reason(self._finish_reason, bool(self._tools)), "stop_sequence": None}
         out.append({"type": "message_delta", "delta": delta, "usage": usage})
         out.append({"type": "message_stop"})
         return out

@@ -1,7 +1,9 @@
 """Anthropic model servers. `base_url` has no /v1 (as the official SDK): https://api.anthropic.com
 
 The chat body arrives in the neutral (chat-completions) form, goes out as a Messages request,
-and the server's events come back as chat chunks."""
+and the server's events come back as chat chunks. A field the Messages request cannot carry is
+refused by name before any call (the chain moves on), or left out when the server drops
+unsupported fields (docs/compatibility.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.formats import StreamError
-from gateway.formats.anthropic import chat_to_messages_request
+from gateway.formats.chat_to_anthropic import chat_to_messages_request, output_tool_name
 from gateway.formats.anthropic_stream import MessagesToChatStream
-from gateway.providers.base import broken, missing_key, secrets_of, server_events, timeouts
+from gateway.providers.base import broken, missing_key, secrets_of, server_events, timeouts, uncarried
 from gateway.replies import chunk_problem
 from gateway.routing import Target
 from gateway.upstream_http import build_request
@@ -25,7 +27,12 @@ API_VERSION = "2023-06-01"
 async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     if failure := missing_key(target.server):
         raise failure
-    payload = {**chat_to_messages_request(body), "model": target.name, "stream": True}
+    structured = target.server.structured_output
+    lost: list[str] = []
+    payload = {**chat_to_messages_request(body, structured_output=structured, lost=lost), "model": target.name,
+               "stream": True}
+    if refusal := uncarried(target.server, lost):
+        raise refusal
     headers = {"anthropic-version": API_VERSION}
     if target.server.api_key:
         headers["x-api-key"] = target.server.api_key
@@ -33,7 +40,7 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
                             timeouts=timeouts(target.server))
     translator = MessagesToChatStream(
         completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name, created=int(time.time()),
-        include_usage=True,
+        include_usage=True, output_tool=output_tool_name(body, structured),
     )
     secrets = secrets_of(request, target.server)
     started = False

@@ -10,7 +10,8 @@ from anthropic.types import Message
 from openai.types.chat import ChatCompletion
 
 from gateway.errors import ApiError
-from gateway.formats.anthropic import chat_to_messages_request, messages_to_chat_request
+from gateway.formats.anthropic import messages_to_chat_request
+from gateway.formats.chat_to_anthropic import chat_to_messages_request
 from gateway.formats.anthropic_reply import chat_to_messages_response, messages_to_chat_response
 from tests.gateway.anthropic_support import (
     WEATHER_SCHEMA, anthropic_client, openai_client, valid_anthropic_request, valid_chat_request)
@@ -35,7 +36,8 @@ def test_a_plain_anthropic_request_becomes_a_chat_request():
             "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}
     valid_anthropic_request(body)
     req = valid_chat_request(messages_to_chat_request(body))
-    assert req == {"model": "claude-x", "max_tokens": 100, "temperature": 0.5, "top_p": 0.9, "stop": ["END"],
+    assert req == {"model": "claude-x", "max_tokens": 100, "temperature": 0.5, "top_p": 0.9, "top_k": 5,
+                   "stop": ["END"], "user": "u",
                    "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
                                 {"role": "assistant", "content": "Hello"}]}
 
@@ -97,7 +99,8 @@ def test_tool_use_and_tool_results():
     assert [c["id"] for c in assistant["tool_calls"]] == ["toolu_1", "toolu_2"]
     assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
     assert tool1 == {"role": "tool", "tool_call_id": "toolu_1", "content": "18C"}
-    assert tool2 == {"role": "tool", "tool_call_id": "toolu_2", "content": "no\ndata"}
+    assert tool2 == {"role": "tool", "tool_call_id": "toolu_2",
+                     "content": [{"type": "text", "text": "Error: no"}, {"type": "text", "text": "data"}]}
     assert user["role"] == "user" and user["content"][0]["type"] == "image_url"
     assert user["content"][1] == {"type": "text", "text": "Thanks"}
 
@@ -127,11 +130,8 @@ def test_tool_choice_maps_to_chat(choice, expected):
     None, {}, {"messages": "hi"}, {"messages": []}, {"messages": ["hi"]},
     {"messages": [{"content": "hi"}]}, {"messages": [{"role": "tool", "content": "hi"}]},
     {"messages": [{"role": "user"}]}, {"messages": [{"role": "user", "content": 5}]},
-    {"messages": [{"role": "user", "content": [{"type": "video", "url": "x"}]}]},
     {"messages": [{"role": "user", "content": [{"text": "no type"}]}]},
     {"messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}]},
-    {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]},
-    {"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "url", "url": "u"}}]}]},
     {"messages": [{"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
     {"messages": [{"role": "user", "content": [{"type": "tool_result", "content": "no id"}]}]},
     {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 7}]}]},
@@ -140,11 +140,18 @@ def test_tool_choice_maps_to_chat(choice, expected):
     {"system": 42, "messages": [{"role": "user", "content": "x"}]},
     {"system": [{"type": "image"}], "messages": [{"role": "user", "content": "x"}]},
     {"messages": [{"role": "user", "content": "x"}], "tools": {"name": "f"}},
-    {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
     {"messages": [{"role": "user", "content": "x"}], "tools": [{"input_schema": {}}]},
     {"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "tool"}},
     {"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"},
     {"messages": [{"role": "user", "content": "x"}], "stop_sequences": "END"},
+    {"messages": [{"role": "user", "content": [{"type": 5}]}]},
+    {"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64"}}]}]},
+    {"messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "content", "content": 3}}]}]},
+    {"messages": [{"role": "assistant", "content": [{"type": "image", "source": {}}]}]},
+    {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": 7, "name": "f"}]},
+    {"messages": [{"role": "user", "content": "x"}], "output_config": {"format": {"type": "regex"}}},
+    {"messages": [{"role": "user", "content": "x"}], "output_config": {"effort": 3}},
+    {"messages": [{"role": "user", "content": "x"}], "metadata": {"user_id": 5}},
 ])
 def test_malformed_anthropic_requests_are_refused_with_400(body):
     error = refused(messages_to_chat_request, body)
@@ -164,7 +171,7 @@ def test_a_chat_request_becomes_an_anthropic_request():
                          {"role": "assistant", "content": "Hello"}]}
     req = valid_anthropic_request(chat_to_messages_request(valid_chat_request(body)))
     assert req == {"model": "gpt-x", "max_tokens": 50, "system": "Sys one.\n\nDev two.", "stop_sequences": ["END"],
-                   "temperature": 1.0, "top_p": 0.5, "stream": True,
+                   "temperature": 1.0, "top_p": 0.5, "stream": True, "metadata": {"user_id": "u"},
                    "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi"},
                                                              {"type": "text", "text": "again"}]},
                                 {"role": "assistant", "content": [{"type": "text", "text": "Hello"}]}]}
@@ -280,8 +287,9 @@ def test_a_chat_completion_becomes_an_anthropic_message_and_back():
     completion = messages_to_chat_response(ANTHROPIC_MESSAGE)
     message = Message.model_validate(chat_to_messages_response(completion))
     assert message.id == "msg_1" and message.stop_reason == "tool_use"
-    assert [b.type for b in message.content] == ["text", "tool_use"]
-    assert message.content[1].input == {"city": "Oslo"}
+    assert [b.type for b in message.content] == ["thinking", "text", "tool_use"]
+    assert (message.content[0].thinking, message.content[0].signature) == ("t", "")
+    assert message.content[2].input == {"city": "Oslo"}
     usage = message.usage
     assert (usage.input_tokens, usage.output_tokens, usage.cache_read_input_tokens) == (10, 5, 4)
 
@@ -325,7 +333,7 @@ def test_non_streamed_replies_through_the_sdk_clients():
 
     message = anthropic_client(anthropic_surface).messages.create(
         model="claude-x", max_tokens=10, messages=[{"role": "user", "content": "Weather?"}])
-    assert message.content[1].input == {"city": "Oslo"} and message.stop_reason == "tool_use"
+    assert message.content[2].input == {"city": "Oslo"} and message.stop_reason == "tool_use"
     assert seen["chat"]["messages"] == [{"role": "user", "content": "Weather?"}]
 
     def chat_surface(request):

@@ -14,7 +14,8 @@ from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
 from gateway.formats import StreamError
-from gateway.formats.anthropic import chat_to_messages_request, messages_to_chat_request
+from gateway.formats.anthropic import messages_to_chat_request
+from gateway.formats.chat_to_anthropic import chat_to_messages_request
 from gateway.formats.anthropic_stream import ChatToMessagesStream, MessagesToChatStream
 from tests.gateway.anthropic_support import (
     WEATHER_SCHEMA, anthropic_client, openai_client, valid_anthropic_request, valid_chat_request)

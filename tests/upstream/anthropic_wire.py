@@ -79,6 +79,68 @@ def _tool_to_call(body: dict[str, Any], knobs: dict[str, Any]) -> str | None:
     return (tools[0].get("name") if isinstance(tools[0], dict) else None) or "tool"
 
 
+def sample(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> Any:
+    """A value that fits a JSON schema: the reference model's structured answer. Strings are
+    "text", integers 1, numbers 1.5, booleans true, arrays one item; `$ref`s into `$defs` followed."""
+    if not isinstance(schema, dict) or depth > 8:
+        return None
+    if defs is None:
+        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+    if isinstance(schema.get("$ref"), str):
+        return sample(defs.get(schema["$ref"].rsplit("/", 1)[-1]), defs, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return sample(schema[key][0], defs, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or "properties" in schema:
+        return {name: sample(sub, defs, depth + 1) for name, sub in (schema.get("properties") or {}).items()}
+    return {"array": lambda: [sample(schema.get("items"), defs, depth + 1)], "string": lambda: "text",
+            "integer": lambda: 1, "number": lambda: 1.5, "boolean": lambda: True}.get(kind, lambda: None)()
+
+
+def _arguments(body: dict[str, Any], knobs: dict[str, Any], tool: str) -> str:
+    """The call's input: the `tool_arguments` knob, or, for a forced tool (tool_choice of that
+    tool) while the knob is unset, a sample of the tool's input_schema."""
+    choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
+    if knobs["tool_arguments"] == {} and choice.get("type") == "tool" and choice.get("name") == tool:
+        schema = next((t.get("input_schema") for t in body["tools"] if isinstance(t, dict) and t.get("name") == tool),
+                      None)
+        return dumps(sample(schema))
+    return tool_arguments(knobs)
+
+
+def _structured_text(body: dict[str, Any], knobs: dict[str, Any]) -> str | None:
+    """The reply to `output_config.format` (a JSON schema): the `tool_arguments` knob when set,
+    else a sample of the schema, as JSON text."""
+    fmt = (body.get("output_config") or {}).get("format") if isinstance(body.get("output_config"), dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    return tool_arguments(knobs) if knobs["tool_arguments"] != {} else dumps(sample(fmt.get("schema")))
+
+
+def _stop_at(text: str, stops: Any) -> tuple[str, str | None]:
+    """The text up to the first of `stop_sequences` it holds, and that sequence (or None)."""
+    found = [(text.find(s), s) for s in stops or () if isinstance(s, str) and s and s in text]
+    if not found:
+        return text, None
+    at, sequence = min(found)
+    return text[:at], sequence
+
+
+def _thinking(body: dict[str, Any], user_text: str) -> dict[str, Any] | None:
+    """A thinking block (with a signature) when the request turns thinking on."""
+    thinking = body.get("thinking") if isinstance(body.get("thinking"), dict) else {}
+    if thinking.get("type") not in ("enabled", "adaptive"):
+        return None
+    return {"type": "thinking", "thinking": "Thinking about: " + user_text, "signature": "sig-reference-upstream"}
+
+
 def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     messages = _validate(body)
     model = body["model"]
@@ -86,6 +148,8 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     last = messages[-1]
     content = last.get("content")
     tool = None
+    user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+    user_text = blocks_text(user.get("content"), tool_results=False)
     if last.get("role") == "user" and isinstance(content, list) and any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
         text = "Tool said: " + " ".join(blocks_text(b.get("content")) for b in content
@@ -93,14 +157,17 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     elif last.get("role") == "user" and (tool := _tool_to_call(body, knobs)):
         text = ""
     else:
-        user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
-        text = default_reply(knobs, blocks_text(user.get("content"), tool_results=False))
+        structured = _structured_text(body, knobs)
+        text = structured if structured is not None else default_reply(knobs, user_text)
 
+    text, sequence = _stop_at(text, body.get("stop_sequences"))
     tokens, truncated = limit_tokens(split_tokens(text), body["max_tokens"])
-    arguments = tool_arguments(knobs) if tool else ""
+    arguments = _arguments(body, knobs, tool) if tool else ""
     pieces = split_arguments(arguments) if tool else []
     output_tokens = 1 + len(pieces) if tool else len(tokens)
-    stop_reason = "tool_use" if tool else ("max_tokens" if truncated else "end_turn")
+    stop_reason = "tool_use" if tool else ("max_tokens" if truncated else "stop_sequence" if sequence else "end_turn")
+    sequence = sequence if stop_reason == "stop_sequence" else None
+    thinking = _thinking(body, user_text)
     mid = "msg_" + uuid.uuid4().hex[:24]
     tool_id = "toolu_" + uuid.uuid4().hex[:24]
     usage = knobs["usage"]
@@ -114,8 +181,9 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
             blocks = [{"type": "tool_use", "id": tool_id, "name": tool, "input": tool_input}]
         else:
             blocks = [{"type": "text", "text": "".join(tokens)}]
-        obj = {"id": mid, "type": "message", "role": "assistant", "model": model, "content": blocks,
-               "stop_reason": stop_reason, "stop_sequence": None}
+        obj = {"id": mid, "type": "message", "role": "assistant", "model": model,
+               "content": [thinking, *blocks] if thinking else blocks,
+               "stop_reason": stop_reason, "stop_sequence": sequence}
         if usage:
             obj["usage"] = {"input_tokens": input_tokens, "output_tokens": output_tokens,
                             "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
@@ -129,20 +197,30 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     if usage:
         start["usage"] = {"input_tokens": input_tokens, "output_tokens": min(1, output_tokens),
                           "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    head = [event("message_start", {"type": "message_start", "message": start})]
+    index = 0
+    if thinking:
+        index = 1
+        deltas = [{"type": "thinking_delta", "thinking": thinking["thinking"]},
+                  {"type": "signature_delta", "signature": thinking["signature"]}]
+        head += [event("content_block_start", {"type": "content_block_start", "index": 0,
+                                               "content_block": {"type": "thinking", "thinking": "", "signature": ""}})]
+        head += [event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d}) for d in deltas]
+        head += [event("content_block_stop", {"type": "content_block_stop", "index": 0})]
     block = {"type": "tool_use", "id": tool_id, "name": tool, "input": {}} if tool else {"type": "text", "text": ""}
-    head = [event("message_start", {"type": "message_start", "message": start}),
-            event("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
-            event("ping", {"type": "ping"})]
+    head += [event("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}),
+             event("ping", {"type": "ping"})]
     if tool:
-        frames = [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
-                  b'"delta":{"type":"input_json_delta","partial_json":%s}}\n\n' % dumps(p).encode() for p in pieces]
+        frames = [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+                  b'"delta":{"type":"input_json_delta","partial_json":%s}}\n\n' % (index, dumps(p).encode())
+                  for p in pieces]
     else:
-        frames = [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
-                  b'"delta":{"type":"text_delta","text":%s}}\n\n' % dumps(t).encode() for t in tokens]
-    delta: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": None}}
+        frames = [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+                  b'"delta":{"type":"text_delta","text":%s}}\n\n' % (index, dumps(t).encode()) for t in tokens]
+    delta: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": sequence}}
     if usage:
         delta["usage"] = {"output_tokens": output_tokens}
-    tail = [event("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    tail = [event("content_block_stop", {"type": "content_block_stop", "index": index}),
             event("message_delta", delta),
             event("message_stop", {"type": "message_stop"})]
     return Stream(head=head, tokens=frames, tail=tail)
