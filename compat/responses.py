@@ -1,14 +1,18 @@
-"""POST /v1/responses (text in, text out; tools answer 501) and POST /v1/responses/input_tokens."""
+"""POST /v1/responses (text in, text out; function tools when the installation turns
+RESPONSES_TOOLS on, otherwise tools answer 501) and POST /v1/responses/input_tokens."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from django.conf import settings
+
 from accounts.endpoints import endpoint
 from compat.proxy import Call, chat_call
 from gateway import ratelimit
 from gateway.calls import check_chat_size
-from gateway.formats.responses import ChatToResponsesStream, chat_to_response, responses_to_chat_request
+from gateway.formats.responses import chat_to_response, responses_to_chat_request
+from gateway.formats.responses_stream import ChatToResponsesStream
 from gateway.http import read_json_object
 from gateway.output import respond
 from gateway.routing import plan_chain
@@ -16,7 +20,12 @@ from gateway.sse import sse_event
 from gateway.tokens import count_chat_request
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(responses_to_chat_request), prepare_in_loop=True)
+def to_chat(body: dict) -> dict:
+    """The request in the chat form, tools carried only when the installation allows them."""
+    return responses_to_chat_request(body, tools=settings.RESPONSES_TOOLS)
+
+
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(to_chat), prepare_in_loop=True)
 async def responses(request):
     body = request.prepared.body
     stream = bool(body.get("stream"))
@@ -47,7 +56,7 @@ async def _frames(call: Call, response_id: str, body: dict) -> AsyncIterator[byt
 @endpoint("POST", limit=ratelimit.V1)
 def input_tokens(request):
     body = read_json_object(request)
-    chat = responses_to_chat_request(body)
+    chat = to_chat(body)
     check_chat_size(chat)
     plan_chain(chat.get("model"), group=request.principal.account.group)
     return respond({"object": "response.input_tokens", "input_tokens": count_chat_request(chat)})

@@ -356,6 +356,8 @@ REGISTRY_TTL_SECONDS = env.float("REGISTRY_TTL_SECONDS", default=5.0)
 
 # Largest audio upload for /v1/audio/transcriptions and translations (OpenAI's own limit: 25 MiB).
 MAX_AUDIO_UPLOAD_BYTES = env.int("MAX_AUDIO_UPLOAD_BYTES", default=25 * 1024 * 1024)
+# POST /v1/responses carries function tools to the models (off: tools answer 501, spec 7.2).
+RESPONSES_TOOLS = env.bool("RESPONSES_TOOLS", default=False)
 
 # Usage records are appended to a spool file of each process under USAGE_SPOOL_DIR (one per host,
 # shared by its processes) and written to the database by a background thread every

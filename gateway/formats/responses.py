@@ -1,7 +1,9 @@
-"""OpenAI Responses API <-> the neutral chat format (OpenAI Chat Completions dicts), text only.
+"""OpenAI Responses API <-> the neutral chat format (OpenAI Chat Completions dicts).
 
-Tools, stored responses and files are not provided on this surface: they are refused with 501.
-Malformed input is refused with 400. Plain dict building only, no validation models.
+Text in and out; with `tools=True` (the installation's RESPONSES_TOOLS) also function tools, their
+calls and their outputs (gateway/formats/responses_tools.py). Tools otherwise, stored responses and
+files are not provided on this surface: they are refused with 501. Malformed input is refused with
+400. Plain dict building only, no validation models. The stream is in responses_stream.py.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import time
 from typing import Any
 
 from gateway.errors import ApiError
+from gateway.formats.responses_tools import (chat_tool_choice, chat_tools, function_call, function_output,
+                                             namespaced, output_call)
 from gateway.validation import check_field_types
 
 TOOLS_UNSUPPORTED = "Tools are not supported on the Responses endpoint."
@@ -39,11 +43,12 @@ def _obj(value: Any) -> dict:
 # ----------------------------------------------------------------------------- request
 
 
-def responses_to_chat_request(body: dict) -> dict:
+def responses_to_chat_request(body: dict, *, tools: bool = False) -> dict:
+    """The request in the chat form; `tools` carries function tools (else they answer 501)."""
     if not isinstance(body, dict):
         raise _bad("The request body must be a JSON object.")
     check_field_types(body, FIELDS)
-    if body.get("tools"):
+    if body.get("tools") and not tools:
         raise _unsupported(TOOLS_UNSUPPORTED)
     if body.get("previous_response_id"):
         raise _unsupported("previous_response_id is not supported: responses are not stored.")
@@ -57,10 +62,7 @@ def responses_to_chat_request(body: dict) -> dict:
     if isinstance(items, str):
         messages.append({"role": "user", "content": items})
     elif isinstance(items, list) and items:
-        for i, item in enumerate(items):
-            message = _chat_message(item, f"input.{i}")
-            if message is not None:
-                messages.append(message)
+        messages += _chat_messages(items, tools)
     else:
         raise _bad("input: a string or a non-empty list of input items is required.")
 
@@ -72,16 +74,59 @@ def responses_to_chat_request(body: dict) -> dict:
         req["max_tokens"] = body["max_output_tokens"]
     if req.get("stream"):
         req["stream_options"] = {"include_usage": True}
+    if tools and body.get("tools"):
+        choice, req["tools"] = chat_tool_choice(body.get("tool_choice"), chat_tools(body["tools"]))
+        if choice is not None:
+            req["tool_choice"] = choice
+        if body.get("parallel_tool_calls") is not None:
+            req["parallel_tool_calls"] = body["parallel_tool_calls"]
     return req
 
 
-def _chat_message(item: Any, where: str) -> dict | None:
+def _chat_messages(items: list, tools: bool) -> list[dict]:
+    """Input items as chat messages: a `function_call` joins the assistant message before it (one
+    turn's text and calls), a `function_call_output` is a tool message, and the images tool outputs
+    returned follow the run of tool messages as one user message."""
+    messages: list[dict] = []
+    images: list[dict] = []
+    for i, item in enumerate(items):
+        where = f"input.{i}"
+        kind = _obj(item).get("type", "message")
+        if tools and kind == "function_call":
+            call = function_call(item, where)
+            _flush(messages, images)
+            last = messages[-1] if messages else {}
+            if last.get("role") == "assistant":
+                last.setdefault("tool_calls", []).append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif tools and kind == "function_call_output":
+            message, returned = function_output(item, where)
+            messages.append(message)
+            images += returned
+        elif (message := _chat_message(item, where, tools)) is not None:
+            _flush(messages, images)
+            messages.append(message)
+    _flush(messages, images)
+    return messages
+
+
+def _flush(messages: list[dict], images: list[dict]) -> None:
+    if images:
+        messages.append({"role": "user", "content": list(images)})
+        images.clear()
+
+
+def _chat_message(item: Any, where: str, tools: bool) -> dict | None:
     if not isinstance(item, dict):
         raise _bad(f"{where}: must be an object.")
     kind = item.get("type", "message")
     if not isinstance(kind, str):
         raise _bad(f"{where}.type: must be a string.")
     if kind.endswith(("_call", "_call_output")):  # function_call, function_call_output, web_search_call, …
+        if tools:
+            raise _bad(f"{where}.type: input items of type {kind!r} are not carried by this gateway "
+                       "(only function_call and function_call_output are).")
         raise _unsupported(TOOLS_UNSUPPORTED)
     if kind == "item_reference":
         raise _unsupported("item_reference is not supported: responses are not stored.")
@@ -125,13 +170,20 @@ def _chat_part(part: Any, role: str, where: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- reply
+# The shapes below are shared with the stream (responses_stream.py).
 
 
-def _item_id(response_id: str) -> str:
-    return "msg_" + response_id.removeprefix("resp_")
+def message_id(response_id: str, index: int = 0) -> str:
+    """The id of the message item at output `index` (the first one's is `msg_<response id>`)."""
+    return "msg_" + response_id.removeprefix("resp_") + (f"_{index}" if index else "")
 
 
-def _status(finish_reason: Any) -> tuple[str, dict | None]:
+def call_item_id(response_id: str, index: int) -> str:
+    return f"fc_{response_id.removeprefix('resp_')}_{index}"
+
+
+def reply_status(finish_reason: Any) -> tuple[str, dict | None]:
+    """The response's status and incomplete_details for the chat reply's finish_reason."""
     if finish_reason == "length":
         return "incomplete", {"reason": "max_output_tokens"}
     if finish_reason == "content_filter":
@@ -139,7 +191,7 @@ def _status(finish_reason: Any) -> tuple[str, dict | None]:
     return "completed", None
 
 
-def _usage(usage: Any) -> dict:
+def response_usage(usage: Any) -> dict:
     usage = _obj(usage)
     prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
     cached = _obj(usage.get("prompt_tokens_details")).get("cached_tokens") or 0
@@ -153,13 +205,16 @@ def _usage(usage: Any) -> dict:
     }
 
 
-def _message_item(item_id: str, text: str, status: str) -> dict:
+def message_item(item_id: str, text: str, status: str) -> dict:
     return {"type": "message", "id": item_id, "role": "assistant", "status": status,
             "content": [{"type": "output_text", "text": text, "annotations": []}]}
 
 
-def _response(response_id: str, request: dict, created_at: int, model: str, status: str, output: list, *,
-              usage: dict | None = None, incomplete: dict | None = None, error: dict | None = None) -> dict:
+def response_object(response_id: str, request: dict, created_at: int, model: str, status: str, output: list, *,
+                    usage: dict | None = None, incomplete: dict | None = None, error: dict | None = None) -> dict:
+    """The `response` object; the tool settings are the request's, as OpenAI echoes them."""
+    choice = request.get("tool_choice")
+    parallel = request.get("parallel_tool_calls")
     return {
         "id": response_id,
         "object": "response",
@@ -176,124 +231,28 @@ def _response(response_id: str, request: dict, created_at: int, model: str, stat
         "top_p": request.get("top_p"),
         "previous_response_id": None,
         "text": {"format": {"type": "text"}},
-        "tools": [],
-        "tool_choice": "auto",
-        "parallel_tool_calls": True,
+        "tools": request.get("tools") if isinstance(request.get("tools"), list) else [],
+        "tool_choice": choice if isinstance(choice, (str, dict)) else "auto",
+        "parallel_tool_calls": parallel if isinstance(parallel, bool) else True,
         "metadata": {},
     }
 
 
 def chat_to_response(completion: dict, *, request: dict, response_id: str) -> dict:
+    """A chat.completion as a response: its text as a message item (always one when there is no
+    tool call), then a function_call item per tool call."""
     choice = _obj((completion.get("choices") or [None])[0])
     reply = _obj(choice.get("message"))
     text = reply.get("content") or reply.get("refusal") or ""
     if isinstance(text, list):
         text = "".join(part.get("text") or "" for part in text if isinstance(part, dict))
-    status, incomplete = _status(choice.get("finish_reason"))
-    item = _message_item(_item_id(response_id), text, status)
+    status, incomplete = reply_status(choice.get("finish_reason"))
+    calls = [call for call in reply.get("tool_calls") or [] if isinstance(call, dict)]
+    output = [message_item(message_id(response_id), text, status)] if text or not calls else []
+    spaces = namespaced(request.get("tools"))
+    output += [output_call(call, item_id=call_item_id(response_id, len(output) + k), spaces=spaces, status=status)
+               for k, call in enumerate(calls)]
     created_at = completion.get("created") or int(time.time())
     model = completion.get("model") or request.get("model") or ""
-    return _response(response_id, request, created_at, model, status, [item],
-                     usage=_usage(completion.get("usage")), incomplete=incomplete)
-
-
-# ----------------------------------------------------------------------------- stream
-
-
-class ChatToResponsesStream:
-    """`chat.completion.chunk` dicts → Responses stream events, each with `type` and `sequence_number`."""
-
-    def __init__(self, *, response_id: str, model: str, request: dict, created_at: int) -> None:
-        self.response_id, self.model, self.request, self.created_at = response_id, model, request, created_at
-        self._item_id = _item_id(response_id)
-        self._pieces: list[str] = []
-        self._sequence = 0
-        self._started = self._opened = self._ended = False
-        self._finish_reason: str | None = None
-        self._usage: dict | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self._pieces)
-
-    def _event(self, event_type: str, **fields: Any) -> dict:
-        event = {"type": event_type, "sequence_number": self._sequence, **fields}
-        self._sequence += 1
-        return event
-
-    def _snapshot(self, status: str, output: list, **extra: Any) -> dict:
-        return _response(self.response_id, self.request, self.created_at, self.model, status, output, **extra)
-
-    def start(self) -> list[dict]:
-        if self._started:
-            return []
-        self._started = True
-        return [self._event("response.created", response=self._snapshot("in_progress", [])),
-                self._event("response.in_progress", response=self._snapshot("in_progress", []))]
-
-    def _open(self) -> list[dict]:
-        self._opened = True
-        item = {"type": "message", "id": self._item_id, "role": "assistant", "status": "in_progress", "content": []}
-        part = {"type": "output_text", "text": "", "annotations": []}
-        return [self._event("response.output_item.added", output_index=0, item=item),
-                self._event("response.content_part.added", item_id=self._item_id, output_index=0, content_index=0,
-                            part=part)]
-
-    def feed(self, chunk: dict) -> list[dict]:
-        out = self.start()
-        if self._ended:
-            return out
-        if isinstance(chunk.get("usage"), dict):
-            self._usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if _obj(choice).get("index", 0) != 0:
-                continue
-            delta = _obj(choice.get("delta"))
-            text = delta.get("content") or delta.get("refusal")
-            if text:
-                if not self._opened:
-                    out += self._open()
-                self._pieces.append(text)
-                out.append(self._event("response.output_text.delta", item_id=self._item_id, output_index=0,
-                                       content_index=0, delta=text, logprobs=[]))
-            if choice.get("finish_reason"):
-                self._finish_reason = choice["finish_reason"]
-        return out
-
-    def _close(self, item_status: str) -> list[dict]:
-        if not self._opened:
-            return []
-        text = self.text
-        where = {"item_id": self._item_id, "output_index": 0, "content_index": 0}
-        return [self._event("response.output_text.done", **where, text=text, logprobs=[]),
-                self._event("response.content_part.done", **where,
-                            part={"type": "output_text", "text": text, "annotations": []}),
-                self._event("response.output_item.done", output_index=0,
-                            item=_message_item(self._item_id, text, item_status))]
-
-    def finish(self) -> list[dict]:
-        out = self.start()
-        if self._ended:
-            return out
-        self._ended = True
-        status, incomplete = _status(self._finish_reason)
-        if not self._opened:  # an empty reply still gets its message item, as the non-streamed reply does
-            out += self._open()
-        out += self._close(status)
-        response = self._snapshot(status, [_message_item(self._item_id, self.text, status)],
-                                  usage=_usage(self._usage), incomplete=incomplete)
-        out.append(self._event("response.completed" if status == "completed" else "response.incomplete",
-                               response=response))
-        return out
-
-    def fail(self, code: str, message: str) -> list[dict]:
-        out = self.start()
-        if self._ended:
-            return out
-        self._ended = True
-        output = [_message_item(self._item_id, self.text, "incomplete")] if self._opened else []
-        out += self._close("incomplete")
-        response = self._snapshot("failed", output, usage=_usage(self._usage) if self._usage else None,
-                                  error={"code": code, "message": message})
-        out.append(self._event("response.failed", response=response))
-        return out
+    return response_object(response_id, request, created_at, model, status, output,
+                           usage=response_usage(completion.get("usage")), incomplete=incomplete)

@@ -13,15 +13,16 @@ from pydantic import TypeAdapter
 
 from gateway.errors import ApiError
 from tests.sdk_types import CHAT_REQUEST, deep
-from gateway.formats.responses import ChatToResponsesStream, chat_to_response, responses_to_chat_request
+from gateway.formats.responses import chat_to_response, responses_to_chat_request
+from gateway.formats.responses_stream import ChatToResponsesStream
 
 RESPONSES_REQUEST = TypeAdapter(ResponseCreateParams)
 STREAM_EVENT = TypeAdapter(ResponseStreamEvent)
 
 
-def translate(body):
+def translate(body, tools=False):
     deep(RESPONSES_REQUEST.validate_python(body))
-    req = responses_to_chat_request(body)
+    req = responses_to_chat_request(body, tools=tools)
     deep(CHAT_REQUEST.validate_python({"model": "m", **req}))
     return req
 
@@ -51,12 +52,12 @@ def text_chunks(finish_reason="stop"):
                          "prompt_tokens_details": {"cached_tokens": 1}}, choices=False)]
 
 
-def run(stream, chunks, end=None):
+def run(stream, chunks, end=None, one_item=True):
     events = stream.start() + [e for c in chunks for e in stream.feed(c)] + (end() if end else stream.finish())
     for event in events:
         STREAM_EVENT.validate_python(event)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
-    for event in events:  # one message item at output 0 with one text part
+    for event in events if one_item else ():  # one message item at output 0 with one text part
         assert event.get("output_index", 0) == 0 and event.get("content_index", 0) == 0
         assert event.get("item_id", "msg_" + stream.response_id[5:]) == "msg_" + stream.response_id[5:]
     return events
@@ -268,3 +269,132 @@ def test_the_sdk_raw_stream_sees_the_terminal_event(ending):
     else:
         assert last.type == "response.incomplete" and last.response.incomplete_details.reason == "max_output_tokens"
         assert last.response.output_text == "Hello"
+
+
+# ----------------------------------------------------------------------------- tools (RESPONSES_TOOLS on)
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "Weather of a city.", "strict": True,
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+AGENTS = {"type": "namespace", "name": "agents", "description": "Sub-agents.",
+          "tools": [{"type": "function", "name": "spawn", "parameters": {"type": "object", "properties": {}}}]}
+CHAT_WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
+                                                 "parameters": WEATHER["parameters"], "strict": True}}
+
+
+def test_function_tools_and_choices_become_chat_tools():
+    req = translate({"model": "m", "input": "x", "tools": [WEATHER, AGENTS], "parallel_tool_calls": False,
+                     "tool_choice": {"type": "function", "name": "get_weather"}}, tools=True)
+    assert req["tools"] == [CHAT_WEATHER, {"type": "function", "function": {"name": "agents__spawn", "parameters": {
+        "type": "object", "properties": {}}, "description": "(agents: Sub-agents.)"}}]
+    forced = {"type": "function", "function": {"name": "get_weather"}}
+    assert (req["tool_choice"], req["parallel_tool_calls"]) == (forced, False)
+    allowed = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "get_weather"}]}
+    narrowed = translate({"model": "m", "input": "x", "tools": [WEATHER, AGENTS], "tool_choice": allowed}, tools=True)
+    assert (narrowed["tools"], narrowed["tool_choice"]) == ([CHAT_WEATHER], "required")
+    assert "parallel_tool_calls" not in translate({"model": "m", "input": "x", "parallel_tool_calls": True}, tools=True)
+
+
+def test_function_calls_and_outputs_become_assistant_and_tool_messages():
+    req = translate({"model": "m", "tools": [WEATHER, AGENTS], "input": [
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"type": "message", "role": "assistant", "id": "msg_0", "status": "completed",
+         "content": [{"type": "output_text", "text": "Checking.", "annotations": []}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
+        {"type": "function_call", "call_id": "c2", "name": "spawn", "namespace": "agents", "arguments": "{}",
+         "id": "fc_1", "status": "completed"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        {"type": "function_call_output", "call_id": "c2", "output": [
+            {"type": "input_text", "text": "agent 7"}, {"type": "input_image", "image_url": "https://x/a.png"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"role": "user", "content": "Thanks."}]}, tools=True)
+    assert req["messages"] == [
+        {"role": "user", "content": "Weather in Paris and Rome?"},
+        {"role": "assistant", "content": "Checking.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "agents__spawn", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "tool", "tool_call_id": "c2", "content": "agent 7"},
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/a.png"}}]},
+        {"role": "user", "content": "Thanks."}]
+
+
+@pytest.mark.parametrize("body, status, where", [
+    ({"tools": [{"type": "web_search", "external_web_access": False}]}, 400, "tools.0"),
+    ({"tools": [WEATHER, {"type": "file_search", "vector_store_ids": ["v"]}]}, 400, "tools.1"),
+    ({"tools": [{"type": "custom", "name": "apply_patch"}]}, 400, "tools.0"),
+    ({"tools": [{**AGENTS, "tools": [{"type": "custom", "name": "c"}]}]}, 400, "tools.0.tools.0"),
+    ({"tools": [{**WEATHER, "defer_loading": True}]}, 400, "tools.0.defer_loading"),
+    ({"tools": [{**WEATHER, "parameters": "x"}]}, 400, "tools.0.parameters"),
+    ({"tools": [{"type": "function", "parameters": {}}]}, 400, "tools.0.name"),
+    ({"tools": [WEATHER, WEATHER]}, 400, "tools"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "function", "name": "nope"}}, 400, "tool_choice.name"),
+    ({"tools": [WEATHER], "tool_choice": {"type": "web_search_preview"}}, 400, "tool_choice"),
+    ({"input": [{"type": "web_search_call", "id": "ws", "status": "completed"}]}, 400, None),
+    ({"input": [{"type": "function_call", "call_id": "c", "name": "f"}]}, 400, "input.0.arguments"),
+    ({"input": [{"type": "function_call_output", "call_id": "c", "output": 3}]}, 400, "input.0.output"),
+    ({"input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_file"}]}]}, 501, None),
+])
+def test_what_cannot_be_carried_is_refused_by_name(body, status, where):
+    with pytest.raises(ApiError) as info:
+        responses_to_chat_request({"model": "m", "input": "x", **body}, tools=True)
+    assert info.value.status == status and info.value.param == where
+    if "web_search" in json.dumps(body["tools"] if "tools" in body else ""):
+        assert info.value.message.startswith("tools.0: tools of type 'web_search' are not carried")
+        assert 'Codex CLI: web_search = "disabled"' in info.value.message
+
+
+def tool_completion(text=None, finish_reason="tool_calls"):
+    calls = [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"P"}'}},
+             {"id": "call_2", "type": "function", "function": {"name": "agents__spawn", "arguments": "{}"}}]
+    data = completion(text, finish_reason)
+    data["choices"][0]["message"]["tool_calls"] = calls
+    ChatCompletion.model_validate(data)
+    return data
+
+
+@pytest.mark.parametrize("text", [None, "Let me look."])
+def test_tool_calls_become_function_call_items(text):
+    request = {"input": "x", "tools": [WEATHER, AGENTS], "tool_choice": "required"}
+    body = chat_to_response(tool_completion(text), request=request, response_id="resp_t")
+    response = Response.model_validate(body)
+    first = 1 if text else 0  # the message item comes first when there is text
+    assert body["output"][first:] == [
+        {"type": "function_call", "id": f"fc_t_{first}", "call_id": "call_1", "name": "get_weather",
+         "arguments": '{"city":"P"}', "status": "completed"},
+        {"type": "function_call", "id": f"fc_t_{first + 1}", "call_id": "call_2", "name": "spawn",
+         "namespace": "agents", "arguments": "{}", "status": "completed"}]
+    assert response.status == "completed" and response.output_text == (text or "") and len(response.output) == first + 2
+    assert (body["tools"], body["tool_choice"]) == ([WEATHER, AGENTS], "required")
+
+
+def tool_chunks():
+    return [chunk({"role": "assistant", "content": "Hm."}),
+            chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                   "function": {"name": "get_weather", "arguments": ""}}]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}),
+            chunk({"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
+                                   "function": {"name": "agents__spawn", "arguments": "{}"}}]}),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"P"}'}}]}),
+            chunk({}, finish_reason="tool_calls"),
+            chunk(usage={"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}, choices=False)]
+
+
+def test_a_tool_call_stream_becomes_function_call_events():
+    stream = ChatToResponsesStream(response_id="resp_s", model="m", request={"input": "x", "tools": [WEATHER, AGENTS]},
+                                   created_at=1)
+    events = run(stream, tool_chunks(), one_item=False)
+    assert [f"{e['type'][9:]}@{e.get('output_index')}" for e in events[2:]] == [
+        "output_item.added@0", "content_part.added@0", "output_text.delta@0", "output_text.done@0",
+        "content_part.done@0", "output_item.done@0", "output_item.added@1", "function_call_arguments.delta@1",
+        "output_item.added@2", "function_call_arguments.delta@2", "function_call_arguments.delta@1",
+        "function_call_arguments.done@1", "output_item.done@1", "function_call_arguments.done@2",
+        "output_item.done@2", "completed@None"]
+    assert all((e.get("item_id") or e["item"]["id"]) == ["msg_s", "fc_s_1", "fc_s_2"][e["output_index"]]
+               for e in events[2:-1])
+    assert events[8]["item"] == {"type": "function_call", "id": "fc_s_1", "call_id": "call_1", "name": "get_weather",
+                                 "arguments": "", "status": "in_progress"}
+    assert events[13]["arguments"] == '{"city":"P"}' and events[15]["arguments"] == "{}"
+    assert (events[16]["item"]["namespace"], events[16]["item"]["name"]) == ("agents", "spawn")
+    final = events[-1]["response"]
+    assert final["output"][1:] == [events[14]["item"], events[16]["item"]] and final["status"] == "completed"
+    assert Response.model_validate(final).output_text == "Hm."
