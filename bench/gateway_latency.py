@@ -53,8 +53,12 @@ def run_benchmark(args, stack: Stack) -> None:
         plan = Plan(plan.name, args.rounds, plan.seconds, plan.warmup_seconds, plan.counts)
     stack.settings_line = stack.effective_settings()
     stack.start_gateway()
-    targets = {"direct": (stack.upstream, "echo-1", stack.api_key),
-               "gateway": (stack.gateway, "bench/echo-1", stack.api_key)}
+    if args.surface == "messages":  # an Anthropic server behind /v1/messages
+        targets = {"direct": (stack.upstream, "claude-echo", stack.api_key),
+                   "gateway": (stack.gateway, "bench-an/claude-echo", stack.api_key)}
+    else:
+        targets = {"direct": (stack.upstream, "echo-1", stack.api_key),
+                   "gateway": (stack.gateway, "bench/echo-1", stack.api_key)}
     litellm = None
     if not args.no_litellm:
         from litellm_proxy import MODEL, LiteLLM
@@ -78,7 +82,7 @@ def run_benchmark(args, stack: Stack) -> None:
                     before = harness.backend_snapshot(stack.db_name, stack.redis_url) if gateway else None
                     cpu_before = stack.cpu_snapshot()
                     run = asyncio.run(measure(args.client, base, model, key, stream, c, plan.counts[c],
-                                              plan.seconds, plan.warmup_seconds))
+                                              plan.seconds, plan.warmup_seconds, args.surface))
                     if gateway:
                         time.sleep(0.2)  # let the last replies' metering finish
                     cpu_after = stack.cpu_snapshot()
@@ -123,9 +127,14 @@ def main() -> int:
     p.add_argument("--commit", metavar="REV",
                    help="test this commit (exported with git archive) instead of the working tree, e.g. HEAD")
     p.add_argument("--tag", help="suffix for the result files (e.g. a what-if run: latest-<tag>.md)")
+    p.add_argument("--surface", choices=("chat", "messages"), default="chat",
+                   help="chat completions to an OpenAI-kind server (default), or /v1/messages to an Anthropic-kind "
+                        "one (with --no-litellm)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the gateway process (e.g. DB_CONN_MAX_AGE=60); repeatable")
     args = p.parse_args()
+    if args.surface == "messages" and not args.no_litellm:
+        p.error("--surface messages measures the gateway against the direct call only: add --no-litellm")
     extra_env = dict(item.split("=", 1) for item in args.env)
 
     harness.install_signal_handlers()

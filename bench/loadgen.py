@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MESSAGES = [{"role": "user", "content": "Say something short."}]
-FIRST_TOKEN = re.compile(rb'"content":\s*"[^"]')  # the first delta that carries text
+FIRST_TOKEN = re.compile(rb'"(?:content|text)":\s*"[^"]')  # the first delta that carries text (chat or messages)
+STREAM_END = re.compile(rb'\[DONE\]|"message_stop"')  # the end of a chat stream, or of a messages stream
 
 
 class HttpError(Exception):
@@ -81,8 +82,8 @@ class RawConnection:
         status, body, first = await self.exchange(payload, stream)
         if status != 200:
             raise HttpError(f"status {status}: {body[:200]!r}")
-        if stream and b"[DONE]" not in body[-64:]:
-            raise HttpError(f"stream without [DONE]: {body[-200:]!r}")
+        if stream and not STREAM_END.search(body[-64:]):
+            raise HttpError(f"stream without its end: {body[-200:]!r}")
         if not stream and b'"content"' not in body:
             raise HttpError(f"no content: {body[:200]!r}")
         return first
@@ -143,7 +144,7 @@ class HttpxClient:
                 if first is None and FIRST_TOKEN.search(chunk):
                     first = time.perf_counter()
                 tail = (tail + chunk)[-64:]
-            if r.status_code != 200 or b"[DONE]" not in tail:
+            if r.status_code != 200 or not STREAM_END.search(tail):
                 raise HttpError(f"status {r.status_code}: {tail!r}")
         return first
 
@@ -215,13 +216,20 @@ async def closed_loop(call: Callable, concurrency: int, count: int, seconds: flo
     return result
 
 
+SURFACES = {  # surface -> (path, the credential's header and prefix)
+    "chat": ("/v1/chat/completions", "Authorization", "Bearer "),
+    "messages": ("/v1/messages", "x-api-key", ""),
+}
+
+
 async def measure(kind: str, base: str, model: str, key: str, stream: bool, concurrency: int, count: int,
-                  seconds: float, warmup_seconds: float) -> RunResult:
-    """One measured run of chat completions against one target: warm-up (discarded), then the run,
-    on one client."""
+                  seconds: float, warmup_seconds: float, surface: str = "chat") -> RunResult:
+    """One measured run of chat completions (or Anthropic messages) against one target: warm-up
+    (discarded), then the run, on one client."""
     client = CLIENTS[kind](base, concurrency)
     body = json.dumps({"model": model, "messages": MESSAGES, "stream": stream, "max_tokens": 64}).encode()
-    payload = client.build("/v1/chat/completions", body, {"Authorization": f"Bearer {key}"})
+    path, header, prefix = SURFACES[surface]
+    payload = client.build(path, body, {header: prefix + key})
 
     def call(_i: int):
         return client.call(payload, stream)

@@ -110,6 +110,11 @@ class Stack:
             f"    base_url: http://127.0.0.1:{self.upstream_port}/v1\n"
             "    models:\n"
             "      - name: echo-1\n"
+            "  - name: bench-an\n"  # the same upstream in the Anthropic format (--surface messages)
+            "    kind: anthropic\n"
+            f"    base_url: http://127.0.0.1:{self.upstream_port}\n"
+            "    models:\n"
+            "      - name: claude-echo\n"
             "default_model: bench/echo-1\n"
             "groups:\n"
             "  - name: bench\n"
