@@ -126,7 +126,8 @@ def messages_to_chat_request(body: dict, *, lost: list[str] | None = None) -> di
     tools = body.get("tools")
     if tools:
         functions = [_function_tool(tool, i, lost) for i, tool in enumerate(tools)]
-        req["tools"] = [function for function in functions if function is not None]
+        if functions := [function for function in functions if function is not None]:
+            req["tools"] = functions
     choice = body.get("tool_choice")
     if choice is not None:
         kind = choice.get("type")
