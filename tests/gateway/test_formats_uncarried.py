@@ -196,7 +196,8 @@ def test_a_tool_message_of_several_parts_stays_block_by_block():
         {"role": "user", "content": "x"},
         {"role": "assistant", "content": None, "reasoning_content": "let me see",
          "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
+        {"role": "tool", "tool_call_id": "c1",
+         "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
     req = valid_anthropic_request(chat_to_messages_request(body))
     assert req["messages"][1]["content"] == [{"type": "tool_use", "id": "c1", "name": "f", "input": {}}]
     assert req["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "c1", "content": [
