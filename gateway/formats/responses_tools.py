@@ -24,7 +24,9 @@ def bad(message: str, param: str | None = None) -> ApiError:
 
 
 def _hosted(kind: Any, where: str) -> ApiError:
-    hint = ' (Codex CLI: web_search = "disabled" in config.toml)' if str(kind).startswith("web_search") else ""
+    if not isinstance(kind, str):
+        return bad(f"{where}.type: required, a string.", f"{where}.type")
+    hint = ' (Codex CLI: web_search = "disabled" in config.toml)' if kind.startswith("web_search") else ""
     return bad(f"{where}: tools of type {kind!r} are not carried by this gateway (it passes function tools to "
                f"its models, which cannot run OpenAI's hosted tools); leave it out of the request{hint}.", where)
 

@@ -141,3 +141,27 @@ def test_with_the_setting_off_tool_items_answer_501(world, items):  # noqa: F811
     assert exc.value.status_code == 501
     assert exc.value.body["message"] == "Tools are not supported on the Responses endpoint."
     assert world.upstream.requests == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_tool_call_cut_midway_keeps_what_arrived(world, client, stream):  # noqa: F811
+    world.upstream.configure(cut_after_tokens=2)  # the call's name and the first half of its arguments
+    arguments = json.dumps(ARGUMENTS, separators=(",", ":"))
+    half = arguments[:len(arguments) // 2]
+    if not stream:
+        with pytest.raises(openai.APIStatusError) as exc:
+            client.responses.create(model="oa/echo-1", input=[QUESTION], tools=[WEATHER])
+        assert exc.value.status_code == 502 and exc.value.body["code"] == "upstream_disconnected"
+        partial = exc.value.response.json()["partial"]
+        assert [(i["type"], i["name"], i["arguments"]) for i in partial["output"]] == \
+            [("function_call", "get_weather", half)]
+        return
+    with client.responses.create(model="oa/echo-1", input=[QUESTION], tools=[WEATHER], stream=True) as events:
+        seen = list(events)
+    assert [event.type for event in seen[-4:]] == ["response.function_call_arguments.delta",
+                                                   "response.function_call_arguments.done",
+                                                   "response.output_item.done", "response.failed"]
+    failed = seen[-1].response
+    assert failed.status == "failed" and "disconnected" in failed.error.message
+    assert [(i.type, i.name, i.arguments, i.status) for i in failed.output] == \
+        [("function_call", "get_weather", half, "incomplete")]
