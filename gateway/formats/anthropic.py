@@ -161,7 +161,7 @@ def _output_config(config: dict, req: dict, lost: list[str]) -> None:
 def _chat_messages(message: dict, i: int, lost: list[str]) -> list[dict]:
     role = message.get("role") if isinstance(message, dict) else None
     if role not in ("user", "assistant", "system"):
-        raise _bad(f"messages.{i}.role: must be 'user' or 'assistant'.")
+        raise _bad(f"messages.{i}.role: must be 'user', 'assistant' or 'system'.")
     lost.extend(f"messages.{i}.{key}" for key, value in message.items()
                 if key not in ("role", "content") and _set(value))
     content = message.get("content")
