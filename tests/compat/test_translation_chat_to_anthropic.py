@@ -79,6 +79,7 @@ def test_a_stop_string_becomes_stop_sequences_and_reads_back(world):
     assert world.upstream.last.json["stop_sequences"] == ["STOP", "never"]
     assert completion.choices[0].message.content == "Echo: one two "
     assert completion.choices[0].finish_reason == "stop"
+    assert completion.choices[0].model_extra["stop_reason"] == "STOP"
     chunks = list(world.openai.chat.completions.create(model=MODEL, messages=messages, stop="STOP", stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: one two "
     last = [c.choices[0] for c in chunks if c.choices][-1]

@@ -64,3 +64,17 @@ def test_thinking_is_left_out_when_the_server_drops_unsupported_fields(world):
                                               messages=[{"role": "user", "content": "hi"}])
     assert message.content[0].text == "Echo: hi"
     assert "thinking" not in world.upstream.last.json
+
+
+def test_a_matched_stop_string_reads_back_as_a_stop_sequence(world):
+    """The server names the stop string it matched (vLLM's choice `stop_reason`)."""
+    messages = [{"role": "user", "content": "one two STOP three"}]
+    message = world.anthropic.messages.create(model=MODEL, max_tokens=50, messages=messages,
+                                              stop_sequences=["STOP"])
+    assert (message.content[0].text, message.stop_reason, message.stop_sequence) == (
+        "Echo: one two ", "stop_sequence", "STOP")
+    with world.anthropic.messages.stream(model=MODEL, max_tokens=50, messages=messages,
+                                         stop_sequences=["never", "STOP"]) as stream:
+        final = stream.get_final_message()
+    assert (final.content[0].text, final.stop_reason, final.stop_sequence) == (
+        "Echo: one two ", "stop_sequence", "STOP")
