@@ -24,7 +24,8 @@ ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "
 
 # To an Anthropic server the request goes as it came, with these headers and the query string
 # (docs/compatibility.md); to an OpenAI-compatible one, in the chat form.
-ANTHROPIC_WIRE = WireFormat(kind="anthropic", headers=("anthropic-beta", "anthropic-version"), with_query=True)
+ANTHROPIC_WIRE = WireFormat(kind="anthropic", headers=("anthropic-beta", "anthropic-version"), with_query=True,
+                            lossy=True)
 
 
 @endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request, ANTHROPIC_WIRE),

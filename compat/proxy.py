@@ -42,7 +42,7 @@ class WireFormat:
 
     kind: str  # the server kind: "openai" or "anthropic"
     headers: tuple[str, ...]  # the client's headers sent on with it (beta features, API version)
-    uncarried: Callable[[dict[str, Any]], list[str]] | None = None  # fields the chat form loses
+    lossy: bool = False  # its `to_chat` names what the chat form cannot carry (`lost=`), for the other kind
     with_query: bool = False  # the query string too (Anthropic's ?beta=true)
 
 
@@ -53,7 +53,8 @@ def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]],
 
     def prepare(request: HttpRequest) -> Prepared:
         body = read_json_object(request)
-        chat = to_chat(body)
+        lost: list[str] = []
+        chat = to_chat(body, lost=lost) if wire is not None and wire.lossy else to_chat(body)
         check_chat_size(chat)
         chain = call_plan(account=request.principal.account, model_id=chat.get("model"),
                           quota_used=request.quota_used)
@@ -62,7 +63,7 @@ def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]],
             headers = {name: value for name in wire.headers if (value := request.headers.get(name)) is not None}
             native = Native(kind=wire.kind, body=body, headers=headers,
                             query=request.META.get("QUERY_STRING", "") if wire.with_query else "",
-                            uncarried=tuple(wire.uncarried(body)) if wire.uncarried else ())
+                            uncarried=tuple(lost))
         return Prepared(body=body, chat=chat, chain=chain, native=native)
 
     return prepare

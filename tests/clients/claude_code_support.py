@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.clients.npm import npm_binary
-from tests.upstream import anthropic_wire
 
 VERSION = "2.1.332"
 RUN_SECONDS = 120
@@ -85,20 +84,6 @@ def run_claude(base_url: str, key: str, model: str, folder: Path) -> Run:
 
 def _today() -> str:
     return datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-
-
-def drop_trailing_system_turns(body: Any, knobs: dict[str, Any]) -> Any:
-    """The upstream's /v1/messages, deciding on the conversation without the `role: "system"` turns at its end.
-
-    Claude Code sends such mid-conversation system turns (beta mid-conversation-system) to most models, after
-    the user's turn; the reference upstream answers the last message only when it is a user's, so it would
-    echo instead of calling the tool. The request is logged before it gets here, unchanged."""
-    if isinstance(body, dict) and isinstance(body.get("messages"), list):
-        messages = list(body["messages"])
-        while len(messages) > 1 and isinstance(messages[-1], dict) and messages[-1].get("role") == "system":
-            messages.pop()
-        body = {**body, "messages": messages}
-    return anthropic_wire.messages_create(body, knobs)
 
 
 def comparable(requests: list[Any], days: tuple[str, ...], model: str | None = None) -> list[dict[str, Any]]:

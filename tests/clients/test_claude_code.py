@@ -10,10 +10,9 @@ change is `model`, to the server's own name when its id differs."""
 import pytest
 
 from tests.clients.claude_code_support import (FINAL_TEXT, TOOL_ARGUMENTS, TOOL_NAME, TOOL_OUTPUT, comparable,
-                                               differences, drop_trailing_system_turns, run_claude, tool_turn)
+                                               differences, run_claude, tool_turn)
 from tests.compat.conftest import world  # noqa: F401 — the fixture: the live gateway, an account, servers oa and an
 from tests.factories import ModelFactory
-from tests.upstream import app as upstream_app
 from tests.upstream.anthropic_wire import blocks_text
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture `world` uses
 
@@ -28,9 +27,8 @@ STRAIGHT_KEY = "sk-ant-straight-at-the-upstream"
 
 
 @pytest.fixture
-def scripted(world, monkeypatch):  # noqa: F811
+def scripted(world):  # noqa: F811
     """The `world`, its upstream scripted to call Bash on the first round of a conversation."""
-    monkeypatch.setitem(upstream_app.JSON_ROUTES, ("POST", "/v1/messages"), drop_trailing_system_turns)
     world.upstream.configure(tool_name=TOOL_NAME, tool_arguments=TOOL_ARGUMENTS)
     return world
 

@@ -3,6 +3,8 @@ carried reaches the server as its chat counterpart (the reference upstream recor
 request), and a field the chat form cannot carry is refused by name, or left out when the server
 drops unsupported fields (docs/compatibility.md)."""
 
+import anthropic
+import pytest
 
 MODEL = "oa/echo-1"
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
@@ -78,3 +80,18 @@ def test_a_matched_stop_string_reads_back_as_a_stop_sequence(world):
         final = stream.get_final_message()
     assert (final.content[0].text, final.stop_reason, final.stop_sequence) == (
         "Echo: one two ", "stop_sequence", "STOP")
+
+
+@pytest.mark.parametrize("fields, name", [
+    ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking"),
+    ({"extra_body": {"context_management": {"edits": []}}}, "context_management"),
+    ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools.0 (web_search_20250305)")])
+def test_a_field_the_chat_form_cannot_carry_is_refused_by_name(world, fields, name):
+    world.default.is_default = False
+    world.default.save()
+    with pytest.raises(anthropic.BadRequestError) as info:
+        world.anthropic.messages.create(model=MODEL, max_tokens=2000,
+                                        messages=[{"role": "user", "content": "hi"}], **fields)
+    assert f"'{name}'" in info.value.body["error"]["message"]
+    assert world.upstream.requests == []
+

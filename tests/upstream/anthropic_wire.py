@@ -145,7 +145,8 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     messages = _validate(body)
     model = body["model"]
     input_tokens = _prompt_tokens(body, messages)
-    last = messages[-1]
+    # the last turn that is not a mid-conversation system turn (Claude Code sends those after the user's)
+    last = next((m for m in reversed(messages) if m.get("role") != "system"), messages[-1])
     content = last.get("content")
     tool = None
     user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
