@@ -1,5 +1,6 @@
 """POST /v1/responses (text in, text out; function tools when the installation turns
-RESPONSES_TOOLS on, otherwise tools answer 501) and POST /v1/responses/input_tokens."""
+RESPONSES_TOOLS on, otherwise tools answer 501) and POST /v1/responses/input_tokens. The
+request's other fields are carried or refused by name (gateway/formats/responses_fields.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from accounts.endpoints import endpoint
 from compat.proxy import Call, chat_call
 from gateway import ratelimit
 from gateway.calls import check_chat_size
-from gateway.formats.responses import chat_to_response, responses_to_chat_request
+from gateway.formats.responses import chat_to_response, cut_error, responses_to_chat_request
 from gateway.formats.responses_stream import ChatToResponsesStream
 from gateway.http import read_json_object
 from gateway.output import respond
@@ -34,7 +35,8 @@ async def responses(request):
     response_id = f"resp_{call.inference_id}"
     if stream:
         return call.stream_response(_frames(call, response_id, body))
-    return await call.whole_reply(response_id, lambda c: chat_to_response(c, request=body, response_id=response_id))
+    return await call.whole_reply(response_id, lambda c: chat_to_response(
+        c, request=body, response_id=response_id, cut=(call.cut.message, call.cut.reason) if call.cut else None))
 
 
 async def _frames(call: Call, response_id: str, body: dict) -> AsyncIterator[bytes]:
@@ -45,8 +47,8 @@ async def _frames(call: Call, response_id: str, body: dict) -> AsyncIterator[byt
     async for chunk in call.chunks():
         for event in translator.feed(chunk):
             yield sse_event(event["type"], event)
-    if call.cut:  # the SDK accepts only its own error codes; the reason goes in the message
-        events = translator.fail("server_error", f"{call.cut.message} ({call.cut.reason})")
+    if call.cut:
+        events = translator.fail(**cut_error(call.cut.message, call.cut.reason))
     else:
         events = translator.finish()
     for event in events:

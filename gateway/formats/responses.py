@@ -1,9 +1,11 @@
 """OpenAI Responses API <-> the neutral chat format (OpenAI Chat Completions dicts).
 
 Text in and out; with `tools=True` (the installation's RESPONSES_TOOLS) also function tools, their
-calls and their outputs (gateway/formats/responses_tools.py). Tools otherwise, stored responses and
-files are not provided on this surface: they are refused with 501. Malformed input is refused with
-400. Plain dict building only, no validation models. The stream is in responses_stream.py.
+calls and their outputs (gateway/formats/responses_tools.py). Tools otherwise and uploaded files are
+not provided on this surface: they are refused with 501. The request's other fields are carried or
+refused by name in gateway/formats/responses_fields.py (stored responses among them, a 400: the
+request has to change). Malformed input is refused with 400. Plain dict building only, no
+validation models. The stream is in responses_stream.py.
 """
 
 from __future__ import annotations
@@ -12,24 +14,15 @@ import time
 from typing import Any
 
 from gateway.errors import ApiError
+from gateway.formats.responses_fields import carry_fields, check_fields, echoed, wants_logprobs
 from gateway.formats.responses_tools import (chat_tool_choice, chat_tools, function_call, function_output,
                                              namespaced, output_call)
-from gateway.validation import check_field_types
 
 TOOLS_UNSUPPORTED = "Tools are not supported on the Responses endpoint."
 
-# The types of a Responses request's fields (OpenAI's API reference); a wrong one is a 400 naming it.
-FIELDS = {
-    "model": "string", "input": "string|array", "instructions": "string", "stream": "boolean",
-    "max_output_tokens": "integer", "temperature": "number", "top_p": "number", "tools": "array",
-    "tool_choice": "string|object", "parallel_tool_calls": "boolean", "metadata": "object", "store": "boolean",
-    "user": "string", "previous_response_id": "string", "text": "object", "reasoning": "object",
-    "truncation": "string", "stream_options": {"include_obfuscation": "boolean"},
-}
 
-
-def _bad(message: str) -> ApiError:
-    return ApiError(400, message, code="invalid_request_error")
+def _bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, code="invalid_request_error", param=param)
 
 
 def _unsupported(message: str) -> ApiError:
@@ -47,16 +40,10 @@ def responses_to_chat_request(body: dict, *, tools: bool = False) -> dict:
     """The request in the chat form; `tools` carries function tools (else they answer 501)."""
     if not isinstance(body, dict):
         raise _bad("The request body must be a JSON object.")
-    check_field_types(body, FIELDS)
+    check_fields(body)
     if body.get("tools") and not tools:
         raise _unsupported(TOOLS_UNSUPPORTED)
-    if body.get("previous_response_id"):
-        raise _unsupported("previous_response_id is not supported: responses are not stored.")
-    if body.get("conversation"):
-        raise _unsupported("conversation is not supported: responses are not stored.")
-    instructions = body.get("instructions")
-    if instructions is not None and not isinstance(instructions, str):
-        raise _bad("instructions: must be a string.")
+    instructions = body.get("instructions")  # a string, or None (check_fields)
     messages: list[dict] = [{"role": "system", "content": instructions}] if instructions else []
     items = body.get("input")
     if isinstance(items, str):
@@ -67,19 +54,15 @@ def responses_to_chat_request(body: dict, *, tools: bool = False) -> dict:
         raise _bad("input: a string or a non-empty list of input items is required.")
 
     req: dict[str, Any] = {"messages": messages}
-    for key in ("model", "temperature", "top_p", "stream"):
-        if body.get(key) is not None:
-            req[key] = body[key]
-    if body.get("max_output_tokens") is not None:
-        req["max_tokens"] = body["max_output_tokens"]
-    if req.get("stream"):
-        req["stream_options"] = {"include_usage": True}
+    carry_fields(body, req)
     if tools and body.get("tools"):
         choice, req["tools"] = chat_tool_choice(body.get("tool_choice"), chat_tools(body["tools"]))
         if choice is not None:
             req["tool_choice"] = choice
         if body.get("parallel_tool_calls") is not None:
             req["parallel_tool_calls"] = body["parallel_tool_calls"]
+    elif body.get("tool_choice") not in (None, "none", "auto"):
+        raise _bad("tool_choice: the request has no tools to choose from; leave it out.", "tool_choice")
     return req
 
 
@@ -129,7 +112,8 @@ def _chat_message(item: Any, where: str, tools: bool) -> dict | None:
                        "(only function_call and function_call_output are).")
         raise _unsupported(TOOLS_UNSUPPORTED)
     if kind == "item_reference":
-        raise _unsupported("item_reference is not supported: responses are not stored.")
+        raise _bad(f"{where}: item_reference is not supported: responses are not stored by this gateway; send the "
+                   "item itself.", where)
     if kind == "reasoning":
         return None
     if kind != "message":
@@ -205,9 +189,18 @@ def response_usage(usage: Any) -> dict:
     }
 
 
-def message_item(item_id: str, text: str, status: str) -> dict:
-    return {"type": "message", "id": item_id, "role": "assistant", "status": status,
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
+def message_item(item_id: str, text: str, status: str, logprobs: list | None = None) -> dict:
+    """The message item of the reply's text; `logprobs` when the request asked for them."""
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+    if logprobs is not None:
+        part["logprobs"] = logprobs
+    return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": [part]}
+
+
+def cut_error(message: str, reason: str) -> dict:
+    """A reply stopped midway, as a failed response's `error`: the SDK takes only its own codes,
+    so the gateway's reason (read_timeout, disconnected, upstream_error) goes in the message."""
+    return {"code": "server_error", "message": f"{message} ({reason})"}
 
 
 def response_object(response_id: str, request: dict, created_at: int, model: str, status: str, output: list, *,
@@ -230,29 +223,43 @@ def response_object(response_id: str, request: dict, created_at: int, model: str
         "temperature": request.get("temperature"),
         "top_p": request.get("top_p"),
         "previous_response_id": None,
-        "text": {"format": {"type": "text"}},
         "tools": request.get("tools") if isinstance(request.get("tools"), list) else [],
         "tool_choice": choice if isinstance(choice, (str, dict)) else "auto",
         "parallel_tool_calls": parallel if isinstance(parallel, bool) else True,
-        "metadata": {},
+        **echoed(request),
     }
 
 
-def chat_to_response(completion: dict, *, request: dict, response_id: str) -> dict:
+def text_logprobs(logprobs: Any, request: dict) -> list | None:
+    """The log probabilities of a chat reply's text, when the request asked for them."""
+    if not wants_logprobs(request):
+        return None
+    content = _obj(logprobs).get("content")
+    return [entry for entry in content if isinstance(entry, dict)] if isinstance(content, list) else []
+
+
+def chat_to_response(completion: dict, *, request: dict, response_id: str,
+                     cut: tuple[str, str] | None = None) -> dict:
     """A chat.completion as a response: its text as a message item (always one when there is no
-    tool call), then a function_call item per tool call."""
+    tool call), then a function_call item per tool call. `cut` (message, reason): the reply
+    stopped midway, so the response failed and its items are incomplete."""
     choice = _obj((completion.get("choices") or [None])[0])
     reply = _obj(choice.get("message"))
     text = reply.get("content") or reply.get("refusal") or ""
     if isinstance(text, list):
         text = "".join(part.get("text") or "" for part in text if isinstance(part, dict))
     status, incomplete = reply_status(choice.get("finish_reason"))
+    item_status = "incomplete" if cut else status
     calls = [call for call in reply.get("tool_calls") or [] if isinstance(call, dict)]
-    output = [message_item(message_id(response_id), text, status)] if text or not calls else []
+    logprobs = text_logprobs(choice.get("logprobs"), request)
+    output = [message_item(message_id(response_id), text, item_status, logprobs)] if text or not calls else []
     spaces = namespaced(request.get("tools"))
-    output += [output_call(call, item_id=call_item_id(response_id, len(output) + k), spaces=spaces, status=status)
-               for k, call in enumerate(calls)]
+    output += [output_call(call, item_id=call_item_id(response_id, len(output) + k), spaces=spaces,
+                           status=item_status) for k, call in enumerate(calls)]
     created_at = completion.get("created") or int(time.time())
     model = completion.get("model") or request.get("model") or ""
+    if cut:
+        return response_object(response_id, request, created_at, model, "failed", output,
+                               usage=response_usage(completion.get("usage")), error=cut_error(*cut))
     return response_object(response_id, request, created_at, model, status, output,
                            usage=response_usage(completion.get("usage")), incomplete=incomplete)

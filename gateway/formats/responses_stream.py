@@ -12,6 +12,7 @@ from typing import Any
 
 from gateway.formats.responses import (call_item_id, message_id, message_item, reply_status, response_object,
                                        response_usage)
+from gateway.formats.responses_fields import wants_logprobs
 from gateway.formats.responses_tools import namespaced, output_call
 
 
@@ -25,7 +26,9 @@ class ChatToResponsesStream:
     def __init__(self, *, response_id: str, model: str, request: dict, created_at: int) -> None:
         self.response_id, self.model, self.request, self.created_at = response_id, model, request, created_at
         self._spaces = namespaced(request.get("tools"))
-        self._items: list[dict] = []  # by output index: {"text": [...]} or {"call": chat tool call}, "id", "open"
+        self._logprobs = wants_logprobs(request)  # the text's log probabilities go with it
+        self._items: list[dict] = []  # by output index: {"text": [...], "logprobs": [...]} or {"call": chat tool
+        # call}, with "id" and "open"
         self._text_at: int | None = None  # the output index of the message item taking text
         self._calls: dict[int, int] = {}  # chat tool-call index -> output index
         self._sequence = 0
@@ -48,7 +51,7 @@ class ChatToResponsesStream:
     def _shape(self, item: dict, status: str) -> dict:
         if "call" in item:
             return output_call(item["call"], item_id=item["id"], spaces=self._spaces, status=status)
-        return message_item(item["id"], "".join(item["text"]), status)
+        return message_item(item["id"], "".join(item["text"]), status, item["logprobs"] if self._logprobs else None)
 
     def start(self) -> list[dict]:
         if self._started:
@@ -60,9 +63,9 @@ class ChatToResponsesStream:
     def _open_message(self) -> list[dict]:
         index = self._text_at = len(self._items)
         item_id = message_id(self.response_id, index)
-        self._items.append({"id": item_id, "text": [], "open": True})
+        self._items.append({"id": item_id, "text": [], "logprobs": [], "open": True})
         item = {"type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []}
-        part = {"type": "output_text", "text": "", "annotations": []}
+        part = {"type": "output_text", "text": "", "annotations": [], **({"logprobs": []} if self._logprobs else {})}
         return [self._event("response.output_item.added", output_index=index, item=item),
                 self._event("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
                             part=part)]
@@ -79,12 +82,13 @@ class ChatToResponsesStream:
         return index, out + [self._event("response.output_item.added", output_index=index,
                                          item=self._shape(item, "in_progress"))]
 
-    def _text(self, text: str) -> list[dict]:
+    def _text(self, text: str, logprobs: list) -> list[dict]:
         out = self._open_message() if self._text_at is None else []
         item = self._items[self._text_at]
         item["text"].append(text)
+        item["logprobs"] += logprobs
         return out + [self._event("response.output_text.delta", item_id=item["id"], output_index=self._text_at,
-                                  content_index=0, delta=text, logprobs=[])]
+                                  content_index=0, delta=text, logprobs=logprobs)]
 
     def _tool_delta(self, delta: dict) -> list[dict]:
         index = self._calls.get(delta.get("index") or 0)
@@ -117,13 +121,18 @@ class ChatToResponsesStream:
             delta = _obj(choice.get("delta"))
             text = delta.get("content") or delta.get("refusal")
             if text:
-                out += self._text(text)
+                out += self._text(text, self._chosen(choice.get("logprobs")))
             for call in delta.get("tool_calls") or []:
                 if isinstance(call, dict):
                     out += self._tool_delta(call)
             if choice.get("finish_reason"):
                 self._finish_reason = choice["finish_reason"]
         return out
+
+    def _chosen(self, logprobs: Any) -> list[dict]:
+        """A chunk's log probabilities of its text, when the request asked for them."""
+        content = _obj(logprobs).get("content") if self._logprobs else None
+        return [entry for entry in content if isinstance(entry, dict)] if isinstance(content, list) else []
 
     def _close(self, index: int, status: str) -> list[dict]:
         item = self._items[index]
@@ -135,11 +144,11 @@ class ChatToResponsesStream:
             out = [self._event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
                                arguments=shaped["arguments"])]
         else:
-            text = "".join(item["text"])
             where = {"item_id": item["id"], "output_index": index, "content_index": 0}
-            out = [self._event("response.output_text.done", **where, text=text, logprobs=[]),
-                   self._event("response.content_part.done", **where,
-                               part={"type": "output_text", "text": text, "annotations": []})]
+            part = shaped["content"][0]
+            out = [self._event("response.output_text.done", **where, text=part["text"],
+                               logprobs=part.get("logprobs", [])),
+                   self._event("response.content_part.done", **where, part=part)]
         return out + [self._event("response.output_item.done", output_index=index, item=shaped)]
 
     def _close_all(self, status: str) -> list[dict]:
