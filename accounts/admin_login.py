@@ -16,23 +16,23 @@ from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 from django_ratelimit.core import get_usage
 
-from gateway.ratelimit import client_address
+from gateway.limits.ratelimit import client_address
 
 REFUSED = "Too many login attempts. Wait a minute, then try again."
 
 
 class CounterCache(DatabaseCache):
-    """The database cache whose add and incr are one step (gateway.counters._cache_step: a
+    """The database cache whose add and incr are one step (gateway.state.counters._cache_step: a
     process lock and a transaction, which SQLite begins IMMEDIATE)."""
 
     def add(self, *args, **kwargs):
-        from gateway.counters import _cache_step
+        from gateway.state.counters import _cache_step
 
         with _cache_step():
             return super().add(*args, **kwargs)
 
     def incr(self, *args, **kwargs):
-        from gateway.counters import _cache_step
+        from gateway.state.counters import _cache_step
 
         with _cache_step():
             return super().incr(*args, **kwargs)

@@ -18,7 +18,7 @@ from accounts import principal_cache
 from accounts.keys import KEY_PREFIX, api_key_row
 from accounts.models import Account, SessionToken
 from accounts.sessions import session_lookup
-from gateway.errors import ApiError, Unauthenticated, surface_of
+from gateway.web.errors import ApiError, Unauthenticated, surface_of
 
 NO_API_ACCESS = "Your account group lacks API permission."
 DEACTIVATED = "This account is deactivated."

@@ -10,7 +10,7 @@ every answer after the ceiling was passed. An endpoint takes one method; a route
 joins one endpoint per method with `by_method` in its app's urls.py.
 
 For an async view, with Redis, the checks run in the event loop: the caller from this process's
-credential cache, then one counter step on Redis from the loop (gateway/loop_redis.py). Only what needs the database hops to a worker thread: a credential not
+credential cache, then one counter step on Redis from the loop (gateway/state/loop_redis.py). Only what needs the database hops to a worker thread: a credential not
 in the cache, a quota window to rebuild, and `prepare`, unless the endpoint says its `prepare`
 reads only what the process holds (`prepare_in_loop`) and the model registry is current. Without
 Redis (the embedded default), the checks run in one hop to a worker thread, with `prepare` in
@@ -28,12 +28,13 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 
 from accounts.authentication import Identity, authenticate, identify, identify_cached, remember
-from gateway import loop_redis, ratelimit
-from gateway.counters import window_hit
-from gateway.errors import ApiError, FrameworkError, render_error
-from gateway.quotas import quota_missing, quota_readings, quota_window_keys
-from gateway.routing import note_stamps, registry_current, stamp_keys
-from gateway.workers import in_worker
+from gateway.limits import ratelimit
+from gateway.limits.quotas import quota_missing, quota_readings, quota_window_keys
+from gateway.registry.routing import note_stamps, registry_current, stamp_keys
+from gateway.state import loop_redis
+from gateway.state.counters import window_hit
+from gateway.state.workers import in_worker
+from gateway.web.errors import ApiError, FrameworkError, render_error
 
 NONE = "none"  # no credential (login, webhooks)
 CREDENTIAL = "credential"  # an API key or a session token
@@ -157,7 +158,7 @@ def endpoint(
         quota_keys = quota_window_keys(account_id=account_id)
         expected = identity.expected_versions or (None, None)
         # the model registry's stamps ride along (any value expected): the request's registry()
-        # calls use them instead of a round trip of their own (gateway/routing.py)
+        # calls use them instead of a round trip of their own (gateway/registry/routing.py)
         guards = [*zip(identity.version_keys, expected), *((key, None) for key in stamp_keys())]
         hit_args = (counters, settings.RATE_WINDOW_SECONDS, guards, [key for key, _window in quota_keys])
         return principal, hit_args, quota_keys

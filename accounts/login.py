@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from accounts.sessions import IssuedSession, session_create
-from gateway.errors import ApiError
+from gateway.web.errors import ApiError
 
 INVALID_CREDENTIALS = "These credentials do not match our records."
 

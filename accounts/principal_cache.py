@@ -85,7 +85,7 @@ def bump_group(group_id: int) -> None:
 def _bump_on_commit(keys: list[str]) -> None:
     """After the change is committed (a request that reads the old row before then is refreshed
     by its next request, whose versions have moved)."""
-    from gateway.counters import version_bump
+    from gateway.state.counters import version_bump
 
     forget_all()  # this process knows at once
     # robust: with Redis down the change is committed all the same; other processes then see

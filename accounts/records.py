@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from accounts.models import Account
-from gateway.output import timestamp
+from gateway.web.output import timestamp
 
 
 def account_identity(account: Account) -> dict[str, Any]:

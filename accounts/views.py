@@ -9,11 +9,11 @@ from accounts.keys import api_key_generate, api_key_revoke
 from accounts.login import account_login, password_confirm
 from accounts.records import account_identity, account_record, allowed_model_ids
 from accounts.sessions import session_delete
-from gateway import ratelimit
-from gateway.errors import ApiError
-from gateway.http import read_json_object
-from gateway.output import respond, timestamp, timestamp_with_offset
-from gateway.validation import validated
+from gateway.limits import ratelimit
+from gateway.web.body import read_json_object
+from gateway.web.errors import ApiError
+from gateway.web.output import respond, timestamp, timestamp_with_offset
+from gateway.web.validation import validated
 
 
 class LoginInput(serializers.Serializer):

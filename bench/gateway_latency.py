@@ -105,7 +105,7 @@ def run_benchmark(args, stack: Stack) -> None:
                     stack.check_alive()
             cells.append(cell)
     duration = time.monotonic() - started
-    time.sleep(1.5)  # the gateway drains its usage spool in the background (gateway/usage_writer.py)
+    time.sleep(1.5)  # the gateway drains its usage spool in the background (gateway/usage/writer.py)
     usage_written = stack.usage_records() - usage_before
     per_request = {k: v / gateway_requests for k, v in snap_total.items()} if gateway_requests else {}
     rows = [cell_row(cell) for cell in cells]

@@ -14,8 +14,18 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness import (PY, RESULTS, ROOT, Proc, _die_with_parent, cpu_model, free_port, git_commit, proc_cpu_seconds,
-                     wait_http)
+from harness import (
+    PY,
+    RESULTS,
+    ROOT,
+    Proc,
+    _die_with_parent,
+    cpu_model,
+    free_port,
+    git_commit,
+    proc_cpu_seconds,
+    wait_http,
+)
 from loadgen import measure, summarize
 from report import suffix
 from stack import Stack

@@ -5,14 +5,14 @@ model call costs the gateway's process in the client alone (issue 13, "a leaner 
     .venv/bin/python bench/upstream_client.py --quick    # about 30 s, a sanity check
 
 Clients (each keeps one pool for the whole run, as a gateway process does):
-  httpx    httpx.AsyncClient configured as gateway/providers/base.py had it (send(stream=True),
-           aiter_raw() into gateway.sse.sse_read)
+  httpx    httpx.AsyncClient configured as gateway/upstream/providers/base.py had it (send(stream=True),
+           aiter_raw() into gateway.upstream.sse.sse_read)
   aiohttp  aiohttp.ClientSession (TCPConnector, C parser); skipped when aiohttp is not importable
            (it is not a dependency: `pip install --target DIR aiohttp==3.14.5`, then PYTHONPATH=DIR)
-  own      gateway.upstream_http (asyncio protocol + httptools), the client the gateway uses now
+  own      gateway.upstream.http_client (asyncio protocol + httptools), the client the gateway uses now
 
 Every call POSTs a chat completion to `/v1/chat/completions` and parses the answer as the gateway
-does: streamed, the SSE events through gateway.sse.sse_read and each event's JSON; whole
+does: streamed, the SSE events through gateway.upstream.sse.sse_read and each event's JSON; whole
 (`stream: false`), the JSON body. Per round and per (client, mode): c=1 sequential calls (wall
 latency of each call, p50 and p99; CPU of this process per call from time.process_time), then
 c=16 concurrent callers (calls per second, CPU per call). Rounds interleave the clients, their
@@ -41,8 +41,8 @@ import harness
 from harness import PY, RESULTS, Proc, free_port, wait_http
 from stack import REPLY
 
-from gateway import upstream_http
-from gateway.sse import sse_read
+from gateway.upstream import http_client as upstream_http
+from gateway.upstream.sse import sse_read
 
 HEADERS = {"Authorization": "Bearer sk-bench-not-a-real-key"}
 MESSAGES = [{"role": "user", "content": "Say something."}]

@@ -16,7 +16,7 @@ Timed, medians over --rounds (milliseconds, time.perf_counter):
 - the same figures read from the records themselves (what the page would cost without the
   roll-up): the rows per day and model, and the top accounts;
 - what the roll-up's trigger adds to the usage drainer's write: batches of 500 records through
-  gateway.usage_writer.insert_rows with the trigger on and off, interleaved;
+  gateway.usage.writer.insert_rows with the trigger on and off, interleaved;
 - the CSV export: the busiest account's 90 days, and every record of the last 7 days.
 Only loopback traffic; no Redis.
 """
@@ -154,8 +154,8 @@ def time_page(operator, params: dict, rounds: int) -> dict:
     from django.utils import timezone as dj_timezone
 
     from accounts.models import AccountGroup
-    from gateway import usage_console as uc
-    from gateway.usage_console_views import usage_console
+    from gateway.console import usage_reads as uc
+    from gateway.console.usage_views import usage_console
 
     groups = list(AccountGroup.objects.order_by("name"))
     f, errors = uc.parse_filters(params, today=dj_timezone.now().date(), groups=groups)
@@ -198,7 +198,7 @@ def time_direct(params: dict, rounds: int) -> dict:
     from django.utils import timezone as dj_timezone
 
     from accounts.models import AccountGroup
-    from gateway import usage_console as uc
+    from gateway.console import usage_reads as uc
     from gateway.models import UsageRecord
 
     f, _ = uc.parse_filters(params, today=dj_timezone.now().date(), groups=list(AccountGroup.objects.all()))
@@ -229,7 +229,7 @@ def time_writes(rounds: int) -> dict:
     from django.db import connection
 
     from accounts.models import Account
-    from gateway.usage_writer import insert_rows
+    from gateway.usage.writer import insert_rows
 
     ids = list(Account.objects.values_list("pk", flat=True))
     rng = random.Random(7)
@@ -254,8 +254,8 @@ def time_exports(busiest, args, rounds: int) -> list[dict]:
     from django.utils import timezone as dj_timezone
 
     from accounts.models import AccountGroup
-    from gateway import usage_console as uc
-    from gateway.usage_console_views import csv_lines
+    from gateway.console import usage_reads as uc
+    from gateway.console.usage_views import csv_lines
 
     today = dj_timezone.now().date()
     groups = list(AccountGroup.objects.all())

@@ -12,16 +12,17 @@ from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 
 from accounts.endpoints import endpoint
-from gateway import metrics, ratelimit
-from gateway.calls import call_plan
-from gateway.dispatch import exhausted, fell_through
-from gateway.errors import ApiError
-from gateway.http import read_json_object
-from gateway.metering import AfterSendResponse, meter
-from gateway.providers import openai as openai_provider
-from gateway.providers.base import UpstreamError
-from gateway.routing import Target
-from gateway.tokens import count_text
+from gateway.calls.dispatch import exhausted, fell_through
+from gateway.calls.metering import AfterSendResponse, meter
+from gateway.calls.plan import call_plan
+from gateway.calls.tokens import count_text
+from gateway.limits import ratelimit
+from gateway.registry.routing import Target
+from gateway.telemetry import metrics
+from gateway.upstream.providers import openai as openai_provider
+from gateway.upstream.providers.base import UpstreamError
+from gateway.web.body import read_json_object
+from gateway.web.errors import ApiError
 
 _plan = sync_to_async(call_plan)
 PASSED_THROUGH = ("content-type",)

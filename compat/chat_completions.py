@@ -8,10 +8,10 @@ from typing import Any
 
 from accounts.endpoints import endpoint
 from compat.proxy import Call, WireFormat, chat_call
-from gateway import ratelimit
-from gateway.errors import ApiError
-from gateway.sse import SSE_DONE, sse_data
-from gateway.validation import check_field_types, check_items
+from gateway.limits import ratelimit
+from gateway.upstream.sse import SSE_DONE, sse_data
+from gateway.web.errors import ApiError
+from gateway.web.validation import check_field_types, check_items
 
 DROPPED = ("stream", "stream_options")
 

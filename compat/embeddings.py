@@ -1,4 +1,4 @@
-"""POST /v1/embeddings in OpenAI's shape, on the native embeddings' path (gateway/embeddings.py):
+"""POST /v1/embeddings in OpenAI's shape, on the native embeddings' path (gateway/calls/embeddings.py):
 the same limits on the input, model choice, group limits, quota check and fall-through, with the
 /v1 ceiling and errors in the OpenAI shape (a bad field is a 400 naming it in `param`).
 
@@ -13,13 +13,13 @@ import uuid
 from typing import Any
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.embeddings import embed, embedding_chain, float32_blobs, parse_input
-from gateway.errors import ApiError, ValidationFailed
-from gateway.http import read_json_object
-from gateway.metering import AfterSendResponse, meter
-from gateway.output import respond
-from gateway.validation import check_field_types
+from gateway.calls.embeddings import embed, embedding_chain, float32_blobs, parse_input
+from gateway.calls.metering import AfterSendResponse, meter
+from gateway.limits import ratelimit
+from gateway.web.body import read_json_object
+from gateway.web.errors import ApiError, ValidationFailed
+from gateway.web.output import respond
+from gateway.web.validation import check_field_types
 
 SURFACE = "embeddings"
 ENCODINGS = ("float", "base64")
@@ -35,7 +35,7 @@ def _refused(message: str, param: str) -> ApiError:
 
 def embeddings_form(body: dict[str, Any]) -> tuple[list[str], str | None, str]:
     """The texts, the requested model (None: the default embedding model) and the encoding, or a
-    400 naming the field. The input's limits are the native endpoint's (gateway.embeddings.parse_input)."""
+    400 naming the field. The input's limits are the native endpoint's (gateway.calls.embeddings.parse_input)."""
     check_field_types(body, FIELDS)
     encoding = body.get("encoding_format") or "float"
     if encoding not in ENCODINGS:

@@ -8,16 +8,16 @@ from collections.abc import AsyncIterator
 
 from accounts.endpoints import endpoint
 from compat.proxy import Call, WireFormat, chat_call
-from gateway import ratelimit
-from gateway.calls import check_chat_size
-from gateway.formats.anthropic import messages_to_chat_request
-from gateway.formats.anthropic_reply import chat_to_messages_response
-from gateway.formats.anthropic_stream import ChatToMessagesStream
-from gateway.http import read_json_object
-from gateway.output import respond
-from gateway.routing import plan_chain
-from gateway.sse import sse_event
-from gateway.tokens import count_chat_request
+from gateway.calls.plan import check_chat_size
+from gateway.calls.tokens import count_chat_request
+from gateway.formats.anthropic.replies import chat_to_messages_response
+from gateway.formats.anthropic.streams import ChatToMessagesStream
+from gateway.formats.anthropic.to_chat import messages_to_chat_request
+from gateway.limits import ratelimit
+from gateway.registry.routing import plan_chain
+from gateway.upstream.sse import sse_event
+from gateway.web.body import read_json_object
+from gateway.web.output import respond
 
 ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "disconnected": "api_error"}
 

@@ -15,17 +15,17 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
-from gateway.calls import call_plan, check_chat_size
-from gateway.dispatch import open_reply
-from gateway.errors import ApiError, render_error
-from gateway.http import read_json_object
-from gateway.metering import AfterSendResponse, meter, meter_async, usage_of
-from gateway.output import respond
-from gateway.formats.message_events import MessageAccumulator
-from gateway.providers import Native
-from gateway.providers.base import StreamCut
-from gateway.replies import ReplyAccumulator
-from gateway.routing import Target
+from gateway.calls.dispatch import open_reply
+from gateway.calls.metering import AfterSendResponse, meter, meter_async, usage_of
+from gateway.calls.plan import call_plan, check_chat_size
+from gateway.formats.anthropic.events import MessageAccumulator
+from gateway.registry.routing import Target
+from gateway.upstream.providers import Native
+from gateway.upstream.providers.base import StreamCut
+from gateway.upstream.replies import ReplyAccumulator
+from gateway.web.body import read_json_object
+from gateway.web.errors import ApiError, render_error
+from gateway.web.output import respond
 
 
 @dataclass(frozen=True)

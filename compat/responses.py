@@ -1,6 +1,6 @@
 """POST /v1/responses (text in, text out; function tools when the installation turns
 RESPONSES_TOOLS on, otherwise tools answer 501) and POST /v1/responses/input_tokens. The
-request's other fields are carried or refused by name (gateway/formats/responses_fields.py)."""
+request's other fields are carried or refused by name (gateway/formats/responses/fields.py)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from django.conf import settings
 
 from accounts.endpoints import endpoint
 from compat.proxy import Call, chat_call
-from gateway import ratelimit
-from gateway.calls import check_chat_size
-from gateway.formats.responses import chat_to_response, cut_error, responses_to_chat_request
-from gateway.formats.responses_stream import ChatToResponsesStream
-from gateway.http import read_json_object
-from gateway.output import respond
-from gateway.routing import plan_chain
-from gateway.sse import sse_event
-from gateway.tokens import count_chat_request
+from gateway.calls.plan import check_chat_size
+from gateway.calls.tokens import count_chat_request
+from gateway.formats.responses.stream import ChatToResponsesStream
+from gateway.formats.responses.translate import chat_to_response, cut_error, responses_to_chat_request
+from gateway.limits import ratelimit
+from gateway.registry.routing import plan_chain
+from gateway.upstream.sse import sse_event
+from gateway.web.body import read_json_object
+from gateway.web.output import respond
 
 
 def to_chat(body: dict) -> dict:

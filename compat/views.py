@@ -2,9 +2,9 @@
 
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.output import respond
-from gateway.routing import usable_targets
+from gateway.limits import ratelimit
+from gateway.registry.routing import usable_targets
+from gateway.web.output import respond
 
 
 @endpoint("GET", limit=ratelimit.V1)

@@ -3,10 +3,10 @@
 from django import forms
 from django.contrib import admin, messages
 
-from gateway import discovery
-from gateway.admin_forms import WriteOnlySecretForm, secret_input
+from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
+from gateway.console.server_admin import HEALTH_FIELDS, ServerHealthAdmin
 from gateway.models import Model, ModelFallback, ModelServer, UsageRecord
-from gateway.server_health_admin import HEALTH_FIELDS, ServerHealthAdmin
+from gateway.registry import discovery
 
 # The console's "View site" link pointed at "/", which nothing answers: no link.
 admin.site.site_url = None
@@ -36,7 +36,7 @@ class ModelInline(admin.TabularInline):
 @admin.register(ModelServer)
 class ModelServerAdmin(ServerHealthAdmin):
     """Health read-only beside the registry's fields; discovery when a server is saved
-    (gateway/server_health_admin.py)."""
+    (gateway/console/server_admin.py)."""
 
     form = ModelServerForm
     list_display = ["name", "kind", "base_url", "is_remote", "enabled", "has_api_key"]
@@ -92,10 +92,10 @@ class UsageRecordAdmin(admin.ModelAdmin):
     list_select_related = ["account"]
 
     def get_urls(self):
-        """The usage console and its CSV export (gateway/usage_console_views.py), staff only."""
+        """The usage console and its CSV export (gateway/console/usage_views.py), staff only."""
         from django.urls import path
 
-        from gateway.usage_console_views import usage_console, usage_csv
+        from gateway.console.usage_views import usage_console, usage_csv
 
         site = self.admin_site
         return [

@@ -15,7 +15,7 @@ def console_deploy_checks(app_configs, **kwargs):
     Django's deploy checks of HSTS, the SSL redirect, nosniff, the referrer and opener policies,
     X-Frame-Options and the CSRF cookie pass without a word when the security, clickjacking or
     CSRF middleware is not in MIDDLEWARE. Ours are in CONSOLE_MIDDLEWARE, applied by
-    gateway.surfaces.SurfaceMiddleware (the security middleware to the API surfaces too), so
+    gateway.web.surfaces.SurfaceMiddleware (the security middleware to the API surfaces too), so
     those checks are run again here as if they were in MIDDLEWARE; the three "not in MIDDLEWARE"
     warnings are silenced in the settings."""
     from django.conf import settings

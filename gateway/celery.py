@@ -25,7 +25,7 @@ app.conf.beat_schedule = {
 @signals.worker_process_init.connect
 def _start_usage_drainer(**_kwargs) -> None:
     """Each pool process writes its usage spool, and what dead processes left, from its start."""
-    from gateway.usage_writer import usage_writer
+    from gateway.usage.writer import usage_writer
 
     if settings.USAGE_BATCHED:
         usage_writer.start()
@@ -33,7 +33,7 @@ def _start_usage_drainer(**_kwargs) -> None:
 
 # --- Metrics and logs (docs/operations.md) ----------------------------------------------------
 # A task queued while a request was served carries the request's id in this message header; its
-# log lines carry it too (gateway/logjson.py), and so do the tasks it queues in turn.
+# log lines carry it too (gateway/telemetry/logjson.py), and so do the tasks it queues in turn.
 REQUEST_ID_HEADER = "gateway_request_id"
 
 
@@ -45,7 +45,7 @@ def request_id_headers(request_id: str | None) -> dict[str, str | None]:
 
 @signals.before_task_publish.connect
 def _stamp_request_id(headers=None, **_kwargs) -> None:
-    from gateway.logjson import current_request_id
+    from gateway.telemetry.logjson import current_request_id
 
     if headers is not None and REQUEST_ID_HEADER not in headers:
         headers[REQUEST_ID_HEADER] = current_request_id()
@@ -53,7 +53,7 @@ def _stamp_request_id(headers=None, **_kwargs) -> None:
 
 @signals.task_prerun.connect
 def _enter_request_context(task=None, **_kwargs) -> None:
-    from gateway.logjson import Exchange, current
+    from gateway.telemetry.logjson import Exchange, current
 
     request = getattr(task, "request", None)
     request_id = getattr(request, REQUEST_ID_HEADER, None) or (getattr(request, "headers", None) or {}).get(
@@ -63,7 +63,7 @@ def _enter_request_context(task=None, **_kwargs) -> None:
 
 @signals.task_postrun.connect
 def _leave_request_context(**_kwargs) -> None:
-    from gateway.logjson import current
+    from gateway.telemetry.logjson import current
 
     current.set(None)
 
@@ -83,15 +83,15 @@ if settings.LOG_FORMAT == "json":
 @signals.worker_init.connect
 def _prune_metrics_files(**_kwargs) -> None:
     """In the main process, before the pool forks: the files of processes gone since the last
-    run (gateway/metrics_files.py)."""
-    from gateway.metrics_files import prune
+    run (gateway/telemetry/metrics_files.py)."""
+    from gateway.telemetry.metrics_files import prune
 
     prune()
 
 
 @signals.worker_process_init.connect
 def _count_pool_process(**_kwargs) -> None:
-    from gateway import metrics
+    from gateway.telemetry import metrics
 
     metrics.process_started("worker")
 
@@ -99,6 +99,6 @@ def _count_pool_process(**_kwargs) -> None:
 @signals.worker_process_shutdown.connect
 @signals.worker_shutdown.connect
 def _mark_metrics_dead(**_kwargs) -> None:
-    from gateway.metrics_files import mark_dead
+    from gateway.telemetry.metrics_files import mark_dead
 
     mark_dead(os.getpid())

@@ -1,10 +1,10 @@
 """gunicorn's settings for the Procfile's `web` (`gunicorn -c python:gateway.gunicorn_conf`).
 
-- The metrics folder (gateway/metrics_files.py): the files of processes gone since the last run
+- The metrics folder (gateway/telemetry/metrics_files.py): the files of processes gone since the last run
   are removed when the master starts, and a worker's live gauges when it exits, however it died
   (the master sees every exit; a worker killed by the OS cannot clean up after itself).
 - Logs: with LOG_FORMAT=json, gunicorn's own lines are JSON too, and its access log is off (the
-  gateway writes one JSON line per request, with its request id: gateway/logjson.py); with text
+  gateway writes one JSON line per request, with its request id: gateway/telemetry/logjson.py); with text
   logs, the access log goes to stdout as before.
 
 Reading the settings here makes the master import gateway/settings.py (no app, no database): it
@@ -17,15 +17,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
 
 from django.conf import settings  # noqa: E402
 
-from gateway import metrics_files  # noqa: E402
+from gateway.telemetry import metrics_files
 
 if settings.LOG_FORMAT == "json":
     accesslog = None
     logconfig_dict = {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "gateway.logjson.JsonFormatter"}},
-        "filters": {"redact_secrets": {"()": "gateway.logfilters.RedactSecrets"}},
+        "formatters": {"json": {"()": "gateway.telemetry.logjson.JsonFormatter"}},
+        "filters": {"redact_secrets": {"()": "gateway.telemetry.logfilters.RedactSecrets"}},
         "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["redact_secrets"],
                                  "stream": "ext://sys.stderr"}},
         "loggers": {"gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},

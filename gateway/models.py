@@ -1,7 +1,7 @@
 """The model registry the operator edits in the admin: model servers and their models.
 
 A model is addressed as `server/model` (its `public_id`) or by its bare upstream name.
-Calling the servers is the provider clients' work (`gateway/providers/`).
+Calling the servers is the provider clients' work (`gateway/upstream/providers/`).
 """
 
 from urllib.parse import urlsplit
@@ -146,7 +146,7 @@ class UsageRecord(models.Model):
 
 class UsageDaily(models.Model):
     """The usage records added up per UTC day, account and model: what the usage console
-    (gateway/usage_console.py) reads, so that its page adds up days rather than calls
+    (gateway/console/usage_reads.py) reads, so that its page adds up days rather than calls
     (bench/usage_console.py). Kept by database triggers on UsageRecord (migration 0007): every insert, update, delete
     and truncate of records, by whatever writes them, changes the day's row in the same
     transaction. The application never writes it. No foreign-key constraint: a deleted account's
@@ -167,7 +167,7 @@ class UsageDaily(models.Model):
 
 
 class CallFailureDaily(models.Model):
-    """How often a model failed a call, per UTC day (gateway/call_failures.py): counted in each
+    """How often a model failed a call, per UTC day (gateway/usage/call_failures.py): counted in each
     process on the failure path and written a moment later, never on the call's own path."""
 
     class Kind(models.TextChoices):
@@ -182,3 +182,14 @@ class CallFailureDaily(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["day", "model", "kind"], name="call_failure_daily_key")]
+
+
+def account_model() -> type[models.Model]:
+    """The accounts app's Account, found through the usage record's relation: the gateway's tables
+    point at the accounts', and its code reads them without importing the app above it."""
+    return UsageRecord._meta.get_field("account").related_model
+
+
+def account_group_model() -> type[models.Model]:
+    """The accounts app's AccountGroup, found the same way (an account's `group`)."""
+    return account_model()._meta.get_field("group").related_model

@@ -1,14 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from gateway import health, metrics_view
 from gateway.openapi.views import admin_contract, openapi_json
+from gateway.ops import health, metrics_view
 
 urlpatterns = [
-    # probes first: no credential, no ceiling, no console middleware (gateway/health.py)
+    # probes first: no credential, no ceiling, no console middleware (gateway/ops/health.py)
     path("livez", health.livez, name="livez"),
     path("readyz", health.readyz, name="readyz"),
-    path("metrics", metrics_view.metrics, name="metrics"),  # Prometheus (gateway/metrics_view.py)
+    path("metrics", metrics_view.metrics, name="metrics"),  # Prometheus (gateway/ops/metrics_view.py)
     # before the admin: it holds the admin's login, limited per address and per account
     path("", include("accounts.urls")),
     path("admin/api-contract/", admin.site.admin_view(admin_contract), name="admin-api-contract"),
@@ -20,6 +20,6 @@ urlpatterns = [
     path("", include("routines.channel_urls")),
 ]
 
-handler400 = "gateway.views.bad_request"
-handler404 = "gateway.views.not_found"
-handler500 = "gateway.views.server_error"
+handler400 = "gateway.web.fallback.bad_request"
+handler404 = "gateway.web.fallback.not_found"
+handler500 = "gateway.web.fallback.server_error"

@@ -5,9 +5,8 @@ from django.contrib import admin
 from django.db import transaction
 from django.db.models import Count, F
 
-from gateway.admin_forms import WriteOnlySecretForm, secret_input
+from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
 from native.models import Collection, Conversation, Document, McpServer, Message, Profile
-
 
 # ---- profiles ----------------------------------------------------------------------------------
 

@@ -20,11 +20,11 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.completion import Completion, complete, cut_error, meter_completion
-from gateway.dispatch import ChainExhausted
-from gateway.errors import ApiError
-from gateway.quotas import Window, quota_check
-from gateway.routing import Target
+from gateway.calls.completion import Completion, complete, cut_error, meter_completion
+from gateway.calls.dispatch import ChainExhausted
+from gateway.limits.quotas import Window, quota_check
+from gateway.registry.routing import Target
+from gateway.web.errors import ApiError
 from native.tools.toolbox import Toolbox, ToolPlan, open_toolbox
 
 SURFACE = "native_agent"

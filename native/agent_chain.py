@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.calls import call_plan
-from gateway.errors import ApiError
-from gateway.routing import Target, registry
+from gateway.calls.plan import call_plan
+from gateway.registry.routing import Target, registry
+from gateway.web.errors import ApiError
 
 
 def agent_chain(*, account, model_id: Any, quota_used=None) -> list[Target]:

@@ -13,12 +13,12 @@ from django.conf import settings
 from rest_framework import serializers
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.calls import MAX_MESSAGE_CHARS, MAX_MESSAGES
-from gateway.errors import ApiError, render_error
-from gateway.http import read_json_object
-from gateway.output import respond
-from gateway.validation import StrictCharField, validated
+from gateway.calls.plan import MAX_MESSAGE_CHARS, MAX_MESSAGES
+from gateway.limits import ratelimit
+from gateway.web.body import read_json_object
+from gateway.web.errors import ApiError, render_error
+from gateway.web.output import respond
+from gateway.web.validation import StrictCharField, validated
 from native.agent import AgentRequest, Ledger, agent_chat_turn
 from native.agent_chain import agent_chain
 from native.agent_run import agent_run_task

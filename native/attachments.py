@@ -78,7 +78,7 @@ def _parse(item: Any) -> Attachment:
     name = item.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
         raise ValueError(f"'name' must be a non-empty string of at most {MAX_NAME_CHARS} characters.")
-    if not _storable(name):  # also refused at the edge (gateway/http.py); the name is stored
+    if not _storable(name):  # also refused at the edge (gateway/web/body.py); the name is stored
         raise ValueError("'name' must not hold a NUL character or a lone surrogate.")
     raw_type = item.get("content_type")
     if not isinstance(raw_type, str) or not raw_type.strip():

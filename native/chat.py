@@ -16,10 +16,10 @@ from typing import Any
 from django.http import HttpResponse, StreamingHttpResponse
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.errors import ApiError
-from gateway.output import respond
-from gateway.sse import sse_event
+from gateway.limits import ratelimit
+from gateway.upstream.sse import sse_event
+from gateway.web.errors import ApiError
+from gateway.web.output import respond
 from native.chat_reply import INTERRUPTED, ChatReply
 from native.chat_turn import chat_turn_prepare
 from native.retrieval import retrieve

@@ -21,12 +21,12 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from gateway.dispatch import open_reply
-from gateway.errors import ApiError
-from gateway.metering import meter, usage_of
-from gateway.providers.base import StreamCut
-from gateway.replies import ReplyAccumulator
-from gateway.workers import in_worker
+from gateway.calls.dispatch import open_reply
+from gateway.calls.metering import meter, usage_of
+from gateway.state.workers import in_worker
+from gateway.upstream.providers.base import StreamCut
+from gateway.upstream.replies import ReplyAccumulator
+from gateway.web.errors import ApiError
 from native.chat_turn import Turn, chat_request, citations_of
 from native.conversations import assistant_message_save, user_message_save
 from native.models import Message

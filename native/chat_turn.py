@@ -16,13 +16,13 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from gateway.errors import ApiError, ValidationFailed
-from gateway.http import read_json_object
+from gateway.calls.tokens import REPLY_PRIMER, count_chat_request
+from gateway.limits.quotas import quota_check
 from gateway.models import Model
-from gateway.quotas import quota_check
-from gateway.routing import Target, plan_chain, registry
-from gateway.tokens import REPLY_PRIMER, count_chat_request
-from gateway.validation import StrictCharField, validated
+from gateway.registry.routing import Target, plan_chain, registry
+from gateway.web.body import read_json_object
+from gateway.web.errors import ApiError, ValidationFailed
+from gateway.web.validation import StrictCharField, validated
 from native.attachments import Attachment, parse_attachments, stored_parts
 from native.conversations import conversation_get, conversation_history
 from native.models import Collection, Conversation, Message, Profile

@@ -22,13 +22,13 @@ from django.http.multipartparser import MultiPartParserError
 from rest_framework import serializers
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.embeddings import embedding_model_for
-from gateway.errors import ApiError, ValidationFailed
-from gateway.http import read_json_object
-from gateway.output import respond
-from gateway.validation import validated
-from gateway.workers import in_worker
+from gateway.calls.embeddings import embedding_model_for
+from gateway.limits import ratelimit
+from gateway.state.workers import in_worker
+from gateway.web.body import read_json_object
+from gateway.web.errors import ApiError, ValidationFailed
+from gateway.web.output import respond
+from gateway.web.validation import validated
 from native import collections as library
 from native import extract
 from native.search import search_collection

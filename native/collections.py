@@ -19,12 +19,12 @@ from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
-from gateway.embeddings import embed_batched, embedding_model_for
-from gateway.errors import ApiError
-from gateway.output import timestamp
-from gateway.metering import meter
-from gateway.routing import Target
-from gateway.workers import in_worker
+from gateway.calls.embeddings import embed_batched, embedding_model_for
+from gateway.calls.metering import meter
+from gateway.registry.routing import Target
+from gateway.state.workers import in_worker
+from gateway.web.errors import ApiError
+from gateway.web.output import timestamp
 from native import vectors as vector_store
 from native.chunking import chunk_text
 from native.models import Chunk, Collection, Document

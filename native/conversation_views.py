@@ -6,9 +6,9 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.output import respond
-from gateway.validation import validated
+from gateway.limits import ratelimit
+from gateway.web.output import respond
+from gateway.web.validation import validated
 from native.conversations import (
     PER_PAGE_DEFAULT,
     PER_PAGE_MAX,

@@ -9,8 +9,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from gateway.errors import ApiError
-from gateway.output import timestamp
+from gateway.web.errors import ApiError
+from gateway.web.output import timestamp
 from native.models import Conversation, Message
 
 TITLE_CHARS = 80

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.embeddings import embed, embedding_chain, parse_input
-from gateway.http import read_json_object
-from gateway.metering import AfterSendResponse, meter
-from gateway.output import respond
+from gateway.calls.embeddings import embed, embedding_chain, parse_input
+from gateway.calls.metering import AfterSendResponse, meter
+from gateway.limits import ratelimit
+from gateway.web.body import read_json_object
+from gateway.web.output import respond
 
 SURFACE = "native_embeddings"
 

@@ -9,7 +9,7 @@ import logging
 import re
 from html.parser import HTMLParser
 
-from gateway.errors import ApiError, ValidationFailed
+from gateway.web.errors import ApiError, ValidationFailed
 
 logger = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.http import BadJsonValue, check_values
+from gateway.web.body import BadJsonValue, check_values
 from native.tools import builtin
 from native.tools.tool import Caller, argument_problem, run_tool
 

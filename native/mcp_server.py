@@ -36,12 +36,27 @@ from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.http import loads_lenient, read_body
-from gateway.output import respond
-from native.mcp_messages import (BATCH_VERSIONS, INVALID_PARAMS, INVALID_REQUEST, LATEST_VERSION, MAX_BATCH,
-                                  METHOD_NOT_FOUND, METHODS, PARSE_ERROR, SUPPORTED_VERSIONS, Exchange,
-                                  InvalidMessage, RpcError, TransportError, answer_message, classify, params_problem)
+from gateway.limits import ratelimit
+from gateway.web.body import loads_lenient, read_body
+from gateway.web.output import respond
+from native.mcp_messages import (
+    BATCH_VERSIONS,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    LATEST_VERSION,
+    MAX_BATCH,
+    METHOD_NOT_FOUND,
+    METHODS,
+    PARSE_ERROR,
+    SUPPORTED_VERSIONS,
+    Exchange,
+    InvalidMessage,
+    RpcError,
+    TransportError,
+    answer_message,
+    classify,
+    params_problem,
+)
 from native.tools.tool import Caller
 
 SESSION_HEADER = "Mcp-Session-Id"

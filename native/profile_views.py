@@ -3,8 +3,8 @@ the shared counter, not on the 300 one). Errors are `{detail}`."""
 
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.output import respond
+from gateway.limits import ratelimit
+from gateway.web.output import respond
 from native.profiles import profiles_for, profiles_refresh
 
 

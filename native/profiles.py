@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.discovery import discover_models
 from gateway.models import Model
-from gateway.routing import Registry, group_may_use, registry
+from gateway.registry.discovery import discover_models
+from gateway.registry.routing import Registry, group_may_use, registry
 from native.models import Profile
 
 

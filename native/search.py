@@ -12,12 +12,12 @@ failed.
 
 from __future__ import annotations
 
-from gateway.calls import call_plan
-from gateway.embeddings import CAPABILITY, embed
-from gateway.metering import meter
-from gateway.routing import Target, group_may_use, registry
+from gateway.calls.embeddings import CAPABILITY, embed
+from gateway.calls.metering import meter
+from gateway.calls.plan import call_plan
+from gateway.registry.routing import Target, group_may_use, registry
+from gateway.state.workers import in_worker
 from native import vectors as vector_store
-from gateway.workers import in_worker
 from native.collections import SURFACE, model_for_collection
 from native.models import Chunk, Collection
 

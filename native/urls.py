@@ -1,8 +1,7 @@
 from django.urls import path
 
 from accounts.endpoints import by_method
-from native import (agent_views, chat, collection_views, conversation_views, embeddings, mcp_server, profile_views,
-                    views)
+from native import agent_views, chat, collection_views, conversation_views, embeddings, mcp_server, profile_views, views
 
 urlpatterns = [
     path("api/v1/version", views.version),

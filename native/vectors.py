@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.conf import settings
 
-from gateway.errors import ApiError
+from gateway.web.errors import ApiError
 from native.models import Chunk
 
 DTYPE = np.dtype("<f4")

@@ -3,9 +3,9 @@
 from django.conf import settings
 
 from accounts.endpoints import endpoint
-from gateway import ratelimit
-from gateway.output import respond
-from gateway.usage import usage_summary
+from gateway.limits import ratelimit
+from gateway.limits.usage_report import usage_summary
+from gateway.web.output import respond
 
 
 @endpoint("GET", limit=ratelimit.VERSION)

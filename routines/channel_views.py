@@ -9,10 +9,10 @@ from django.http import Http404
 from rest_framework import serializers
 
 from accounts.endpoints import NONE, endpoint
-from gateway import ratelimit
-from gateway.http import read_body, read_json_object
-from gateway.output import respond, timestamp
-from gateway.validation import validated
+from gateway.limits import ratelimit
+from gateway.web.body import read_body, read_json_object
+from gateway.web.output import respond, timestamp
+from gateway.web.validation import validated
 from routines.channels import (
     CODE_DIGITS,
     channel_delete,

@@ -24,10 +24,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from gateway.errors import ApiError, ValidationFailed
-from gateway.output import timestamp
+from gateway.web.errors import ApiError, ValidationFailed
+from gateway.web.output import timestamp
 from routines.deliveries import telegram, whatsapp
 from routines.deliveries.base import DeliveryFailed
+
 # the readers live in routines/linked_channels.py (deliveries need them, and this module needs deliveries)
 from routines.linked_channels import TELEGRAM, WHATSAPP
 from routines.models import LinkedChannel

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
-from gateway.errors import ApiError
+from gateway.web.errors import ApiError
 from routines.models import InboxMessage
 
 TITLE_MAX = 200

@@ -16,11 +16,16 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from gateway.counters import hits_many, marks_many, unmark
+from gateway.state.counters import hits_many, marks_many, unmark
 from routines.models import Event, Routine
 from routines.run_start import queue_runs
-from routines.signatures import (STANDARD_BAD_TIMESTAMP, STANDARD_OK, STANDARD_TOLERANCE_SECONDS, signature_valid,
-                                  standard_check)
+from routines.signatures import (
+    STANDARD_BAD_TIMESTAMP,
+    STANDARD_OK,
+    STANDARD_TOLERANCE_SECONDS,
+    signature_valid,
+    standard_check,
+)
 
 EVENT_ID_HEADERS = ("x-event-id", "x-request-id", "x-delivery-id", "x-repo-delivery")
 EVENT_ID_FIELDS = ("id", "event_id", "uuid")

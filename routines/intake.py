@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
-from gateway.logjson import current_request_id
+from gateway.telemetry.logjson import current_request_id
 from routines.ingest import Incoming, ingest_many
 from routines.run_start import enqueue
 
@@ -40,7 +40,7 @@ class _Intake:
         return await answer
 
     async def _drain(self) -> None:
-        from gateway.workers import in_worker
+        from gateway.state.workers import in_worker
 
         try:
             while self.waiting:

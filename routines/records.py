@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from gateway.output import timestamp
+from gateway.web.output import timestamp
 from routines.models import Routine, Run
 
 # A `schedule` routine may have no schedule (spec 4.5 requires only name, prompt and targets, and

@@ -14,9 +14,9 @@ from django.db import transaction
 from rest_framework import serializers
 
 from accounts.models import Account
-from gateway.errors import ApiError, ValidationFailed
-from gateway.routing import plan_chain
-from gateway.validation import StrictCharField
+from gateway.registry.routing import plan_chain
+from gateway.web.errors import ApiError, ValidationFailed
+from gateway.web.validation import StrictCharField
 from routines.models import Routine, Run
 from routines.run_start import start_manual_run
 from routines.schedules import routine_next_run, schedule_errors

@@ -1,6 +1,6 @@
 """The end of a run, told once it is written: one log line (run id, routine, trigger, outcome,
-duration, error) and the run metrics (gateway/metrics.py). Under JSON logs the line carries the
-request id of the request that queued the run (gateway/logjson.py, gateway/celery.py)."""
+duration, error) and the run metrics (gateway/telemetry/metrics.py). Under JSON logs the line carries the
+request id of the request that queued the run (gateway/telemetry/logjson.py, gateway/celery.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from gateway import metrics
+from gateway.telemetry import metrics
 
 log = logging.getLogger("routines.runs")
 

@@ -28,13 +28,13 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from gateway.calls import call_plan
-from gateway.completion import Completion, complete
-from gateway.counters import mark_once
-from gateway.errors import ApiError, outage_of
-from gateway.metering import meter
+from gateway.calls.completion import Completion, complete
+from gateway.calls.metering import meter
+from gateway.calls.plan import call_plan
 from gateway.models import UsageRecord
-from gateway.routing import registry
+from gateway.registry.routing import registry
+from gateway.state.counters import mark_once
+from gateway.web.errors import ApiError, outage_of
 from routines.deliveries import allowed_attempts, enqueue_delivery, give_up_delivery, new_deliveries
 from routines.deliveries.base import scrubbed
 from routines.durable import DATABASE_DOWN, durably
@@ -293,7 +293,7 @@ def _billed(run_id: int) -> dict | None:
     record = UsageRecord.objects.filter(key=key).values("model", "input_tokens", "output_tokens").first()
     if record is None:
         try:
-            from gateway.usage_writer import usage_writer
+            from gateway.usage.writer import usage_writer
 
             line = next((line for line in usage_writer.spooled() if line.get("k") == key), None)
         except Exception:

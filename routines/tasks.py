@@ -10,9 +10,9 @@ import uuid
 from celery import shared_task
 from django.conf import settings
 
-from routines.deliveries import RetryableDeliveryError, send_delivery, task_seconds
 from gateway.celery import request_id_headers
-from gateway.errors import outage_of
+from gateway.web.errors import outage_of
+from routines.deliveries import RetryableDeliveryError, send_delivery, task_seconds
 from routines.queue import DELIVER, ENQUEUE_RUNS, EXECUTE_RUN
 from routines.runs import RunPostponed, execute_run, settle_run, sweep_runs
 from routines.schedules import enqueue_due

@@ -9,9 +9,9 @@ from django.conf import settings
 from django.http import Http404, HttpResponse
 
 from accounts.endpoints import NONE, endpoint
-from gateway import ratelimit
-from gateway.http import read_json_object
-from gateway.output import respond, timestamp
+from gateway.limits import ratelimit
+from gateway.web.body import read_json_object
+from gateway.web.output import respond, timestamp
 from routines import routine_writes as writes
 from routines.blueprints import BLUEPRINTS
 from routines.inbox import inbox_messages, mark_read

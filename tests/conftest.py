@@ -3,7 +3,6 @@ import socket
 
 import pytest
 from django.conf import settings
-from django.core.cache import cache
 from django.core.management import call_command
 
 from tests.factories import AccountFactory, AccountGroupFactory
@@ -77,7 +76,7 @@ def clear_counters():
 def _fresh_state():
     """Every test starts with empty request windows and reads the model registry afresh."""
     from accounts.principal_cache import forget_all
-    from gateway.routing import registry_invalidate
+    from gateway.registry.routing import registry_invalidate
 
     clear_counters()
     registry_invalidate()

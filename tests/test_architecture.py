@@ -22,29 +22,64 @@ def lint_imports(config: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+CONTRACTS = ("The API apps over accounts over gateway; compat and native apart KEPT",
+             "Nothing imports compat or native KEPT",
+             "No circles between the modules of a package KEPT",
+             "Inside gateway: the rooms import one way, top to bottom KEPT")
+
+
 def test_the_import_contracts_are_kept():
     result = lint_imports(CONFIG)
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    for name in ("The API apps over accounts over gateway; compat and native apart KEPT",
-                 "Nothing imports compat or native KEPT",
-                 "No circles between the modules of a package KEPT"):
+    for name in CONTRACTS:
         assert name in output, output
-    assert "Contracts: 3 kept, 0 broken." in output, output
+    assert "Contracts: 4 kept, 0 broken." in output, output
+    assert "ignored imports" not in output, output  # no exception left to any contract
 
 
 def test_an_import_outside_the_contracts_breaks_them(tmp_path):
-    """Without its declared exception, gateway's read of the accounts' table is refused, and the
-    report names the very import."""
+    """With two of gateway's rooms swapped (telemetry above the HTTP edge), the edge's use of the
+    logs is refused, and the report names the very imports."""
     config = tmp_path / "importlinter.ini"
-    config.write_text("".join(line for line in CONFIG.read_text().splitlines(keepends=True)
-                              if line.strip() != "gateway.usage_writer -> accounts.models"))
+    text = CONFIG.read_text()
+    assert "    web\n    telemetry\n" in text
+    config.write_text(text.replace("    web\n    telemetry\n", "    telemetry\n    web\n"))
     result = lint_imports(config)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
-    assert "Contracts: 2 kept, 1 broken." in output, output
-    assert "gateway is not allowed to import accounts:" in output, output
-    assert "gateway.usage_writer -> accounts.models (l." in output, output
+    assert "Contracts: 3 kept, 1 broken." in output, output
+    assert "gateway.web is not allowed to import gateway.telemetry:" in output, output
+    assert "gateway.web.middleware -> gateway.telemetry.logjson (l." in output, output
+
+
+# --- The tree is the map: gateway's root holds the Django shell, its rooms stay small ------------
+
+GATEWAY = REPO / "gateway"
+SHELL = {"__init__.py", "settings", "urls.py", "asgi.py", "celery.py", "gunicorn_conf.py", "apps.py", "admin.py",
+         "models.py", "migrations", "management"}
+ROOMS = {"web", "telemetry", "state", "registry", "usage", "limits", "upstream", "calls", "formats", "console",
+         "ops", "openapi"}
+ROOM_LINES, ROOM_MODULES = 1500, 12
+
+
+def test_gateways_root_holds_only_the_django_shell_and_its_rooms():
+    entries = {p.name for p in GATEWAY.iterdir() if p.name != "__pycache__"}
+    assert entries == SHELL | ROOMS
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_each_room_says_what_it_holds_and_is_small_enough_to_read(room):
+    folder = GATEWAY / room
+    doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))
+    assert doc and "May import" in doc, f"gateway/{room}/__init__.py: a docstring saying what it may import"
+    for package in [folder, *(p for p in folder.iterdir() if p.is_dir() and (p / "__init__.py").exists())]:
+        modules = [p for p in package.glob("*.py") if p.name != "__init__.py"]
+        lines = sum(len(p.read_text().splitlines()) for p in modules)
+        assert len(modules) <= ROOM_MODULES, f"{package}: {len(modules)} modules"
+        nested = [p for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+        if not nested:
+            assert lines <= ROOM_LINES, f"{package}: {lines} lines"
 
 
 # --- One route style: a view per method -----------------------------------------------------------
@@ -58,9 +93,9 @@ METHOD_CHECKS_ALLOWED = {
     ("accounts/admin_login.py", "login"): "the Django admin's login form (out of the API's routes)",
     ("routines/views.py", "hook"): "a malformed webhook token is the plain 404 for every method: "
                                    "before the 405 for the others, after the per-address count for POST",
-    ("gateway/health.py", "livez"): "probe outside `endpoint` (no credential, no ceiling): 405 guard",
-    ("gateway/health.py", "readyz"): "probe outside `endpoint` (no credential, no ceiling): 405 guard",
-    ("gateway/metrics_view.py", "metrics"): "scrape outside `endpoint` (its own credential): 405 guard",
+    ("gateway/ops/health.py", "livez"): "probe outside `endpoint` (no credential, no ceiling): 405 guard",
+    ("gateway/ops/health.py", "readyz"): "probe outside `endpoint` (no credential, no ceiling): 405 guard",
+    ("gateway/ops/metrics_view.py", "metrics"): "scrape outside `endpoint` (its own credential): 405 guard",
     ("gateway/openapi/views.py", "openapi_json"): "document outside `endpoint` (no ceiling): 405 guard",
 }
 

@@ -1,5 +1,8 @@
 """Pure translations between the gateway's neutral format (the OpenAI Chat Completions wire format
-as plain dicts) and the other wire formats it speaks: Anthropic Messages and OpenAI Responses."""
+as plain dicts) and the other wire formats it speaks: Anthropic Messages (`anthropic/`) and OpenAI Responses
+(`responses/`). No I/O: each translation is plain dict building, run per request and per event.
+
+May import: `gateway.web` (the error type and field checks), `gateway.telemetry`, `gateway.state`."""
 
 from __future__ import annotations
 

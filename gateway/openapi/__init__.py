@@ -2,6 +2,8 @@
 
 `document()` returns the dict (built once per process); `views.openapi_json` serves it at
 `GET /api/v1/openapi.json`. tests/contract.py validates every response a test receives against it.
+
+May import: every other part of the gateway but `console` and `ops` (it describes, never calls).
 """
 
 from __future__ import annotations

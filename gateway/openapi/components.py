@@ -1,6 +1,6 @@
 """Shared pieces of the OpenAPI document: error bodies per surface, headers, small builders.
 
-The error bodies follow gateway/errors.py (spec 7.1): the fixed inner objects are closed
+The error bodies follow gateway/web/errors.py (spec 7.1): the fixed inner objects are closed
 (`additionalProperties: false`); the top level stays open because `ApiError.extra` may add fields
 (`partial`, `retry_after`, `request_id`).
 """
@@ -12,7 +12,7 @@ from typing import Any
 REF = "#/components/schemas/"
 
 NULLABLE_STRING = {"type": ["string", "null"]}
-# Every timestamp has the one shape gateway/output.py writes (verify's `checked_at` is the spec's exception).
+# Every timestamp has the one shape gateway/web/output.py writes (verify's `checked_at` is the spec's exception).
 TIMESTAMP_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"
 TIMESTAMP = {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN}
 NULLABLE_TIMESTAMP = {"type": ["string", "null"], "format": "date-time", "pattern": TIMESTAMP_PATTERN}

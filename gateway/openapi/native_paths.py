@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from gateway.openapi.components import (ANY_OBJECT, NULLABLE_STRING, TIMESTAMP, id_param, json_response, obj,
-                                        operation, ref)
+from gateway.openapi.components import (
+    ANY_OBJECT,
+    NULLABLE_STRING,
+    TIMESTAMP,
+    id_param,
+    json_response,
+    obj,
+    operation,
+    ref,
+)
 
 COLLECTION_FIELDS = {"id": {"type": "integer"}, "name": {"type": "string"}, "description": {"type": "string"},
                      "embedding_model": NULLABLE_STRING, "document_count": {"type": ["integer", "null"]},

@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
-from gateway.openapi.components import (ANY_OBJECT, NO_CREDENTIAL, NULLABLE_STRING,
-                                        NULLABLE_TIMESTAMP, SESSION, TIMESTAMP, id_param, json_response, obj,
-                                        operation, ref, str_param)
+from gateway.openapi.components import (
+    ANY_OBJECT,
+    NO_CREDENTIAL,
+    NULLABLE_STRING,
+    NULLABLE_TIMESTAMP,
+    SESSION,
+    TIMESTAMP,
+    id_param,
+    json_response,
+    obj,
+    operation,
+    ref,
+    str_param,
+)
 
 NULLABLE_INT = {"type": ["integer", "null"]}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.http import JsonResponse
 
-from gateway.errors import FrameworkError, render_error
 from gateway.openapi import cached_document
+from gateway.web.errors import FrameworkError, render_error
 
 
 def openapi_json(request):

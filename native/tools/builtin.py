@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from gateway.calls import check_chat_size
-from gateway.completion import complete, meter_completion
-from gateway.errors import ApiError
-from gateway.routing import registry, usable_targets
-from gateway.workers import in_worker
+from gateway.calls.completion import complete, meter_completion
+from gateway.calls.plan import check_chat_size
+from gateway.registry.routing import registry, usable_targets
+from gateway.state.workers import in_worker
+from gateway.web.errors import ApiError
 from native.agent_chain import agent_chain
 from native.collections import collection_get
 from native.search import search_collection as search

@@ -21,7 +21,7 @@ from typing import Any
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.validators import validator_for
 
-from gateway.errors import ApiError
+from gateway.web.errors import ApiError
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
-from gateway.errors import ApiError
+from gateway.web.errors import ApiError
 from native.models import McpServer
 from native.tools.builtin import AGENT_TOOLS, agent_tools
 from native.tools.mcp_client import McpEndpoint, McpUnavailable, list_tools

@@ -7,7 +7,7 @@ from typing import Any, Callable
 import httpx
 from django.conf import settings
 
-from gateway.redact import configured_secrets, redact
+from gateway.telemetry.redact import configured_secrets, redact
 
 
 def scrubbed(text: str, routine=None) -> str:

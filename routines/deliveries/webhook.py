@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
-from gateway.output import timestamp
+from gateway.web.output import timestamp
 from routines.deliveries.base import DeliveryFailed
 from routines.signatures import sign
 

@@ -40,6 +40,8 @@ def server_form_data(page_html: str, server, **overrides) -> dict:
         "enabled": "on" if server.enabled else "",
         "connect_timeout": str(server.connect_timeout),
         "read_timeout": str(server.read_timeout),
+        "drop_unsupported_fields": "on" if server.drop_unsupported_fields else "",
+        "structured_output": server.structured_output,
         f"{prefix}-TOTAL_FORMS": "0",
         f"{prefix}-INITIAL_FORMS": "0",
         f"{prefix}-MIN_NUM_FORMS": "0",
@@ -178,7 +180,7 @@ def test_it_redirects_a_non_staff_account_to_the_admin_login(client):
 
 
 def test_usage_is_listed_and_read_only(admin_client):
-    from gateway.metering import meter
+    from gateway.calls.metering import meter
 
     account = AccountFactory(email="metered@example.test")
     meter(account_id=account.pk, model="oa/echo-1", surface="messages", input_tokens=5, output_tokens=7)

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
-from gateway.output import timestamp
+from gateway.web.output import timestamp
 from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory, UsageRecordFactory
 from tests.servers import wait_for_quiet_database
 

@@ -9,8 +9,16 @@ change is `model`, to the server's own name when its id differs."""
 
 import pytest
 
-from tests.clients.claude_code_support import (FINAL_TEXT, TOOL_ARGUMENTS, TOOL_NAME, TOOL_OUTPUT, comparable,
-                                               differences, run_claude, tool_turn)
+from tests.clients.claude_code_support import (
+    FINAL_TEXT,
+    TOOL_ARGUMENTS,
+    TOOL_NAME,
+    TOOL_OUTPUT,
+    comparable,
+    differences,
+    run_claude,
+    tool_turn,
+)
 from tests.compat.conftest import world  # noqa: F401 — the fixture: the live gateway, an account, servers oa and an
 from tests.factories import ModelFactory
 from tests.upstream.anthropic_wire import blocks_text

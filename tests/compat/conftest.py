@@ -7,8 +7,8 @@ import anthropic
 import openai
 import pytest
 
-from tests.servers import wait_for_quiet_database
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
+from tests.servers import wait_for_quiet_database
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 

@@ -6,7 +6,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.tokens import count_text
+from gateway.calls.tokens import count_text
 from tests.factories import ModelFallbackFactory
 from tests.servers import wait_for_usage
 

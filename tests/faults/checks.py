@@ -186,7 +186,7 @@ def check_quota_counters(stack: Stack, account: dict) -> None:
     """`GET /api/v1/usage` (and the Redis counters behind it) equal the sums of the records."""
     import httpx
 
-    from gateway.quotas import windows_at
+    from gateway.limits.quotas import windows_at
 
     account_id = account["account_id"]
     windows = {w.period: w for w in windows_at(datetime.now(timezone.utc))}

@@ -300,3 +300,25 @@ def test_the_documented_example_applies(apply, monkeypatch):
     assert ModelServer.objects.get(name="claude").kind == "anthropic"
     assert ModelServer.objects.get(name="old-vllm").enabled is False
     assert "Everything unchanged" in apply(example)
+
+
+def test_a_servers_translation_choices_are_set_and_default(apply):
+    """How a translated request treats a field the server's format cannot carry, and how
+    response_format reaches an Anthropic server (issue 22): off and `tool` unless the file says."""
+    apply(SAMPLE.replace("    is_remote: true\n", "    is_remote: true\n    drop_unsupported_fields: true\n"
+                                                    "    structured_output: output_config\n"))
+    cloud, local = ModelServer.objects.get(name="cloud"), ModelServer.objects.get(name="local")
+    assert (cloud.drop_unsupported_fields, cloud.structured_output) == (True, "output_config")
+    assert (local.drop_unsupported_fields, local.structured_output) == (False, "tool")
+
+
+@pytest.mark.parametrize("line, message", [
+    ("structured_output: json", "servers[1].structured_output: bad structured_output 'json'; expected one of tool, "
+                                "output_config"),
+    ("drop_unsupported_fields: sometimes", "servers[1].drop_unsupported_fields"),
+])
+def test_a_bad_translation_choice_is_refused_by_name(apply, line, message):
+    with pytest.raises(CommandError) as caught:
+        apply(SAMPLE.replace("    is_remote: true\n", f"    is_remote: true\n    {line}\n"))
+    assert message in str(caught.value)
+    assert ModelServer.objects.count() == 0

@@ -13,12 +13,12 @@ import pytest
 import redis
 from django.test import override_settings
 
-from gateway import cooldown
-from gateway.dispatch import ChainExhausted, open_reply
-from gateway.embeddings import embed
-from gateway.providers.base import UpstreamError
-from gateway.routing import registry
-from gateway.upstream_http import Client, ConnectError
+from gateway.calls.dispatch import ChainExhausted, open_reply
+from gateway.calls.embeddings import embed
+from gateway.registry import cooldown
+from gateway.registry.routing import registry
+from gateway.upstream.http_client import Client, ConnectError
+from gateway.upstream.providers.base import UpstreamError
 from tests.factories import ModelFactory, ModelServerFactory
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -118,7 +118,7 @@ def test_a_refused_server_is_skipped_by_the_next_call_without_a_connection(close
         first, _ = call([target])
     assert isinstance(first, ChainExhausted) and first.status == 503
     assert redis_client(redis_url).exists(f"gw:cooldown:{target.server.id}")
-    fell = [r.getMessage() for r in caplog.records if r.name == "gateway.dispatch"]
+    fell = [r.getMessage() for r in caplog.records if r.name == "gateway.calls.dispatch"]
     assert fell and "model m on server s failed: connect failed" in fell[0]
 
     with mock.patch.object(Client, "send", never_send):
@@ -244,7 +244,7 @@ def test_an_answer_with_an_error_status_puts_no_server_in_cooldown(upstream):  #
 def test_a_redis_error_in_the_probe_check_lets_the_call_go(closed_port):
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     cooldown.record_failure(target.server, "connect failed")
-    with mock.patch("gateway.cooldown._take_probe", side_effect=redis.exceptions.ConnectionError("down")), \
+    with mock.patch("gateway.registry.cooldown._take_probe", side_effect=redis.exceptions.ConnectionError("down")), \
             mock.patch("time.time", return_value=time.time() + 60):
         assert cooldown.check(target.server) == cooldown.GO
 
@@ -276,7 +276,7 @@ def test_an_operator_saving_the_server_clears_its_cooldown(closed_port, redis_ur
 def test_a_failure_is_an_upstream_error_like_an_unreachable_server(closed_port, loop):
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     call([target])
-    from gateway.providers import chat_stream
+    from gateway.upstream.providers import chat_stream
 
     async def first():
         return await anext(chat_stream(target, BODY))

@@ -6,8 +6,15 @@ import pytest
 import time_machine
 from django.conf import settings as django_settings
 
-from gateway.counters import (amounts_add, amounts_forget, amounts_get, amounts_seed, hits_many, marks_many,
-                              window_hit)
+from gateway.state.counters import (
+    amounts_add,
+    amounts_forget,
+    amounts_get,
+    amounts_seed,
+    hits_many,
+    marks_many,
+    window_hit,
+)
 from tests.conftest import clear_counters
 
 
@@ -121,7 +128,6 @@ def test_the_embedded_cache_keeps_live_windows_when_it_fills_up(settings, db):
     """Without Redis the windows live in the database cache, next to anything else cached there;
     Django culls a third of that table when it passes MAX_ENTRIES (300 by default)."""
     from django.core.cache import cache
-
     from django.core.management import call_command
 
     settings.CACHES = {"default": django_settings.EMBEDDED_CACHE}
@@ -141,7 +147,7 @@ HAMMER = """
 import os, sys, time
 import django
 django.setup()
-from gateway.counters import window_hit
+from gateway.state.counters import window_hit
 start = float(sys.argv[1])
 while time.time() < start:
     time.sleep(0.001)

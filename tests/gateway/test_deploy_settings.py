@@ -14,8 +14,8 @@ import pytest
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
-from gateway.middleware import TrustedProxyMiddleware
-from gateway.ratelimit import client_address
+from gateway.limits.ratelimit import client_address
+from gateway.web.middleware import TrustedProxyMiddleware
 from tests.factories import PASSWORD, AccountFactory, api_key_for, bearer, session_for
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,11 +1,11 @@
-"""Model discovery (gateway/discovery.py) against the reference upstream: OpenAI `/v1/models`,
+"""Model discovery (gateway/registry/discovery.py) against the reference upstream: OpenAI `/v1/models`,
 Ollama `/api/tags`, Anthropic `/v1/models`; failures per server; what it writes and never writes."""
 
 import pytest
 
-from gateway.discovery import Found, capabilities_for, discover_models
 from gateway.models import Model, ModelServer
-from gateway.routing import registry
+from gateway.registry.discovery import Found, capabilities_for, discover_models
+from gateway.registry.routing import registry
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory
 from tests.servers import free_port
 from tests.upstream import running_upstream

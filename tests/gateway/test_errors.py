@@ -3,7 +3,7 @@
 import pytest
 from django.test import RequestFactory
 
-from gateway.errors import ApiError, Unauthenticated, render_error
+from gateway.web.errors import ApiError, Unauthenticated, render_error
 from tests.contract import assert_auth_failure, assert_openai_error
 from tests.factories import PASSWORD, api_key_for, bearer
 

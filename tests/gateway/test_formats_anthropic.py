@@ -1,4 +1,4 @@
-"""Anthropic Messages <-> neutral chat translations (gateway.formats.anthropic) of requests and of
+"""Anthropic Messages <-> neutral chat translations (gateway.formats.anthropic.to_chat) of requests and of
 non-streamed replies, checked against the official SDKs' own types and through the real SDK clients
 over httpx MockTransport. The streams are in test_formats_anthropic_stream.py."""
 
@@ -9,12 +9,17 @@ import pytest
 from anthropic.types import Message
 from openai.types.chat import ChatCompletion
 
-from gateway.errors import ApiError
-from gateway.formats.anthropic import messages_to_chat_request
-from gateway.formats.chat_to_anthropic import chat_to_messages_request
-from gateway.formats.anthropic_reply import chat_to_messages_response, messages_to_chat_response
+from gateway.formats.anthropic.from_chat import chat_to_messages_request
+from gateway.formats.anthropic.replies import chat_to_messages_response, messages_to_chat_response
+from gateway.formats.anthropic.to_chat import messages_to_chat_request
+from gateway.web.errors import ApiError
 from tests.gateway.anthropic_support import (
-    WEATHER_SCHEMA, anthropic_client, openai_client, valid_anthropic_request, valid_chat_request)
+    WEATHER_SCHEMA,
+    anthropic_client,
+    openai_client,
+    valid_anthropic_request,
+    valid_chat_request,
+)
 
 PNG = "iVBORw0KGgo="
 IMAGE_BLOCK = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}

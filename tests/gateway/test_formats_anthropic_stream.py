@@ -1,4 +1,4 @@
-"""Anthropic Messages <-> neutral chat translations of streams (gateway.formats.anthropic_stream):
+"""Anthropic Messages <-> neutral chat translations of streams (gateway.formats.anthropic.streams):
 Anthropic events to chat chunks and back, checked against the official SDKs' own types and through
 the real SDK clients over httpx MockTransport."""
 
@@ -14,11 +14,16 @@ from openai.types.chat import ChatCompletionChunk
 from pydantic import TypeAdapter
 
 from gateway.formats import StreamError
-from gateway.formats.anthropic import messages_to_chat_request
-from gateway.formats.chat_to_anthropic import chat_to_messages_request
-from gateway.formats.anthropic_stream import ChatToMessagesStream, MessagesToChatStream
+from gateway.formats.anthropic.from_chat import chat_to_messages_request
+from gateway.formats.anthropic.streams import ChatToMessagesStream, MessagesToChatStream
+from gateway.formats.anthropic.to_chat import messages_to_chat_request
 from tests.gateway.anthropic_support import (
-    WEATHER_SCHEMA, anthropic_client, openai_client, valid_anthropic_request, valid_chat_request)
+    WEATHER_SCHEMA,
+    anthropic_client,
+    openai_client,
+    valid_anthropic_request,
+    valid_chat_request,
+)
 
 ANTHROPIC_EVENT = TypeAdapter(RawMessageStreamEvent)
 

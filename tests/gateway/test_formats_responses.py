@@ -1,4 +1,4 @@
-"""OpenAI Responses <-> neutral chat translations (gateway.formats.responses), checked against the
+"""OpenAI Responses <-> neutral chat translations (gateway.formats.responses.translate), checked against the
 official SDK's types and through the real SDK client over httpx MockTransport."""
 
 import json
@@ -11,10 +11,10 @@ from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.responses.response_create_params import ResponseCreateParams
 from pydantic import TypeAdapter
 
-from gateway.errors import ApiError
+from gateway.formats.responses.stream import ChatToResponsesStream
+from gateway.formats.responses.translate import chat_to_response, responses_to_chat_request
+from gateway.web.errors import ApiError
 from tests.sdk_types import CHAT_REQUEST, deep
-from gateway.formats.responses import chat_to_response, responses_to_chat_request
-from gateway.formats.responses_stream import ChatToResponsesStream
 
 RESPONSES_REQUEST = TypeAdapter(ResponseCreateParams)
 STREAM_EVENT = TypeAdapter(ResponseStreamEvent)

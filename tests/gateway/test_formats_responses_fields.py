@@ -1,4 +1,4 @@
-"""The fields of a Responses request beside input and tools (gateway.formats.responses_fields): carried into
+"""The fields of a Responses request beside input and tools (gateway.formats.responses.fields): carried into
 the chat form, honoured by the gateway by their meaning, or refused with a 400 naming them; and what the
 reply carries back (log probabilities, the settings it repeats, a reply cut midway). Checked against the
 official SDK's types."""
@@ -9,9 +9,9 @@ from openai.types.responses import Response, ResponseStreamEvent
 from openai.types.responses.response_create_params import ResponseCreateParams
 from pydantic import TypeAdapter
 
-from gateway.errors import ApiError
-from gateway.formats.responses import chat_to_response, responses_to_chat_request
-from gateway.formats.responses_stream import ChatToResponsesStream
+from gateway.formats.responses.stream import ChatToResponsesStream
+from gateway.formats.responses.translate import chat_to_response, responses_to_chat_request
+from gateway.web.errors import ApiError
 from tests.sdk_types import CHAT_REQUEST, deep
 
 RESPONSES_REQUEST = TypeAdapter(ResponseCreateParams)
@@ -160,7 +160,7 @@ def completion(finish_reason="stop", logprobs=None):
             "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"city":"Paris"}'},
                          "finish_reason": finish_reason, "logprobs": logprobs}],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}
-    if finish_reason:  # a reply cut midway has none (gateway.replies.ReplyAccumulator)
+    if finish_reason:  # a reply cut midway has none (gateway.upstream.replies.ReplyAccumulator)
         ChatCompletion.model_validate(data)
     return data
 

@@ -1,4 +1,4 @@
-"""Replies translated across formats, whole and streamed (gateway/formats/anthropic_reply.py,
+"""Replies translated across formats, whole and streamed (gateway/formats/anthropic/replies.py,
 anthropic_stream.py): a stop sequence, thinking and reasoning, and the forced tool that carries a
 response_format to an Anthropic server read back as text. Checked with the official SDKs' types
 and clients (over httpx MockTransport)."""
@@ -11,8 +11,8 @@ from anthropic.types import Message, RawMessageStreamEvent
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import BaseModel, TypeAdapter
 
-from gateway.formats.anthropic_reply import chat_to_messages_response, messages_to_chat_response
-from gateway.formats.anthropic_stream import ChatToMessagesStream, MessagesToChatStream
+from gateway.formats.anthropic.replies import chat_to_messages_response, messages_to_chat_response
+from gateway.formats.anthropic.streams import ChatToMessagesStream, MessagesToChatStream
 from tests.gateway.anthropic_support import anthropic_client, openai_client
 
 ANTHROPIC_EVENT = TypeAdapter(RawMessageStreamEvent)

@@ -1,12 +1,12 @@
-"""Requests translated across formats (gateway/formats/anthropic.py, chat_to_anthropic.py): what each
-carries, as what, and the names of what it cannot carry (for gateway.providers.base.uncarried)."""
+"""Requests translated across formats (gateway/formats/anthropic/to_chat.py, chat_to_anthropic.py): what each
+carries, as what, and the names of what it cannot carry (for gateway.upstream.providers.base.uncarried)."""
 
 import json
 
 import pytest
 
-from gateway.formats.anthropic import messages_request_uncarried, messages_to_chat_request
-from gateway.formats.chat_to_anthropic import chat_request_uncarried, chat_to_messages_request, output_tool_name
+from gateway.formats.anthropic.from_chat import chat_request_uncarried, chat_to_messages_request, output_tool_name
+from gateway.formats.anthropic.to_chat import messages_request_uncarried, messages_to_chat_request
 from tests.gateway.anthropic_support import WEATHER_SCHEMA, valid_anthropic_request, valid_chat_request
 
 HI = [{"role": "user", "content": "hi"}]

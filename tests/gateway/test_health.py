@@ -11,7 +11,7 @@ import httpx
 import pytest
 from django.db import connection
 
-from gateway import health
+from gateway.ops import health
 from tests.servers import answers_on, free_port, server_process, web_process
 
 ALL_UP = {"database": "ok", "redis": "ok", "broker": "ok", "migrations": "ok"}
@@ -175,11 +175,11 @@ def test_readyz_names_redis_when_it_stops(client, db, settings, own_redis, caplo
         assert body["checks"][name].startswith("down: ConnectionError: "), body
     assert REDIS_PASSWORD not in response.content.decode()
     assert "Traceback" not in response.content.decode()
-    warned = [r.getMessage() for r in caplog.records if r.name == "gateway.health"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "gateway.ops.health"]
     assert len(warned) == 2 and all(REDIS_PASSWORD not in line for line in warned)
 
     client.get("/readyz")  # still down: said once only
-    assert len([r for r in caplog.records if r.name == "gateway.health"]) == 2
+    assert len([r for r in caplog.records if r.name == "gateway.ops.health"]) == 2
 
 
 def test_a_cause_never_carries_a_urls_password():
@@ -250,7 +250,7 @@ def test_the_servers_access_log_has_no_line_for_probes_and_scrapes(path):
     project puts on those loggers only for other paths."""
     import logging
 
-    from gateway.logjson import QuietScrapes
+    from gateway.telemetry.logjson import QuietScrapes
 
     def uvicorn_line(target):
         return logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',

@@ -8,7 +8,7 @@ import json
 import pytest
 from django.core.signals import request_started
 
-from gateway.hotpath import is_hot
+from gateway.web.hotpath import is_hot
 from tests.asgi import call, exchange
 from tests.factories import (
     AccountFactory,
@@ -59,7 +59,7 @@ def test_the_hot_resolver_finds_what_the_urlconf_finds(path):
     from django.test import RequestFactory
     from django.urls import get_resolver
 
-    from gateway.hotpath import HotPathHandler
+    from gateway.web.hotpath import HotPathHandler
 
     expected = get_resolver().resolve(path)
     found = HotPathHandler().resolve_request(RequestFactory().post(path))
@@ -74,7 +74,7 @@ def test_a_hot_prefix_the_hot_routes_do_not_match_goes_through_the_whole_urlconf
     from django.test import RequestFactory
     from django.urls import Resolver404
 
-    from gateway.hotpath import HotPathHandler
+    from gateway.web.hotpath import HotPathHandler
 
     with pytest.raises(Resolver404) as raised:
         HotPathHandler().resolve_request(RequestFactory().post("/api/v1/hooks/a/b"))
@@ -82,9 +82,9 @@ def test_a_hot_prefix_the_hot_routes_do_not_match_goes_through_the_whole_urlconf
 
 
 def test_a_hot_route_answers_without_request_started_and_meters_from_the_loop(key, started):
+    from gateway.limits.quotas import quota_used
     from gateway.models import UsageRecord
-    from gateway.quotas import quota_used
-    from gateway.usage_writer import usage_writer
+    from gateway.usage.writer import usage_writer
 
     body = json.dumps({"model": "oa/echo-1", "messages": [{"role": "user", "content": "hi"}]}).encode()
     auth = [(b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json"),

@@ -10,11 +10,11 @@ import logging
 import httpx
 import pytest
 
-from gateway.logfilters import RedactSecrets
-from gateway.logjson import JsonFormatter, RequestContext
+from gateway.telemetry.logfilters import RedactSecrets
+from gateway.telemetry.logjson import JsonFormatter, RequestContext
 from routines.models import Run
-from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.asgi import call
+from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.servers import free_port, wait_for_quiet_database, web_process
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -161,7 +161,7 @@ def test_a_run_is_a_worker_line_with_the_request_id_of_the_webhook_call_that_que
     http = httpx.Client(base_url=json_gateway, headers={"Authorization": f"Bearer {key}"}, timeout=10)
     try:
         created = create_routine(http, delivery_targets=["inapp"])
-        with worker_process(process_env, name="json-worker") as worker:
+        with worker_process(process_env, name="json-worker"):
             answer = send_event(created["webhook_url"], created["webhook_secret"], {"text": "log it"}, "evt-json")
             request_id = answer.headers["X-Request-Id"]
             run = Run.objects.get(routine_id=created["routine"]["id"])

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from gateway.logfilters import ACCESS_LOGGERS, REQUEST_LOGGERS, RedactSecretPaths, install
+from gateway.telemetry.logfilters import ACCESS_LOGGERS, REQUEST_LOGGERS, RedactSecretPaths, install
 
 TOKEN = "a" * 48
 

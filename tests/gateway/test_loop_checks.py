@@ -9,7 +9,7 @@ import pytest
 from django.test import AsyncClient
 
 from accounts import endpoints
-from gateway.routing import registry_changed
+from gateway.registry.routing import registry_changed
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -86,7 +86,7 @@ def test_without_redis_the_checks_stay_in_one_hop(caller, hops, settings):
 def test_the_loop_counter_step_survives_a_redis_restart(settings, tmp_path):
     """A pooled asyncio connection that a restarted Redis closed is replaced at once: the next
     counter step succeeds (without a retry it failed once, and its request got a 503)."""
-    from gateway import loop_redis
+    from gateway.state import loop_redis
     from tests.faults.stack import PrivateRedis
 
     redis = PrivateRedis(tmp_path, tmp_path).start()

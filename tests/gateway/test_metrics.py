@@ -12,11 +12,11 @@ import pytest
 from django.conf import settings as django_settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway import metrics_files
-from gateway.spool import Spool
-from gateway.usage_writer import usage_writer
-from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
+from gateway.telemetry import metrics_files
+from gateway.usage.spool import Spool
+from gateway.usage.writer import usage_writer
 from tests.asgi import call
+from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.servers import ROOT, child_env
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -125,7 +125,7 @@ def test_a_value_written_by_another_process_is_in_the_scrape(db):
     """A process of its own (as a Celery worker or another web worker is) counts; once it is gone
     and marked dead, its live gauge goes, and its counters stay in the sums."""
     program = ("import django, sys; django.setup()\n"
-               "from gateway import metrics\n"
+               "from gateway.telemetry import metrics\n"
                "metrics.quota_refused('month'); metrics.process_started('worker')\n"
                "print('counted', flush=True); sys.stdin.readline()\n")
     env = child_env(DJANGO_SETTINGS_MODULE="gateway.settings")

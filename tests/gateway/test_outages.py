@@ -165,7 +165,7 @@ import json, os, subprocess, sys
 import django
 django.setup()
 from django.db import close_old_connections, connection
-from gateway.errors import outage_of
+from gateway.web.errors import outage_of
 
 def request():
     try:
@@ -233,13 +233,13 @@ def test_no_request_fails_once_postgresql_is_back(private_postgres, settings):
 
 def test_an_outage_raised_in_a_middleware_is_a_503_too(db):
     """Not in a view (so OutageMiddleware's process_exception is not asked): Django's 500
-    handler (gateway.views.server_error) sees the outage and answers its 503."""
+    handler (gateway.web.fallback.server_error) sees the outage and answers its 503."""
     import redis
 
     client = Client(raise_request_exception=False)
     down = redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
-    with mock.patch("gateway.surfaces.is_api_path", side_effect=down):
+    with mock.patch("gateway.web.surfaces.is_api_path", side_effect=down):
         assert_native_503(client.get("/api/v1/version"))
-    with mock.patch("gateway.surfaces.is_api_path", side_effect=ValueError("a bug")):
+    with mock.patch("gateway.web.surfaces.is_api_path", side_effect=ValueError("a bug")):
         response = client.get("/api/v1/version")
     assert response.status_code == 500 and response.json() == {"detail": "Server Error."}

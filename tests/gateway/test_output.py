@@ -5,7 +5,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from gateway.output import encode, respond, timestamp, timestamp_with_offset
+from gateway.web.output import encode, respond, timestamp, timestamp_with_offset
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT_APPS = ("accounts", "compat", "gateway", "native", "routines")
@@ -38,12 +38,12 @@ def test_respond_writes_every_datetime_with_the_one_writer():
 
 
 def test_no_product_module_formats_a_datetime_itself():
-    """Only gateway/output.py turns a datetime into text for a client (the console's CSV export
+    """Only gateway/web/output.py turns a datetime into text for a client (the console's CSV export
     included). The others write no client's answer: the usage spool's own line format (read back
     by the spool only), log lines, the console's HTML and SVG for people, a day as a database
     parameter."""
-    allowed = {"gateway/output.py", "gateway/usage_writer.py", "gateway/logjson.py", "gateway/server_health_admin.py",
-               "gateway/usage_chart.py", "gateway/usage_console.py", "gateway/call_failures.py"}
+    allowed = {"gateway/web/output.py", "gateway/usage/writer.py", "gateway/telemetry/logjson.py", "gateway/console/server_admin.py",
+               "gateway/console/usage_chart.py", "gateway/console/usage_reads.py", "gateway/usage/call_failures.py"}
     writers = re.compile(r"\.isoformat\(|\.strftime\(")
     found = []
     for app in PRODUCT_APPS:

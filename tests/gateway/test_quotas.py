@@ -8,11 +8,11 @@ import pytest
 import time_machine
 
 from accounts.models import AccountGroup
-from gateway.errors import ApiError
-from gateway.metering import meter
+from gateway.calls.metering import meter
+from gateway.limits.quotas import quota_check, quota_used, windows_at
 from gateway.models import UsageRecord
-from gateway.quotas import quota_check, quota_used, windows_at
-from gateway.usage_writer import usage_writer
+from gateway.usage.writer import usage_writer
+from gateway.web.errors import ApiError
 from tests.conftest import clear_counters
 from tests.factories import ModelFactory, UsageRecordFactory, api_key_for, bearer
 
@@ -230,7 +230,7 @@ def test_a_rebuild_counts_the_records_still_in_the_spool_once(backend, spooling,
     assert day_used(owner) == 100
     # written to the database while still in a spool file (a drainer killed between the commit
     # and the unlink): still counted once
-    from gateway.usage_writer import insert, record_from_line
+    from gateway.usage.writer import insert, record_from_line
 
     insert([record_from_line(line) for line in usage_writer.spooled()])
     forget_counters()
@@ -243,7 +243,7 @@ def test_a_rebuild_counts_the_records_still_in_the_spool_once(backend, spooling,
 
 
 def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend, owner, monkeypatch):
-    import gateway.counters
+    import gateway.state.counters
 
     set_ceilings(owner.group, day=1000)
     spend(owner, 30)
@@ -253,8 +253,8 @@ def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend,
         raise ConnectionError("Redis went away")
 
     with monkeypatch.context() as patched:
-        patched.setattr(gateway.counters, "_redis_add_script", lambda url: redis_is_down)
-        patched.setattr(gateway.counters.cache, "get_many", redis_is_down)
+        patched.setattr(gateway.state.counters, "_redis_add_script", lambda url: redis_is_down)
+        patched.setattr(gateway.state.counters.cache, "get_many", redis_is_down)
         spend(owner, 50)  # answered: it must not raise, and its record lands
     assert UsageRecord.objects.filter(account=owner).count() == 2
     assert day_used(owner) == 30  # the counter missed 50
@@ -263,7 +263,7 @@ def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend,
 
 
 def test_meter_with_redis_unreachable_does_not_raise_and_the_record_lands(owner, settings):
-    from gateway.quotas import quota_forget_unsure
+    from gateway.limits.quotas import quota_forget_unsure
     from tests.servers import free_port
 
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there

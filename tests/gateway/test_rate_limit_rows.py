@@ -1,4 +1,4 @@
-"""The rows of spec 8.1 as declared in gateway/ratelimit.py, checked through the counting
+"""The rows of spec 8.1 as declared in gateway/limits/ratelimit.py, checked through the counting
 functions (the endpoints of later issues declare these same limits in one line)."""
 
 import time
@@ -6,8 +6,8 @@ import time
 import pytest
 import time_machine
 
-from gateway import ratelimit
-from gateway.errors import GeneralLimitReached, TooManyAttempts
+from gateway.limits import ratelimit
+from gateway.web.errors import GeneralLimitReached, TooManyAttempts
 
 ACCOUNT = "acct:4242"
 

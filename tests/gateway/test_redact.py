@@ -1,4 +1,4 @@
-"""`gateway.redact`: credentials out of text that leaves the gateway, prose left alone; the log
+"""`gateway.telemetry.redact`: credentials out of text that leaves the gateway, prose left alone; the log
 filters: key-shaped strings out of every console line, credentials sent in a query string out of
 the access log lines (issue 12, items 1 and 4)."""
 
@@ -8,8 +8,8 @@ import logging
 
 import pytest
 
-from gateway.logfilters import RedactSecretPaths, RedactSecrets, install
-from gateway.redact import REDACTED, credentials_in, redact
+from gateway.telemetry.logfilters import RedactSecretPaths, RedactSecrets, install
+from gateway.telemetry.redact import REDACTED, credentials_in, redact
 
 KEY = "sk-test-SECRET1234567890abcdefXYZ"
 
@@ -100,7 +100,7 @@ def test_the_filter_redacts_message_arguments_and_traceback():
 
 
 def test_the_filter_knows_the_model_servers_keys_once_the_registry_is_read(db):
-    from gateway.routing import registry
+    from gateway.registry.routing import registry
     from tests.factories import ModelFactory, ModelServerFactory
 
     secret = "plainsecretvalueforthemodelserver"

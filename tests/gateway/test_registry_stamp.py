@@ -9,12 +9,19 @@ import pytest
 from django.test import override_settings
 
 from accounts.models import AccountGroup
-from gateway.config_file import apply_config
-from gateway.counters import version_bump
 from gateway.models import Model
-from gateway.routing import read_stamps, registry, registry_version_key
-from tests.factories import (AccountFactory, AccountGroupFactory, ModelFactory, ModelFallbackFactory,
-                             ModelServerFactory, api_key_for, bearer)
+from gateway.registry.config_file import apply_config
+from gateway.registry.routing import read_stamps, registry, registry_version_key
+from gateway.state.counters import version_bump
+from tests.factories import (
+    AccountFactory,
+    AccountGroupFactory,
+    ModelFactory,
+    ModelFallbackFactory,
+    ModelServerFactory,
+    api_key_for,
+    bearer,
+)
 from tests.servers import wait_for_quiet_database, web_process
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -133,7 +140,7 @@ def test_a_proxied_call_reads_the_stamps_in_its_counter_step(transactional_db, c
     """No round trip of the registry's own on the hot path: the stamps come with the ceilings."""
     key = api_key_for(AccountFactory(group=AccountGroupFactory(name="team", api_access=True)))
     ModelFactory(server=ModelServerFactory(name="oa", base_url=f"{upstream.url}/v1"), name="echo-1", is_default=True)
-    with mock.patch("gateway.routing.read_stamps", side_effect=AssertionError("a round trip of its own")):
+    with mock.patch("gateway.registry.routing.read_stamps", side_effect=AssertionError("a round trip of its own")):
         r = client.post("/v1/chat/completions", {"model": "oa/echo-1", "messages": [{"role": "user", "content": "hi"}]},
                         content_type="application/json", headers=bearer(key))
     assert r.status_code == 200, r.content

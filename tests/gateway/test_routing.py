@@ -3,8 +3,8 @@
 import pytest
 
 from accounts.models import AccountGroup
-from gateway.errors import ApiError
-from gateway.routing import plan_chain
+from gateway.registry.routing import plan_chain
+from gateway.web.errors import ApiError
 from tests.factories import AccountGroupFactory, ModelFactory, ModelFallbackFactory, ModelServerFactory
 
 

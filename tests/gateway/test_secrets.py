@@ -149,7 +149,7 @@ def test_the_gateways_log_does_not_carry_the_key(world):
 def test_a_key_in_a_plain_text_error_or_cut_short_is_found():
     """A body that is not JSON is shown in part: redacted before it is cut. A key cut short by
     the server is found by its pieces."""
-    from gateway.providers.base import failure_from_response
+    from gateway.upstream.providers.base import failure_from_response
 
     body = ("x" * 280 + f" bad key {AN_KEY} and again {AN_KEY}").encode()
     failure = failure_from_response(401, body, httpx.Headers(), [AN_KEY])

@@ -1,5 +1,5 @@
 """Issue 14, item 1: the model server admin shows each server's health (last success, last failure
-and its cause, cooldown), recorded off the call's path (gateway/server_health.py), and saving a
+and its cause, cooldown), recorded off the call's path (gateway/registry/server_health.py), and saving a
 server runs model discovery for it without ever failing the save."""
 
 import asyncio
@@ -12,8 +12,8 @@ import pytest
 from django.contrib import messages
 from django.test import AsyncClient
 
-from gateway import cooldown, server_health
 from gateway.models import Model, ModelServer
+from gateway.registry import cooldown, server_health
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.servers import wait_for_quiet_database, web_process
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
@@ -158,6 +158,7 @@ def _raise_redis_down(*args, **kwargs):
 
 def server_form(**fields) -> dict:
     return {"name": "oa", "kind": "openai", "enabled": "on", "connect_timeout": "2", "read_timeout": "30",
+            "structured_output": "tool",
             "models-TOTAL_FORMS": "0", "models-INITIAL_FORMS": "0", "models-MIN_NUM_FORMS": "0",
             "models-MAX_NUM_FORMS": "1000", **fields}
 

@@ -2,11 +2,10 @@
 
 import httpx
 import pytest
-from django.conf import settings
 
 from tests.factories import AccountFactory, AccountGroupFactory, api_key_for
-from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 from tests.servers import web_process
+from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

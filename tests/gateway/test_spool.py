@@ -13,10 +13,10 @@ import time
 import pytest
 from django.db import OperationalError
 
-from gateway.metering import meter
+from gateway.calls.metering import meter
 from gateway.models import UsageRecord
-from gateway.spool import SUFFIX, Spool
-from gateway.usage_writer import UsageWriter, database_tag, usage_writer
+from gateway.usage.spool import SUFFIX, Spool
+from gateway.usage.writer import UsageWriter, database_tag, usage_writer
 from tests.factories import AccountFactory
 from tests.servers import ROOT
 
@@ -85,7 +85,7 @@ def test_the_file_of_a_dead_process_is_written_by_another_and_removed(owner, spo
 
 SPOOLER = """
 import json, os, signal, sys
-from gateway.spool import Spool
+from gateway.usage.spool import Spool
 spool = Spool(sys.argv[1])
 for key in sys.argv[3:]:
     spool.append(json.loads(sys.argv[2].replace("KEY", key)))
@@ -140,8 +140,8 @@ def test_the_database_failing_keeps_the_records_until_it_answers(owner, spool_di
     spend(owner, 4)
     spend(owner, 5)
     with monkeypatch.context() as patched:
-        patched.setattr("gateway.usage_writer._write_rows", database_down)
-        with caplog.at_level(logging.WARNING, logger="gateway.usage_writer"):
+        patched.setattr("gateway.usage.writer._write_rows", database_down)
+        with caplog.at_level(logging.WARNING, logger="gateway.usage.writer"):
             assert not usage_writer.flush(timeout=0)  # never raises
             spend(owner, 6)
             assert not usage_writer.flush(timeout=0)
@@ -168,7 +168,7 @@ def test_a_record_of_a_deleted_account_is_dropped_and_the_others_written(owner, 
     spend(gone, 1)
     spend(owner, 2)
     gone.delete()
-    with caplog.at_level(logging.WARNING, logger="gateway.usage_writer"):
+    with caplog.at_level(logging.WARNING, logger="gateway.usage.writer"):
         assert usage_writer.flush(timeout=1)
     assert list(UsageRecord.objects.values_list("input_tokens", flat=True)) == [2]
     assert any("deleted account" in r.getMessage() for r in caplog.records)
@@ -182,7 +182,7 @@ def test_a_record_the_database_can_never_take_is_dropped_and_the_others_written(
     bad = json.loads(line(owner, "bad"))
     bad["m"] = "x" * 301  # the column holds 300
     (spool_dir / f"999998-dead{SUFFIX}").write_text(line(owner, "a") + json.dumps(bad) + "\n" + line(owner, "b"))
-    with caplog.at_level(logging.WARNING, logger="gateway.usage_writer"):
+    with caplog.at_level(logging.WARNING, logger="gateway.usage.writer"):
         assert usage_writer.flush(timeout=1)
     assert keys_of(owner) == ["a", "b"]
     [error] = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
@@ -205,7 +205,7 @@ def test_records_are_written_once_on_sqlite_too(tmp_path):
         "from datetime import datetime, timezone\n"
         "from accounts.models import Account\n"
         "from gateway.models import UsageRecord\n"
-        "from gateway.usage_writer import insert_rows\n"
+        "from gateway.usage.writer import insert_rows\n"
         "account = Account.objects.create_user('s@example.test')\n"
         "at = datetime(2026, 11, 24, 10, 0, 0, 123456, tzinfo=timezone.utc)\n"
         "rows = [(f'k{i}', account.pk, 'oa/echo-1', 'chat.completions', i, 1, 'req', at) for i in range(3)]\n"

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from gateway.sse import sse_read
+from gateway.upstream.sse import sse_read
 
 STREAM = (b'data: {"a":1}\n\n'
           b"event: message_start\ndata: {\"type\":\"message_start\"}\n\n"

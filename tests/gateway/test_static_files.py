@@ -1,4 +1,4 @@
-"""The console's static files through the ASGI application (gateway/static_files.py): the same
+"""The console's static files through the ASGI application (gateway/web/static_files.py): the same
 bytes and headers as WhiteNoise's, without Django's warning about a synchronous iterator."""
 
 import warnings

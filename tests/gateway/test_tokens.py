@@ -1,4 +1,4 @@
-"""gateway/tokens.py: o200k_base counts from a tokenizer that ships inside its package.
+"""gateway/calls/tokens.py: o200k_base counts from a tokenizer that ships inside its package.
 
 The known counts were cross-checked against OpenAI's tiktoken 0.14 reading the o200k_base file
 whose SHA-256 OpenAI publishes (446a9538…1a2d)."""
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.tokens import (
+from gateway.calls.tokens import (
     ATTACHMENT_TOKENS,
     REPLY_PRIMER,
     TOKENS_PER_MESSAGE,
@@ -161,7 +161,7 @@ socket.socket.connect_ex = refuse
 socket.create_connection = refuse
 socket.getaddrinfo = refuse
 
-from gateway.tokens import count_chat_request, count_text
+from gateway.calls.tokens import count_chat_request, count_text
 assert count_text("hello world") == 2
 assert count_chat_request({"messages": [{"role": "user", "content": "hello world"}]}) == 9
 print("counted offline")

@@ -1,4 +1,4 @@
-"""gateway/upstream_http.py, the client of the model calls, against scripted raw HTTP/1.1 servers:
+"""gateway/upstream/http_client.py, the client of the model calls, against scripted raw HTTP/1.1 servers:
 keep-alive pooling, Content-Length / chunked / close-delimited / gzipped bodies, error statuses and
 early close. Its failures (refused connections, timeouts, protocol errors) are in
 test_upstream_http_failures.py."""
@@ -6,9 +6,9 @@ test_upstream_http_failures.py."""
 import asyncio
 import gzip
 
-from gateway import upstream_http as uh
-from gateway.providers.base import secrets_of
-from gateway.routing import Server
+from gateway.registry.routing import Server
+from gateway.upstream import http_client as uh
+from gateway.upstream.providers.base import secrets_of
 from tests.gateway import upstream_http_support
 from tests.gateway.upstream_http_support import FAST, OK_LENGTH, Script, answer_forever, get, run
 

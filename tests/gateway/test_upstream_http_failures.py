@@ -1,6 +1,6 @@
-"""gateway/upstream_http.py, the client of the model calls, against scripted raw HTTP/1.1 servers: its
+"""gateway/upstream/http_client.py, the client of the model calls, against scripted raw HTTP/1.1 servers: its
 failures (refused connections, connect / read / write timeouts, disconnects and malformed answers),
-their mapping in gateway/providers/base.py, and the TLS context."""
+their mapping in gateway/upstream/providers/base.py, and the TLS context."""
 
 import asyncio
 import socket
@@ -9,8 +9,8 @@ from unittest import mock
 
 import pytest
 
-from gateway import upstream_http as uh
-from gateway.providers.base import UpstreamError, failure_from_transport
+from gateway.upstream import http_client as uh
+from gateway.upstream.providers.base import UpstreamError, failure_from_transport
 from tests.gateway import upstream_http_support
 from tests.gateway.upstream_http_support import FAST, Script, get, run
 

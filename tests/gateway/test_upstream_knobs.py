@@ -19,7 +19,6 @@ from tests.servers import ROOT, free_port
 from tests.upstream import running_upstream
 from tests.upstream.fixtures import upstream  # noqa: F401  (the fixture)
 
-
 # ---- failure knobs -----------------------------------------------------------------------------
 
 def test_fail_status_for_a_number_of_requests(upstream):

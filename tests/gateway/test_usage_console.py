@@ -1,4 +1,4 @@
-"""Issue 14 item 4: the usage console in the admin (gateway/usage_console*.py): figures per day
+"""Issue 14 item 4: the usage console in the admin (gateway/console/usage_reads*.py): figures per day
 and model from the daily roll-up, filters, top accounts, quota use, failed model calls, the CSV
 export, a fixed number of queries whatever the number of records."""
 
@@ -17,13 +17,15 @@ from django.db.models import Sum
 from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 
-from gateway import call_failures, cooldown, usage_console_views
-from gateway.dispatch import ChainExhausted, open_reply
-from gateway.errors import ApiError
+from gateway.calls.dispatch import ChainExhausted, open_reply
+from gateway.console import usage_views as usage_console_views
 from gateway.models import CallFailureDaily, UsageDaily, UsageRecord
-from gateway.output import timestamp
-from gateway.routing import registry
-from gateway.usage_writer import insert_rows
+from gateway.registry import cooldown
+from gateway.registry.routing import registry
+from gateway.usage import call_failures
+from gateway.usage.writer import insert_rows
+from gateway.web.errors import ApiError
+from gateway.web.output import timestamp
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, UsageRecordFactory
 from tests.servers import wait_for_quiet_database
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture

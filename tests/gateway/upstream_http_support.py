@@ -1,4 +1,4 @@
-"""For the tests of gateway/upstream_http.py: scripted raw HTTP/1.1 loopback servers, and the autouse
+"""For the tests of gateway/upstream/http_client.py: scripted raw HTTP/1.1 loopback servers, and the autouse
 fixture `each_loop` that runs every test on asyncio's loop and on uvloop. A test module takes the
 fixture in as `_each_loop = upstream_http_support.each_loop`."""
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 import uvloop
 
-from gateway import upstream_http as uh
+from gateway.upstream import http_client as uh
 
 OK_LENGTH = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"
 FAST = uh.Timeouts(connect=2.0, read=2.0, write=2.0)

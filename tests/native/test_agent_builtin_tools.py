@@ -15,7 +15,7 @@ from tests.servers import wait_for_usage
 def _collection_with_a_document(account):
     import asyncio
 
-    from gateway.embeddings import embedding_model_for
+    from gateway.calls.embeddings import embedding_model_for
     from native.collections import NewDocument, document_write
 
     collection = CollectionFactory(account=account, name="Handbook")

@@ -105,7 +105,7 @@ def test_a_reply_cut_midway_is_502_with_what_arrived_and_is_metered(agent):
     r = agent.api.post(AGENT_CHAT, HELLO)
     assert r.status_code == 502
     assert r.json()["partial"] == "Echo: one "
-    
+
     [record] = wait_for_usage(agent.world.account, 1)
     assert record.surface == "native_agent" and record.output_tokens > 0
 

@@ -7,7 +7,6 @@ import pytest
 from tests.factories import McpServerFactory
 from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture, offered  # noqa: F401
 
-
 # ---- which MCP servers a group sees --------------------------------------------------------------
 
 def test_a_server_granted_to_other_groups_is_neither_offered_nor_usable(agent):

@@ -6,13 +6,11 @@ server's malformed reply answered 502 (or an `error` event inside a begun stream
 from __future__ import annotations
 
 import base64
-import json
 
 import httpx
 import pytest
 
 from native.models import Conversation, Message
-from tests.native.conftest import sse_events
 
 CHAT = "/api/v1/chat"
 AGENT_CHAT = "/api/v1/agent/chat"

@@ -5,14 +5,13 @@ boundaries: test_chat_limits.py; retrieval from collections: test_chat_retrieval
 
 import time
 
+from gateway.calls.tokens import count_chat_request
 from gateway.models import UsageRecord
-from gateway.tokens import count_chat_request
 from native.models import Conversation, Message
 from tests.factories import ConversationFactory, MessageFactory, ModelFactory, ProfileFactory
 from tests.native.chat_support import CHAT, assert_detail, chat_requests
 from tests.native.conftest import sse_events
 from tests.servers import wait_for_usage
-
 
 # ---- the stream --------------------------------------------------------------------------------
 

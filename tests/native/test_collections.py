@@ -27,7 +27,6 @@ from tests.native.collections_support import (  # noqa: F401 — the fixture `wo
     write_text,
 )
 
-
 # --- Real documents, searched --------------------------------------------------------------------
 
 
@@ -145,8 +144,8 @@ def test_a_large_document_keeps_its_vectors_packed_while_it_is_embedded(client, 
 
     from asgiref.sync import async_to_sync
 
-    from gateway.embeddings import embed_batched
-    from gateway.routing import registry
+    from gateway.calls.embeddings import embed_batched
+    from gateway.registry.routing import registry
 
     world.upstream.configure(embedding_dim=1024, record=False)
     texts = [f"Paragraph {i} tells of basalt, magma and trains." for i in range(400)]

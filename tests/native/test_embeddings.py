@@ -203,13 +203,13 @@ def test_when_every_model_fails_it_is_503_with_retry_after(client, world):
     {"data": [{"index": 0, "embedding": [1.0]}, {"index": 1, "embedding": [float("nan")]}]},
 ])
 def test_an_unusable_reply_is_refused(body):
-    from gateway.embeddings import _vectors_of
+    from gateway.calls.embeddings import _vectors_of
 
     assert _vectors_of(body, 2) is None
 
 
 def test_a_reply_out_of_order_is_put_in_order():
-    from gateway.embeddings import _vectors_of
+    from gateway.calls.embeddings import _vectors_of
 
     body = {"data": [{"index": 1, "embedding": [2.0]}, {"index": 0, "embedding": [1.0]}]}
     assert _vectors_of(body, 2) == [[1.0], [2.0]]

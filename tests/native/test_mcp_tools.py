@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gateway.embeddings import embedding_model_for
+from gateway.calls.embeddings import embedding_model_for
 from native.collections import NewDocument, collection_create, document_write
 from native.models import Collection
 from routines.models import Routine, Run

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from gateway.errors import ApiError
+from gateway.web.errors import ApiError
 from native.tools import builtin
 from native.tools.mcp_client import McpEndpoint, McpTool
 from native.tools.remote import remote_tool, remote_tool_name

@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from gateway.errors import ApiError, ValidationFailed
+from gateway.web.errors import ApiError, ValidationFailed
 from native import extract, vectors
 from native.chunking import chunk_text
 from native.models import Chunk, Collection, Document

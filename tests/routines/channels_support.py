@@ -3,7 +3,8 @@ the fixture `provider` that points the settings at it, and the tokens and number
 
 import json
 import threading
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest

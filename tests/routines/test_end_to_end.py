@@ -21,12 +21,11 @@ import pytest
 from django.conf import settings as django_settings
 
 from routines.models import Run
+from tests import servers
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for, bearer
 from tests.routines.https_receiver import https_receiver
-from tests import servers
 from tests.servers import wait_for_quiet_database, web_process
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
-
 
 
 def _redis_for_processes() -> str:

@@ -114,7 +114,7 @@ def test_a_batch_of_runs_is_one_message_that_a_worker_splits(monkeypatch):
 
 def test_each_run_of_a_batch_carries_the_id_of_the_request_that_queued_it(monkeypatch):
     """The ids travel in the batch's message, then in each run's task headers, for the log
-    lines of the run (gateway/logjson.py)."""
+    lines of the run (gateway/telemetry/logjson.py)."""
     from routines import run_start, tasks
 
     split, single = [], []
@@ -151,7 +151,7 @@ def test_in_one_batch_the_ceiling_refuses_exactly_the_first_event_over_it_and_ac
 def test_each_run_of_a_batch_is_enqueued_with_the_id_of_its_own_request(unsigned, monkeypatch):
     """The batch is drained in the context of the request that started it: each run's request id
     is taken from its own request when the event arrives, not from that context."""
-    from gateway.logjson import Exchange, current
+    from gateway.telemetry.logjson import Exchange, current
 
     handed = []
     monkeypatch.setattr(intake, "enqueue", lambda *ids, request_ids=None: handed.extend(zip(ids, request_ids)))

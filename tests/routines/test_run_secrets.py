@@ -10,8 +10,8 @@ import logging
 import pytest
 
 from gateway.celery import app as celery_app
-from gateway.errors import ApiError
-from gateway.routing import registry
+from gateway.registry.routing import registry
+from gateway.web.errors import ApiError
 from routines.ingest import ingest
 from routines.models import Delivery, InboxMessage, Routine, Run
 from routines.routine_writes import new_token

@@ -214,12 +214,12 @@ def test_a_run_that_meets_a_redis_outage_before_its_model_call_goes_back_to_the_
     not failed, and nothing counts toward the routine's auto-disable."""
     import redis
 
-    import gateway.calls
+    import gateway.calls.plan
 
     def redis_down(**_kwargs):
         raise redis.exceptions.ConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-    monkeypatch.setattr(gateway.calls, "quota_check", redis_down)
+    monkeypatch.setattr(gateway.calls.plan, "quota_check", redis_down)
     run = accept(routine)
     with pytest.raises(routines.runs.RunPostponed):
         execute_run(run.pk)

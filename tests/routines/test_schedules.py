@@ -1,7 +1,8 @@
 """Schedules: cron parsing, the next slot in a time zone (across DST), and the beat tick."""
 
 import secrets
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 import time_machine
@@ -158,7 +159,7 @@ class TestEnqueueDue:
         """Created with the three required fields only (spec 4.5): it runs by run-now, never by the
         tick, even with a `next_run_at` left from a schedule it no longer has."""
         never = make_routine(owner, schedule="")
-        stale = make_routine(owner, schedule="", next_run_at=datetime(2026, 6, 1, 9, 0, tzinfo=UTC))
+        make_routine(owner, schedule="", next_run_at=datetime(2026, 6, 1, 9, 0, tzinfo=UTC))
         with time_machine.travel(self.START, tick=False):
             assert enqueue_due() == 0
         with time_machine.travel(self.START + timedelta(days=400), tick=False):

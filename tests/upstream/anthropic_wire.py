@@ -6,8 +6,19 @@ import json
 import uuid
 from typing import Any
 
-from .core import (ClientError, Reply, Stream, count_words, default_reply, dumps, json_reply, limit_tokens,
-                   split_arguments, split_tokens, tool_arguments)
+from .core import (
+    ClientError,
+    Reply,
+    Stream,
+    count_words,
+    default_reply,
+    dumps,
+    json_reply,
+    limit_tokens,
+    split_arguments,
+    split_tokens,
+    tool_arguments,
+)
 
 ERROR_TYPES = {
     400: "invalid_request_error",

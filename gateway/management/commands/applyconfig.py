@@ -5,7 +5,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from gateway.config_file import ConfigError, apply_config_file
+from gateway.registry.config_file import ConfigError, apply_config_file
 
 
 class Command(BaseCommand):

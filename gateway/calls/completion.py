@@ -1,0 +1,98 @@
+"""A whole, non-streamed chat completion through a chain of models: the assistant message (text
+and tool calls), the model that answered and the usage. For the callers that need the reply
+before they go on (the agent's tool loop, the gateway's own MCP chat tool).
+
+    completion = await complete(chain, {"messages": [...], "tools": [...]}, refusals_fall_through=False)
+    if completion.cut: raise cut_error(completion)
+
+Failures before the first byte are raised as `open_reply` raises them (a refusal with its own
+status, `ChainExhausted` when every model failed); a reply that stops midway is returned with
+`cut` set and what had arrived, so the caller can meter it and answer 504/502 (spec 6.2, 7.2).
+When the caller is cancelled mid-reply, the `CancelledError` carries what had arrived in
+`partial` (a `Completion`), for the caller to meter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.calls.dispatch import open_reply
+from gateway.calls.metering import meter, usage_of
+from gateway.registry.routing import Target
+from gateway.state.workers import in_worker
+from gateway.upstream.providers.base import StreamCut
+from gateway.upstream.replies import ReplyAccumulator
+from gateway.web.errors import ApiError
+
+
+@dataclass
+class Completion:
+    target: Target  # the model that answered
+    text: str
+    tool_calls: list[dict[str, Any]]  # [{id, type: function, function: {name, arguments}}]
+    finish_reason: str
+    usage: dict[str, int]  # prompt_tokens, completion_tokens, total_tokens
+    cut: StreamCut | None = None  # set when the reply stopped midway
+
+    @property
+    def model(self) -> str:
+        return self.target.public_id
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The assistant message, ready to go back into `messages` for the next round."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+            message["content"] = self.text or None
+        return message
+
+
+async def complete(chain: list[Target], body: dict[str, Any], *, refusals_fall_through: bool) -> Completion:
+    opened = await open_reply(chain, body, refusals_fall_through=refusals_fall_through)
+    reply = ReplyAccumulator()
+    cut = None
+    try:
+        async for chunk in opened.chunks:
+            reply.feed(chunk)
+    except StreamCut as stop:
+        cut = stop
+    except asyncio.CancelledError as cancelled:  # the caller went away mid-reply: what arrived is
+        cancelled.partial = _completion(opened.target, reply, body, None)  # there to meter
+        raise
+    return _completion(opened.target, reply, body, cut)
+
+
+def _completion(target: Target, reply: ReplyAccumulator, body: dict[str, Any], cut: StreamCut | None) -> Completion:
+    calls = [reply.tool_calls[i] for i in sorted(reply.tool_calls)]
+    for index, call in enumerate(calls):
+        call["id"] = call["id"] or f"call_{index}"
+    return Completion(target=target, text=reply.text, tool_calls=calls,
+                      finish_reason=reply.finish_reason or ("tool_calls" if calls else "stop"),
+                      usage=usage_of(reply, body), cut=cut)
+
+
+async def meter_completion(completion: Completion, *, account_id: int, surface: str, request_id: str,
+                           key: str | None = None) -> None:
+    """Meter a completion's usage (in a worker thread), shielded from the caller's cancellation:
+    usage that happened is metered even when the client has gone. `key`: see `meter`."""
+    usage = completion.usage
+
+    await asyncio.shield(in_worker(meter)(
+        account_id=account_id, model=completion.model, surface=surface, input_tokens=usage["prompt_tokens"],
+        output_tokens=usage["completion_tokens"], request_id=request_id, key=key))
+
+
+def cut_error(completion: Completion) -> ApiError:
+    """The error of a reply that stopped midway (504 `read_timeout`, else 502), the text that had
+    arrived in `partial`."""
+    cut = completion.cut
+    if cut is not None and cut.reason == "read_timeout":
+        error = ApiError(504, "The model stopped answering mid-reply.", code="read_timeout")
+    else:
+        message = cut.message if cut is not None else "The reply stopped midway."
+        error = ApiError(502, f"The model server failed mid-reply: {message}", code="upstream_error")
+    error.extra["partial"] = completion.text
+    return error

@@ -1,0 +1,102 @@
+"""Usage of a call, counted after the reply (never before it): a usage record, appended to this
+process's spool (gateway/usage/writer.py) and so kept whatever dies next, then the account's
+quota counters, and the tokens in the metrics and the request's log line (gateway/telemetry/logjson.py).
+Metering never raises: the call was answered, and what could not be counted now is counted
+later (the spool is written when the database answers; a counter that missed an addition is
+rebuilt from the records)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+
+from django.http import HttpResponse
+from django.utils import timezone
+
+from gateway.calls.tokens import count_chat_request, count_text
+from gateway.limits.quotas import quota_add, quota_add_async
+from gateway.models import UsageRecord
+from gateway.telemetry import metrics
+from gateway.telemetry.logjson import current
+from gateway.upstream.replies import ReplyAccumulator
+from gateway.usage.writer import usage_writer
+
+logger = logging.getLogger(__name__)
+
+
+def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
+    """The server's usage when it gave one; otherwise counted from the request and from what
+    was delivered (a reply cut midway counts what arrived)."""
+    usage = reply.usage or {}
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
+    if prompt is None:
+        prompt = count_chat_request(body)
+    if completion is None:
+        completion = count_text(reply.delivered_output_text())
+    return {"prompt_tokens": int(prompt), "completion_tokens": int(completion),
+            "total_tokens": int(prompt) + int(completion)}
+
+
+def meter(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
+          request_id: str = "", key: str | None = None) -> None:
+    """Record a call's usage once. `key` makes the record the same record however often it is
+    metered (a run: `run-<pk>`); without it each call to meter is a record of its own (an agent
+    turn meters each of its rounds under one request id). Never raises."""
+    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key)) is not None:
+        quota_add(account_id=account_id, tokens=input_tokens + output_tokens, now=now)  # never raises
+
+
+async def meter_async(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
+                      request_id: str = "", key: str | None = None) -> None:
+    """`meter` from the event loop: the spool append is one write(); the quota counters are
+    added to from the loop (gateway/state/loop_redis.py), so no thread is needed. Never raises."""
+    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key)) is not None:
+        await quota_add_async(account_id=account_id, tokens=input_tokens + output_tokens, now=now)
+
+
+def _record(account_id, model, surface, input_tokens, output_tokens, request_id, key):
+    """Append the usage record to the spool; its time, or None when there is nothing to count."""
+    total = input_tokens + output_tokens
+    if total <= 0:
+        return None
+    metrics.tokens(model, input_tokens, output_tokens)
+    if (exchange := current.get()) is not None:  # the request's log line names them
+        exchange.metered(model, input_tokens, output_tokens)
+    now = timezone.now()
+    try:
+        usage_writer.submit(UsageRecord(
+            account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
+            output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],
+            created_at=now,
+        ))
+    except Exception:  # submit keeps what it can and logs; this is the last guard of an answered call
+        logger.exception("usage of account %s not recorded (%s, %s tokens)", account_id, model, total)
+    return now
+
+
+class AfterSendResponse(HttpResponse):
+    """Runs `after_send` when Django closes the response: after its body has gone out. The hot
+    routes' handler (gateway/web/hotpath.py) first awaits `after_send_in_loop`, from the event loop."""
+
+    def __init__(self, content, *, after_send: Callable[[], None],
+                 after_send_async: Callable[[], Awaitable[None]] | None = None, **kwargs) -> None:
+        super().__init__(content, **kwargs)
+        self._after_send = after_send
+        self._after_send_async = after_send_async
+
+    def close(self) -> None:
+        after_send, self._after_send = self._after_send, None
+        try:
+            if after_send is not None:
+                after_send()
+        finally:
+            super().close()
+
+    async def after_send_in_loop(self) -> None:
+        """The after-send step awaited in the event loop, when it has an async form (`close`
+        then skips it)."""
+        if self._after_send_async is not None:
+            self._after_send = None
+            await self._after_send_async()

@@ -1,0 +1,244 @@
+"""The usage console's reads (the admin page of gateway/console/usage_views.py): its filters and
+the queries behind it.
+
+Every figure but the CSV export and the start of the quota week comes from UsageDaily, the usage
+records added up per UTC day, account and model by database triggers (migration 0007): the page
+runs the same fixed number of queries whatever the number of records
+(tests/gateway/test_usage_console.py counts them), each over days rather than calls
+(bench/usage_console.py times them at a million records). Aggregates group by the account's id
+alone and read the few names shown afterwards (`account_names`): grouping by e-mail addresses
+made PostgreSQL sort every row on disk. It reads the database, not the quota counters: a record still in a process's
+spool shows up within USAGE_FLUSH_SECONDS."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import F, Q, Sum
+
+from gateway.limits.quotas import windows_at
+from gateway.models import CallFailureDaily, UsageDaily, UsageRecord, account_model
+
+DEFAULT_DAYS = 30
+MAX_DAYS = 366
+TOP_ACCOUNTS = 10
+CEILING_ROWS = 50
+TOKENS = F("input_tokens") + F("output_tokens")
+DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]*")  # PostgreSQL refuses NUL in a text; no id holds the others
+
+
+@dataclass(frozen=True)
+class Filters:
+    start: date
+    end: date  # included
+    group: Any = None  # an accounts.AccountGroup (gateway.models.account_group_model)
+    account: Any = None  # an accounts.Account
+    model: str = ""
+
+    @property
+    def days(self) -> list[date]:
+        return [self.start + timedelta(days=i) for i in range((self.end - self.start).days + 1)]
+
+    @property
+    def since(self) -> datetime:
+        return datetime.combine(self.start, time.min, tzinfo=timezone.utc)
+
+    @property
+    def until(self) -> datetime:
+        return datetime.combine(self.end + timedelta(days=1), time.min, tzinfo=timezone.utc)
+
+    def query_string(self, *, account: bool = True) -> str:
+        """These filters as GET parameters (the CSV link, the links of the page), with or
+        without the account."""
+        params = {"from": self.start.isoformat(), "to": self.end.isoformat()}
+        if self.group:
+            params["group"] = str(self.group.pk)
+        if self.account and account:
+            params["account"] = self.account.email
+        if self.model:
+            params["model"] = self.model
+        return urlencode(params)
+
+
+def parse_filters(params, *, today: date, groups: list) -> tuple[Filters | None, list[str]]:
+    """The filters of the GET parameters `from`, `to` (YYYY-MM-DD, UTC days, both included;
+    the last DEFAULT_DAYS days by default), `group` (an id of `groups`), `account` (an e-mail
+    address or an id) and `model` (server/model). Returns the filters, or None and what is wrong
+    with them, in words for the operator."""
+    errors = []
+    end = _date(params.get("to"), "to", errors) or today
+    start = _date(params.get("from"), "from", errors) or max(end, date.min + timedelta(DEFAULT_DAYS)) - timedelta(
+        days=DEFAULT_DAYS - 1)
+    if not errors and start > end:
+        errors.append(f"'from' ({start}) is after 'to' ({end}).")
+    elif not errors and (end - start).days + 1 > MAX_DAYS:
+        errors.append(f"The range is {(end - start).days + 1} days long; at most {MAX_DAYS} days can be shown at once.")
+    elif not errors and end == date.max:
+        errors.append(f"'to' must be before {date.max}.")
+    group = None
+    if raw := (params.get("group") or "").strip():
+        group = next((g for g in groups if str(g.pk) == raw), None)
+        if group is None:
+            errors.append(f"There is no account group with id {raw!r}.")
+    account = None
+    if (raw := (params.get("account") or "").strip()) and not PRINTABLE.fullmatch(raw):
+        errors.append("'account' holds control characters: give an e-mail address or an id.")
+    elif raw:
+        account = _account(raw)
+        if account is None:
+            errors.append(f"There is no account {raw!r} (give its e-mail address or its id).")
+    model = (params.get("model") or "").strip()
+    if len(model) > 300:
+        errors.append("'model' is longer than any model id (300 characters).")
+    elif not PRINTABLE.fullmatch(model):
+        errors.append("'model' holds control characters, which no model id has.")
+    if errors:
+        return None, errors
+    return Filters(start, end, group, account, model), []
+
+
+def _date(raw: str | None, name: str, errors: list[str]) -> date | None:
+    raw = (raw or "").strip()
+    if not raw:
+        return None
+    try:
+        if DATE.fullmatch(raw):
+            return date.fromisoformat(raw)
+    except ValueError:
+        pass
+    errors.append(f"'{name}' must be a date written YYYY-MM-DD, not {raw[:40]!r}.")
+    return None
+
+
+def _account(raw: str):
+    lookup = {"pk": int(raw)} if raw.isdigit() and len(raw) < 19 else {"email__iexact": raw}
+    return account_model().objects.select_related("group").filter(**lookup).first()
+
+
+# --- the page's queries -----------------------------------------------------------------------
+
+
+def _daily(f: Filters):
+    rows = UsageDaily.objects.filter(day__gte=f.start, day__lte=f.end)
+    if f.group:
+        rows = rows.filter(account__group=f.group)
+    if f.account:
+        rows = rows.filter(account=f.account)
+    return rows
+
+
+def usage_by_day_and_model(f: Filters) -> list[dict]:
+    """Calls and tokens per day and model, of every model: the model filter is the caller's to
+    apply, so that the same rows also give the models of the range (one query)."""
+    return list(_daily(f).values("day", "model")
+                .annotate(calls=Sum("calls"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"))
+                .order_by("day", "model"))
+
+
+def top_accounts(f: Filters, limit: int = TOP_ACCOUNTS) -> list[dict]:
+    """The ids of the accounts that used the most tokens in the range, with their sums (one
+    query, grouped by the account's id alone: the names are read for the few kept, by
+    `account_names`)."""
+    rows = _daily(f).filter(model=f.model) if f.model else _daily(f)
+    return list(rows.values("account_id").annotate(tokens=Sum(TOKENS))  # before the sums named like columns
+                .annotate(calls=Sum("calls"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"))
+                .order_by("-tokens", "account_id")[:limit])
+
+
+def account_names(ids) -> dict[int, tuple[str, str]]:
+    """E-mail address and group name of each account of `ids` (one query)."""
+    return {pk: (email, group) for pk, email, group in
+            account_model().objects.filter(pk__in=set(ids)).values_list("pk", "email", "group__name")}
+
+
+def failure_counts(f: Filters) -> list[dict]:
+    """Per model, every model: how often it fell through, failed last in its chain, was refused
+    (one query). The model filter is the caller's to apply; the account and group filters do not
+    apply (the failures are counted per model only)."""
+    rows = CallFailureDaily.objects.filter(day__gte=f.start, day__lte=f.end)
+    by_model: dict[str, dict] = {}
+    for row in rows.values("model", "kind").annotate(n=Sum("count")).order_by("model"):
+        entry = by_model.setdefault(row["model"],
+                                    {"model": row["model"], **dict.fromkeys(CallFailureDaily.Kind.values, 0)})
+        entry[row["kind"]] = row["n"]
+    return list(by_model.values())
+
+
+@dataclass
+class WindowUse:
+    period: str
+    used: int
+    ceiling: int  # -1: none
+
+    @property
+    def share(self) -> float | None:
+        """The part of the ceiling used (1.0 = reached); None without a ceiling."""
+        if self.ceiling < 0:
+            return None
+        return 1.0 if self.ceiling == 0 else self.used / self.ceiling
+
+    @property
+    def percent(self) -> int | None:
+        share = self.share
+        return None if share is None else int(share * 100)
+
+
+@dataclass
+class CeilingUse:
+    account_id: int
+    windows: list[WindowUse]
+    email: str = ""
+    group: str = ""
+
+    @property
+    def highest_share(self) -> float:
+        return max((w.share for w in self.windows if w.share is not None), default=-1.0)
+
+
+def ceiling_use(f: Filters, *, now: datetime, limit: int = CEILING_ROWS) -> tuple[list[CeilingUse], int]:
+    """Each account's use of its group's daily, weekly and monthly ceilings in the current quota
+    windows (gateway/limits/quotas.py), closest to a ceiling first: the accounts with a ceiling that used
+    tokens this month or week, in the group filtered on; or the account filtered on, ceiling or
+    not (the date range and the model filter do not apply: a quota counts every model). Two
+    queries: the roll-up's days, and the records of the week's first day from the week's start
+    (Wednesday 14:00 UTC). Returns at most `limit` rows (their names left to `account_names`)
+    and how many accounts there are in all."""
+    day, week, month = windows_at(now)
+    scope = Q()
+    if f.group:
+        scope &= Q(account__group=f.group)
+    if f.account:
+        scope &= Q(account=f.account)
+    else:  # the account filtered on is shown with or without a ceiling
+        scope &= (Q(account__group__daily_tokens__gte=0) | Q(account__group__weekly_tokens__gte=0)
+                  | Q(account__group__monthly_tokens__gte=0))
+    week_first_day = week.starts_at.date()
+    rows = (UsageDaily.objects.filter(scope, day__gte=min(week_first_day, month.starts_at.date()))
+            .values("account_id", daily=F("account__group__daily_tokens"), weekly=F("account__group__weekly_tokens"),
+                    monthly=F("account__group__monthly_tokens"))
+            .annotate(day_used=Sum(TOKENS, filter=Q(day=day.starts_at.date())),
+                      week_used=Sum(TOKENS, filter=Q(day__gt=week_first_day)),
+                      month_used=Sum(TOKENS, filter=Q(day__gte=month.starts_at.date()))))
+    week_first_day_end = datetime.combine(week_first_day + timedelta(days=1), time.min, tzinfo=timezone.utc)
+    week_start_part = dict(
+        UsageRecord.objects.filter(scope, created_at__gte=week.starts_at, created_at__lt=week_first_day_end)
+        .values("account_id").annotate(tokens=Sum(TOKENS)).values_list("account_id", "tokens"))
+    uses = []
+    for row in rows:
+        week_used = (row["week_used"] or 0) + week_start_part.get(row["account_id"], 0)
+        windows = [WindowUse("day", row["day_used"] or 0, row["daily"]), WindowUse("week", week_used, row["weekly"]),
+                   WindowUse("month", row["month_used"] or 0, row["monthly"])]
+        if any(w.used for w in windows[1:]):
+            uses.append(CeilingUse(row["account_id"], windows))
+    if f.account and not uses:  # the account asked for, even when it used nothing or has no ceiling
+        group = f.account.group
+        uses.append(CeilingUse(f.account.pk, [WindowUse("day", 0, group.daily_tokens),
+                                              WindowUse("week", 0, group.weekly_tokens),
+                                              WindowUse("month", 0, group.monthly_tokens)]))
+    uses.sort(key=lambda u: (-u.highest_share, u.account_id))
+    return uses[:limit], len(uses)

@@ -1,0 +1,167 @@
+"""The usage console: the admin page an operator opens first (linked at the top of the admin
+index), and the CSV export of its filtered usage records. Served through the admin site
+(UsageRecordAdmin.get_urls): staff who may view usage records. The queries are in
+gateway/console/usage_reads.py, the charts' geometry in gateway/console/usage_chart.py."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime
+
+from asgiref.sync import sync_to_async
+from django.core.exceptions import PermissionDenied
+from django.core.handlers.asgi import ASGIRequest
+from django.db.models import Q
+from django.http import StreamingHttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+
+from gateway.console.usage_chart import chart_series, stacked_bars
+from gateway.console.usage_reads import (
+    Filters,
+    account_names,
+    ceiling_use,
+    failure_counts,
+    parse_filters,
+    top_accounts,
+    usage_by_day_and_model,
+)
+from gateway.models import CallFailureDaily, UsageRecord, account_group_model
+from gateway.web.output import timestamp
+
+CSV_COLUMNS = ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
+               "total_tokens", "request_id"]
+CSV_CHUNK = 5000
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def usage_console(request, admin_site):
+    """The console page; filters that cannot be read are answered 400 with what is wrong."""
+    _may_view_usage(request)
+    now = timezone.now()
+    groups = list(account_group_model().objects.order_by("name"))
+    filters, errors = parse_filters(request.GET, today=now.date(), groups=groups)
+    context = {**admin_site.each_context(request), "title": "Usage console", "groups": groups,
+               "errors": errors, "params": request.GET, "filters": filters}
+    if filters is not None:
+        context.update(_figures(filters, now))
+    return TemplateResponse(request, "admin/usage_console.html", context, status=400 if errors else 200)
+
+
+def _figures(f: Filters, now: datetime) -> dict:
+    every_model = usage_by_day_and_model(f)
+    failures_of_every_model = failure_counts(f)
+    models = {r["model"] for r in every_model} | {r["model"] for r in failures_of_every_model} | {f.model} - {""}
+    rows = [r for r in every_model if r["model"] == f.model] if f.model else every_model
+    failures = [r for r in failures_of_every_model if r["model"] == f.model] if f.model else failures_of_every_model
+    tokens: dict = {}
+    calls: dict = {}
+    by_model: dict[str, int] = {}
+    per_day: dict = {}
+    for r in rows:
+        total = r["input_tokens"] + r["output_tokens"]
+        tokens[(r["day"], r["model"])] = total
+        calls[(r["day"], r["model"])] = r["calls"]
+        by_model[r["model"]] = by_model.get(r["model"], 0) + total
+        day = per_day.setdefault(r["day"], {"day": r["day"], "calls": 0, "input_tokens": 0, "output_tokens": 0})
+        for name in ("calls", "input_tokens", "output_tokens"):
+            day[name] += r[name]
+    series = chart_series(by_model)
+    top = top_accounts(f)
+    ceilings, ceiling_accounts = ceiling_use(f, now=now)
+    names = account_names([a["account_id"] for a in top] + [u.account_id for u in ceilings])
+    for a in top:
+        a["email"], a["group"] = names.get(a["account_id"], ("(deleted)", ""))
+    for u in ceilings:
+        u.email, u.group = names.get(u.account_id, ("(deleted)", ""))
+    totals = {name: sum(d[name] for d in per_day.values()) for name in ("calls", "input_tokens", "output_tokens")}
+    totals["tokens"] = totals["input_tokens"] + totals["output_tokens"]
+    return {
+        "totals": totals,
+        "series": series,
+        "charts": [stacked_bars(title="Tokens per day", unit="tokens", days=f.days, values=tokens, series=series),
+                   stacked_bars(title="Calls per day", unit="calls", days=f.days, values=calls, series=series)],
+        "per_day": [per_day[d] for d in sorted(per_day)],
+        "top_accounts": top,
+        "ceilings": ceilings,
+        "ceiling_accounts": ceiling_accounts,
+        "failures": failures,
+        "failure_totals": {kind: sum(r[kind] for r in failures) for kind in CallFailureDaily.Kind.values},
+        "models": sorted(models),
+        "query": f.query_string(),
+        "query_without_account": f.query_string(account=False),
+    }
+
+
+def usage_csv(request, admin_site):
+    """The usage records matching the console's filters, oldest first, as a streamed CSV."""
+    _may_view_usage(request)
+    filters, errors = parse_filters(request.GET, today=timezone.now().date(),
+                                    groups=list(account_group_model().objects.order_by("name")))
+    if errors:
+        return usage_console(request, admin_site)
+    # Under ASGI a synchronous iterator would be read whole into memory before the first byte.
+    lines = csv_lines_async(filters) if isinstance(request, ASGIRequest) else csv_lines(filters)
+    name = f"usage_{filters.start}_{filters.end}.csv"
+    return StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8",
+                                 headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+def _may_view_usage(request) -> None:
+    if not request.user.has_perm("gateway.view_usagerecord"):
+        raise PermissionDenied
+
+
+def csv_chunk(f: Filters, after: tuple[datetime, int] | None) -> list[tuple]:
+    """The next CSV_CHUNK matching records after `after` (created_at, id), in that order: each
+    chunk is one query that starts where the last ended (an index range on created_at, or on
+    account and created_at), so memory and time per chunk stay flat however many there are."""
+    rows = UsageRecord.objects.filter(created_at__gte=f.since, created_at__lt=f.until)
+    if f.group:
+        rows = rows.filter(account__group=f.group)
+    if f.account:
+        rows = rows.filter(account=f.account)
+    if f.model:
+        rows = rows.filter(model=f.model)
+    if after is not None:
+        rows = rows.filter(Q(created_at__gt=after[0]) | Q(id__gt=after[1]), created_at__gte=after[0])
+    return list(rows.order_by("created_at", "id").values_list(
+        "id", "created_at", "account__email", "account__group__name", "model", "surface", "input_tokens",
+        "output_tokens", "request_id")[:CSV_CHUNK])
+
+
+def csv_text(rows: list[tuple], *, header: bool = False) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    if header:
+        writer.writerow(CSV_COLUMNS)
+    for _, at, email, group, model, surface, input_tokens, output_tokens, request_id in rows:
+        writer.writerow([timestamp(at), _cell(email), _cell(group), _cell(model), _cell(surface), input_tokens,
+                         output_tokens, input_tokens + output_tokens, _cell(request_id)])
+    return out.getvalue()
+
+
+def _cell(text: str) -> str:
+    """A text a spreadsheet would take for a formula is written with a leading apostrophe."""
+    return f"'{text}" if text.startswith(FORMULA_START) else text
+
+
+def csv_lines(f: Filters):
+    yield csv_text([], header=True)
+    after = None
+    while rows := csv_chunk(f, after):
+        yield csv_text(rows)
+        if len(rows) < CSV_CHUNK:
+            break
+        after = (rows[-1][1], rows[-1][0])
+
+
+async def csv_lines_async(f: Filters):
+    yield csv_text([], header=True)
+    after = None
+    while rows := await sync_to_async(csv_chunk)(f, after):
+        yield csv_text(rows)
+        if len(rows) < CSV_CHUNK:
+            break
+        after = (rows[-1][1], rows[-1][0])

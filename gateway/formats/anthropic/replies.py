@@ -1,0 +1,133 @@
+"""Anthropic Messages <-> the neutral chat format: whole replies, both ways, and the usage and
+stop-reason mappings the streams (anthropic_stream.py) share. Plain dict building (per request)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from gateway.formats.anthropic.to_chat import FINISH_TO_STOP, STOP_TO_FINISH, _new_id, _obj, _parse_args
+
+
+def _chat_usage(usage: Any) -> dict:
+    """Anthropic usage → chat usage. Anthropic's input_tokens excludes cache reads and writes, which
+    OpenAI's prompt_tokens includes (with the reads in prompt_tokens_details.cached_tokens)."""
+    usage = _obj(usage)
+    cached = usage.get("cache_read_input_tokens") or 0
+    prompt = (usage.get("input_tokens") or 0) + cached + (usage.get("cache_creation_input_tokens") or 0)
+    completion = usage.get("output_tokens") or 0
+    out = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    if cached:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    return out
+
+
+def _messages_usage(usage: Any) -> dict:
+    usage = _obj(usage)
+    cached = _obj(usage.get("prompt_tokens_details")).get("cached_tokens") or 0
+    out = {"input_tokens": max((usage.get("prompt_tokens") or 0) - cached, 0),
+           "output_tokens": usage.get("completion_tokens") or 0}
+    if cached:
+        out["cache_read_input_tokens"] = cached
+    return out
+
+
+def _stop_reason(finish_reason: Any, has_tool_calls: bool) -> str:
+    if has_tool_calls and finish_reason in (None, "stop"):  # some servers say "stop" after tool calls
+        return "tool_use"
+    return FINISH_TO_STOP.get(finish_reason, "end_turn")
+
+
+def _reasoning(message: dict) -> str | None:
+    """A chat reply's reasoning: `reasoning_content` (vLLM, DeepSeek, LiteLLM) or `reasoning` (Ollama,
+    OpenRouter, later vLLM)."""
+    for key in ("reasoning_content", "reasoning"):
+        if isinstance(message.get(key), str) and message[key]:
+            return message[key]
+    return None
+
+
+def stop_sequence(choice: dict) -> str | None:
+    """The stop string a chat server says it stopped on: vLLM's `stop_reason` (a string for a
+    matched `stop`, a token id for a stop token) next to finish_reason "stop"."""
+    reason = choice.get("stop_reason")
+    return reason if isinstance(reason, str) and choice.get("finish_reason") == "stop" else None
+
+
+def messages_to_chat_response(message: dict, *, output_tool: str | None = None) -> dict:
+    """An Anthropic message as a chat completion. `output_tool` is the forced tool that carried a
+    `response_format` (gateway.formats.anthropic.from_chat.output_tool_name): its input is the
+    reply's text. Thinking goes to `reasoning_content`; a stop sequence to the choice's `stop_reason`."""
+    texts: list[str] = []
+    thoughts: list[str] = []
+    calls: list[dict] = []
+    answered = False  # by the output tool
+    for block in message.get("content") or []:
+        kind = _obj(block).get("type")
+        if kind == "text":
+            texts.append(block.get("text") or "")
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            thoughts.append(block["thinking"])
+        elif kind == "tool_use" and output_tool is not None and block.get("name") == output_tool:
+            texts.append(json.dumps(block.get("input") or {}, ensure_ascii=False))
+            answered = True
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
+            calls.append({"id": block.get("id") or _new_id("call_"), "type": "function",
+                          "function": {"name": block.get("name") or "", "arguments": arguments}})
+    content = "".join(texts) if texts or not calls else None
+    reply: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if thoughts:
+        reply["reasoning_content"] = "".join(thoughts)
+    if calls:
+        reply["tool_calls"] = calls
+    reason = message.get("stop_reason")
+    if reason == "tool_use" and answered and not calls:  # only the output tool was called
+        finish = "stop"
+    else:
+        finish = STOP_TO_FINISH.get(reason, "tool_calls" if calls else "stop")
+    choice = {"index": 0, "message": reply, "finish_reason": finish, "logprobs": None}
+    if reason == "stop_sequence" and isinstance(message.get("stop_sequence"), str):
+        choice["stop_reason"] = message["stop_sequence"]
+    return {
+        "id": message.get("id") or _new_id("chatcmpl-"),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": message.get("model") or "",
+        "choices": [choice],
+        "usage": _chat_usage(message.get("usage")),
+    }
+
+
+def chat_to_messages_response(completion: dict) -> dict:
+    """A chat completion as an Anthropic message. Reasoning becomes a thinking block whose
+    signature is empty (no Anthropic model made it); a matched stop string, `stop_sequence`."""
+    choice = _obj((completion.get("choices") or [None])[0])
+    reply = _obj(choice.get("message"))
+    content: list[dict] = []
+    if thought := _reasoning(reply):
+        content.append({"type": "thinking", "thinking": thought, "signature": ""})
+    text = reply.get("content")
+    if isinstance(text, list):
+        text = "".join(p.get("text") or "" for p in text if isinstance(p, dict))
+    text = text or reply.get("refusal")
+    if text:
+        content.append({"type": "text", "text": text})
+    calls = reply.get("tool_calls") or []
+    for call in calls:
+        function = _obj(_obj(call).get("function"))
+        content.append({"type": "tool_use", "id": call.get("id") or _new_id("toolu_"),
+                        "name": function.get("name") or "", "input": _parse_args(function.get("arguments"))})
+    sequence = None if calls else stop_sequence(choice)
+    stop_reason = "stop_sequence" if sequence is not None else _stop_reason(choice.get("finish_reason"), bool(calls))
+    return {
+        "id": completion.get("id") or _new_id("msg_"),
+        "type": "message",
+        "role": "assistant",
+        "model": completion.get("model") or "",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": sequence,
+        "usage": _messages_usage(completion.get("usage")),
+    }

@@ -1,0 +1,4 @@
+"""Ceilings and quotas: request ceilings per minute (`ratelimit`, spec 8.1-8.3), token quotas
+per window (`quotas`, spec 8.4) and what `GET /api/v1/usage` reads of them (`usage_report`).
+
+May import: `gateway.usage` and below."""

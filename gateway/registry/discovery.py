@@ -1,0 +1,247 @@
+"""Model discovery: ask every enabled model server which models it serves and bring the registry
+in line (DESIGN.md, Profiles; docs/decisions.md, "Model discovery").
+
+- OpenAI-compatible servers: `GET {base_url}/models`. When that answers anything but a model
+  list (an older Ollama answers 404), `GET {root}/api/tags`, Ollama's own listing, where `root`
+  is the base URL without its trailing `/v1`. A server that cannot be reached at all is not asked
+  twice.
+- Anthropic servers: `GET {base_url}/v1/models`, every page.
+
+A name the server lists that the registry lacks becomes a `Model` row (chat, unless its name says
+embeddings or audio: `capabilities_for`). A row the server no longer lists gets `unlisted_since`
+and nothing else changes: it stays enabled, keeps its capabilities, fallbacks, default flag,
+group grants and profiles, and is cleared when the server lists it again. A server that fails
+keeps its rows as they are; its failure is stored in `discovery_error` and reported. One
+failing server never stops the others: they are asked side by side, each in a thread of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from gateway.models import Model, ModelServer
+from gateway.registry.routing import registry_changed
+
+logger = logging.getLogger(__name__)
+
+ANTHROPIC_VERSION = "2023-06-01"
+MAX_PAGES = 20  # Anthropic listings: pages of up to 1000 models
+MAX_WORKERS = 8
+
+_EMBEDDING_NAME = re.compile(r"embed|(^|[^a-z0-9])(bge|e5|gte|minilm)([^a-z]|$)", re.IGNORECASE)
+_AUDIO_NAME = re.compile(r"whisper|transcribe|(^|[^a-z0-9])tts([^a-z]|$)", re.IGNORECASE)
+
+
+class DiscoveryFailed(Exception):
+    """A server that could not list its models. The message is ours: a provider's own error text
+    can quote the key it refused, so it is never passed on."""
+
+
+@dataclass(frozen=True)
+class Found:
+    name: str
+    embeddings_family: bool = False  # Ollama says the model is a BERT-family encoder
+
+
+@dataclass
+class ServerReport:
+    server: str
+    models: int | None = None  # how many the server listed; None when it failed
+    added: list[str] = field(default_factory=list)
+    unlisted: list[str] = field(default_factory=list)
+    relisted: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"server": self.server, "models": self.models, "added": len(self.added),
+                "unlisted": len(self.unlisted), "error": self.error}
+
+    def summary(self) -> str:
+        if self.error:
+            return f"{self.server}: {self.error}"
+        return (f"{self.server}: {self.models} model(s) listed, {len(self.added)} added, "
+                f"{len(self.unlisted)} no longer listed, {len(self.relisted)} listed again.")
+
+
+def capabilities_for(found: Found) -> dict[str, bool]:
+    """A guess from the name the operator can correct in the admin: embedding models by name
+    (`embed`, bge, e5, gte, MiniLM) or Ollama family (BERT), audio models (whisper, tts,
+    transcribe), chat for everything else."""
+    if found.embeddings_family or _EMBEDDING_NAME.search(found.name):
+        return {"supports_chat": False, "supports_embeddings": True, "supports_audio": False}
+    if _AUDIO_NAME.search(found.name):
+        return {"supports_chat": False, "supports_embeddings": False, "supports_audio": True}
+    return {"supports_chat": True, "supports_embeddings": False, "supports_audio": False}
+
+
+def discover_models(*, servers=None) -> list[ServerReport]:
+    """Ask `servers` (default: every enabled one) for their models and update the registry.
+    One report per server, in the servers' order."""
+    rows = list(servers if servers is not None else ModelServer.objects.filter(enabled=True))
+    if not rows:
+        return []
+    with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(rows)), thread_name_prefix="discovery") as pool:
+        outcomes = list(pool.map(_listing_or_error, rows))
+    try:
+        return [_apply(server, found, error) for server, (found, error) in zip(rows, outcomes)]
+    finally:
+        registry_changed()
+
+
+def _listing_or_error(server: ModelServer) -> tuple[list[Found] | None, str | None]:
+    try:
+        return server_listing(server), None
+    except DiscoveryFailed as exc:
+        return None, str(exc)
+    except Exception:  # one server's surprise must not cost the others their refresh
+        logger.exception("model discovery failed on server %s", server.name)
+        return None, "The model server's listing could not be read."
+
+
+def server_listing(server: ModelServer) -> list[Found]:
+    """The models `server` lists now (raises DiscoveryFailed)."""
+    if server.is_remote and not server.api_key:
+        raise DiscoveryFailed("No API key is configured for this server.")
+    timeout = httpx.Timeout(connect=server.connect_timeout,
+                            read=min(server.read_timeout, settings.DISCOVERY_TIMEOUT_SECONDS), write=10.0, pool=10.0)
+    with httpx.Client(timeout=timeout, follow_redirects=False) as client:
+        if server.kind == ModelServer.Kind.ANTHROPIC:
+            return _anthropic_listing(client, server)
+        return _openai_listing(client, server)
+
+
+def _openai_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
+    base = server.base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
+    response = _get(client, f"{base}/models", headers)
+    found = _openai_names(response) if response.status_code == 200 else None
+    if found is not None:
+        return found
+    first = _refusal("/models", response)
+    root = base[: -len("/v1")] if base.endswith("/v1") else base
+    try:
+        tags = _get(client, f"{root}/api/tags", headers)
+    except DiscoveryFailed as exc:
+        raise DiscoveryFailed(f"{first}; /api/tags: {exc}") from None
+    found = _ollama_names(tags) if tags.status_code == 200 else None
+    if found is None:
+        raise DiscoveryFailed(f"{first}; {_refusal('/api/tags', tags)}.")
+    return found
+
+
+def _anthropic_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
+    base = server.base_url.rstrip("/")
+    headers = {"anthropic-version": ANTHROPIC_VERSION}
+    if server.api_key:
+        headers["x-api-key"] = server.api_key
+    found: list[Found] = []
+    params: dict[str, Any] = {"limit": 1000}
+    for _page in range(MAX_PAGES):
+        response = _get(client, f"{base}/v1/models", headers, params=params)
+        data = _json(response) if response.status_code == 200 else None
+        page = _names(data.get("data")) if isinstance(data, dict) else None
+        if page is None:
+            raise DiscoveryFailed(f"{_refusal('/v1/models', response)}.")
+        found.extend(page)
+        if not (data.get("has_more") and isinstance(data.get("last_id"), str)):
+            break
+        params = {"limit": 1000, "after_id": data["last_id"]}
+    return _unique(found)
+
+
+def _get(client: httpx.Client, url: str, headers: dict[str, str], **kwargs: Any) -> httpx.Response:
+    try:
+        return client.get(url, headers=headers, **kwargs)
+    except httpx.TimeoutException:
+        raise DiscoveryFailed("The model server did not answer in time.") from None
+    except httpx.HTTPError:
+        raise DiscoveryFailed("The model server could not be reached.") from None
+
+
+def _refusal(path: str, response: httpx.Response) -> str:
+    if response.status_code == 200:
+        return f"GET {path} answered without a model list"
+    return f"GET {path} answered {response.status_code}"
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _openai_names(response: httpx.Response) -> list[Found] | None:
+    """`{"data": [{"id": ...}]}` (llama.cpp also sends `models`; `data` is the standard part)."""
+    data = _json(response)
+    return _names(data.get("data")) if isinstance(data, dict) else None
+
+
+def _ollama_names(response: httpx.Response) -> list[Found] | None:
+    data = _json(response)
+    items = data.get("models") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return None
+    found = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        name = item.get("model") or item.get("name")
+        details = item.get("details") if isinstance(item.get("details"), dict) else {}
+        families = [f for f in (details.get("families") or [details.get("family")]) if isinstance(f, str)]
+        if _valid_name(name):
+            found.append(Found(name.strip(), embeddings_family=any(f.lower().endswith("bert") for f in families)))
+    return _unique(found)
+
+
+def _names(items: Any) -> list[Found] | None:
+    if not isinstance(items, list):
+        return None
+    return _unique([Found(i["id"].strip()) for i in items if isinstance(i, dict) and _valid_name(i.get("id"))])
+
+
+def _valid_name(name: Any) -> bool:
+    max_length = Model._meta.get_field("name").max_length
+    return isinstance(name, str) and 0 < len(name.strip()) <= max_length
+
+
+def _unique(found: list[Found]) -> list[Found]:
+    seen: dict[str, Found] = {}
+    for item in found:
+        seen.setdefault(item.name, item)
+    return list(seen.values())
+
+
+def _apply(server: ModelServer, found: list[Found] | None, error: str | None) -> ServerReport:
+    """Write what one server said: new rows, unlisted marks, its discovery status."""
+    now = timezone.now()
+    report = ServerReport(server=server.name)
+    with transaction.atomic():
+        if found is None:
+            report.error = (error or "The model server could not list its models.")[:300]
+            ModelServer.objects.filter(pk=server.pk).update(discovered_at=now, discovery_error=report.error)
+            return report
+        report.models = len(found)
+        listed = {item.name for item in found}
+        existing = {m.name: m for m in Model.objects.filter(server_id=server.pk)}
+        new = [Model(server_id=server.pk, name=item.name, **capabilities_for(item))
+               for item in found if item.name not in existing]
+        Model.objects.bulk_create(new, ignore_conflicts=True)  # a refresh running alongside may add them too
+        report.added = [m.name for m in new]
+        gone = [m for name, m in existing.items() if name not in listed and m.unlisted_since is None]
+        back = [m for name, m in existing.items() if name in listed and m.unlisted_since is not None]
+        Model.objects.filter(id__in=[m.id for m in gone]).update(unlisted_since=now)
+        Model.objects.filter(id__in=[m.id for m in back]).update(unlisted_since=None)
+        report.unlisted = sorted(m.name for m in gone)
+        report.relisted = sorted(m.name for m in back)
+        ModelServer.objects.filter(pk=server.pk).update(discovered_at=now, discovery_error="")
+    return report

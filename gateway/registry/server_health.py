@@ -1,0 +1,201 @@
+"""Each model server's health, for the admin (issue 14): when it last answered, when it last
+failed and why, and whether it is cooling down (gateway/registry/cooldown.py).
+
+A proxied call must not pay for this (its hot path adds under 1 ms in all, bench/gateway_latency.py),
+so nothing here makes I/O on the call's way: `succeeded` and `failed` write the time into a
+dictionary of this process. A daemon thread, started by the first of them, writes what changed to
+the shared cache (Redis, or the Django cache without it) every SERVER_HEALTH_FLUSH_SECONDS, one
+`set_many` for every server that changed, and once more when the process exits. So the admin
+sees a success or a failure at most that late, and a process killed hard loses at most that
+much; the record is a view for the operator, not a durable fact (docs/decisions.md).
+
+Shared keys, under the counters' prefix (the Django cache's own key scheme around them):
+
+    gw:health:<server id>:ok       the time (Unix seconds) of the last success any process wrote
+    gw:health:<server id>:failed   {"at": time, "cause": text} of the last failure
+
+Each process writes only the times it saw, so two processes never erase each other's news;
+the stored value may go back by less than one flush interval when a process that saw an older
+event writes after one that saw a newer one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterable
+
+from django.conf import settings
+from django.core.cache import cache
+
+logger = logging.getLogger(__name__)
+
+KEEP_SECONDS = 30 * 86400  # a server deleted long ago leaves nothing behind
+CAUSE_CHARS = 300
+
+_ok: dict[int, float] = {}  # server id → time of this process's last success
+_failed: dict[int, tuple[float, str]] = {}  # server id → (time, cause) of its last failure
+_written_ok: dict[int, float] = {}  # what this process last wrote, so that only news is written
+_written_failed: dict[int, float] = {}
+_start_lock = threading.Lock()
+_flusher: threading.Thread | None = None
+_unwritable_logged = False
+
+
+def _key(server_id: int, what: str) -> str:
+    from gateway.state.counters import KEY_PREFIX
+
+    return f"{KEY_PREFIX}health:{server_id}:{what}"
+
+
+# --- The hot path: a dictionary write ---------------------------------------------------------
+
+
+def succeeded(server) -> None:
+    """`server` (a routing.Server) answered a call. No I/O: safe on the event loop."""
+    _ok[server.id] = time.time()
+    if _flusher is None:
+        _start_flusher()
+
+
+def failed(server, cause: str) -> None:
+    """A call to `server` failed; `cause` is the server's own words, already without credentials."""
+    _failed[server.id] = (time.time(), cause[:CAUSE_CHARS])
+    if _flusher is None:
+        _start_flusher()
+
+
+# --- Writing what changed -----------------------------------------------------------------------
+
+
+def flush() -> None:
+    """Write this process's news to the shared cache (one `set_many`). Raises what a failing
+    cache raises; what was not written is tried again at the next flush."""
+    changes: dict[str, object] = {}
+    ok_sent: dict[int, float] = {}
+    failed_sent: dict[int, float] = {}
+    for server_id, at in list(_ok.items()):
+        if at > _written_ok.get(server_id, 0.0):
+            changes[_key(server_id, "ok")] = at
+            ok_sent[server_id] = at
+    for server_id, (at, cause) in list(_failed.items()):
+        if at > _written_failed.get(server_id, 0.0):
+            changes[_key(server_id, "failed")] = {"at": at, "cause": cause}
+            failed_sent[server_id] = at
+    if not changes:
+        return
+    cache.set_many(changes, timeout=KEEP_SECONDS)
+    _written_ok.update(ok_sent)
+    _written_failed.update(failed_sent)
+
+
+def _flush_quietly() -> None:
+    global _unwritable_logged
+    from django.db import close_old_connections
+
+    try:
+        flush()
+        _unwritable_logged = False
+    except Exception as exc:  # noqa: BLE001 — Redis or the database away: kept for the next flush
+        if not _unwritable_logged:
+            logger.warning("model server health kept in this process for now: the cache cannot be written (%s)",
+                           type(exc).__name__)
+            _unwritable_logged = True
+    finally:
+        close_old_connections()  # the database cache's connection, given back
+
+
+def _run() -> None:
+    while True:
+        time.sleep(float(settings.SERVER_HEALTH_FLUSH_SECONDS))
+        _flush_quietly()
+
+
+def _start_flusher() -> None:
+    global _flusher
+    with _start_lock:
+        if _flusher is not None:
+            return
+        _flusher = threading.Thread(target=_run, name="server-health", daemon=True)
+        _flusher.start()
+        atexit.register(_flush_quietly)
+
+
+def _after_fork() -> None:
+    """A forked process starts with no news and no thread of its own (the parent's is not copied)."""
+    global _flusher, _start_lock
+    _flusher = None
+    _start_lock = threading.Lock()
+    forget_all()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def forget_all() -> None:
+    """Drop this process's record (tests)."""
+    _ok.clear()
+    _failed.clear()
+    _written_ok.clear()
+    _written_failed.clear()
+
+
+# --- Reading, for the admin ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Health:
+    last_success: datetime | None
+    last_failure: datetime | None
+    failure_cause: str
+    cooldown_until: datetime | None  # the end of the server's cooldown, when it has one (even past)
+    shared: bool = True  # False: the shared state could not be read; this process's own record only
+
+    @property
+    def cooling_down(self) -> bool:
+        return self.cooldown_until is not None and self.cooldown_until > datetime.now(timezone.utc)
+
+
+def _when(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc) if seconds else None
+
+
+def health_of(server_ids: Iterable[int]) -> dict[int, Health]:
+    """The health of each server: the shared record and cooldowns (one cache read, one cooldown
+    read), with this process's news not written yet. When the shared state cannot be read, this
+    process's own record, marked `shared=False`."""
+    from gateway.registry import cooldown
+
+    ids = list(server_ids)
+    stored: dict[str, object] = {}
+    ends: dict[int, float] = {}
+    shared = True
+    try:
+        stored = cache.get_many([_key(i, what) for i in ids for what in ("ok", "failed")])
+        ends = cooldown.shared_ends(ids)
+    except cooldown.redis_errors() as exc:
+        logger.warning("model server health: the shared state cannot be read (%s)", type(exc).__name__)
+        stored, ends, shared = {}, cooldown.local_ends(), False
+    found = {}
+    for server_id in ids:
+        ok = max(_float(stored.get(_key(server_id, "ok"))), _ok.get(server_id, 0.0))
+        failure = stored.get(_key(server_id, "failed"))
+        failed_at, cause = (_float(failure.get("at")), str(failure.get("cause", ""))) \
+            if isinstance(failure, dict) else (0.0, "")
+        mine = _failed.get(server_id)
+        if mine and mine[0] > failed_at:
+            failed_at, cause = mine
+        found[server_id] = Health(_when(ok), _when(failed_at), cause, _when(ends.get(server_id)), shared)
+    return found
+
+
+def _float(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0

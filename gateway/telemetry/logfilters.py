@@ -1,0 +1,110 @@
+"""Log lines must not carry secrets.
+
+Access logs: a routine's webhook token (spec 4.5: the whole URL is a secret), the Telegram updates
+secret, and a credential sent by mistake in a query string (`?api_key=`, `?key=`, `?token=`,
+`?access_token=`, `?password=`, `?secret=`, … : `gateway.telemetry.redact.QUERY_SECRET`). `install()` puts
+`RedactSecretPaths` on the loggers uvicorn and gunicorn write access lines to, and on Django's own
+request loggers (an answer of 500 logs the path); it rewrites those parts of the line.
+
+Every other line: `RedactSecrets` sits on the console handler (settings.LOGGING) and takes out of
+a record's message, arguments and traceback whatever is shaped like a credential and the
+credentials this process holds (`gateway.telemetry.redact.configured_secrets`: the model servers' keys, the
+channel tokens). It leaves long hex strings alone (`loose=False`): request ids are made of them."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from gateway.telemetry.redact import QUERY_SECRET, REDACTED, configured_secrets
+from gateway.telemetry.redact import redact as redact_secrets
+
+SECRET_PATH = re.compile(r"(/api/v1/hooks/|/api/v1/channels/telegram/updates/)[^/?#\s\"]+")
+ACCESS_LOGGERS = ("uvicorn.access", "gunicorn.access")
+REQUEST_LOGGERS = ("django.request", "django.server")
+
+
+def redact(text: str) -> str:
+    """An access log line (or a part of one) without secret path segments and query values."""
+    return QUERY_SECRET.sub(r"\1" + REDACTED, SECRET_PATH.sub(r"\1" + REDACTED, text))
+
+
+class RedactSecretPaths(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+        elif isinstance(record.args, dict):  # gunicorn's access log formats from a dict
+            record.args = {k: redact(v) if isinstance(v, str) else v for k, v in record.args.items()}
+        if isinstance(record.msg, str):
+            record.msg = redact(record.msg)
+        return True
+
+
+_PLAIN = (int, float, bool, type(None))
+_formatter = logging.Formatter()
+
+
+class RedactSecrets(logging.Filter):
+    """Credentials out of any record (a handler's filter: it sees every record the handler
+    writes, whichever logger made it). Arguments stay arguments, so a formatter that reads them
+    (uvicorn's access formatter) still works; an argument that is not a plain value is replaced by
+    its redacted text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "redacted", False):  # cleaned by the code that wrote it (gateway/telemetry/logjson.py)
+            return True
+        try:
+            secrets = configured_secrets()
+
+            def clean(value):
+                if isinstance(value, _PLAIN):
+                    return value
+                text = value if isinstance(value, str) else str(value)
+                cleaned = redact_secrets(text, secrets, loose=False)
+                return value if cleaned == text else cleaned  # an object stays itself unless it told a secret
+
+            record.msg = clean(record.msg)
+            if isinstance(record.args, tuple):
+                record.args = tuple(clean(a) for a in record.args)
+            elif isinstance(record.args, dict):
+                record.args = {k: clean(v) for k, v in record.args.items()}
+            fields = getattr(record, "fields", None)  # the JSON log's fields (gateway/telemetry/logjson.py)
+            if isinstance(fields, dict):
+                record.fields = {k: clean(v) for k, v in fields.items()}
+            if isinstance(getattr(record, "request_id", None), str):  # a client may choose its request id
+                record.request_id = clean(record.request_id)
+            if record.exc_info and not record.exc_text:
+                record.exc_text = _formatter.formatException(record.exc_info)
+            if record.exc_text:
+                record.exc_text = clean(record.exc_text)
+        except Exception:  # a log line is never lost to its redaction
+            pass
+        return True
+
+
+def install() -> None:
+    for name in ACCESS_LOGGERS + REQUEST_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactSecretPaths) for f in logger.filters):
+            logger.addFilter(RedactSecretPaths())
+
+
+def install_on_handlers(logger: logging.Logger | None = None) -> None:
+    """`RedactSecrets` on every handler of `logger` (the root logger by default), once: for
+    handlers set up outside settings.LOGGING (Celery's worker replaces the root's handlers)."""
+    for handler in (logger or logging.getLogger()).handlers:
+        if not any(isinstance(f, RedactSecrets) for f in handler.filters):
+            handler.addFilter(RedactSecrets())
+
+
+def _on_celery_logging(logger=None, **_kwargs) -> None:
+    install_on_handlers(logger)
+
+
+try:  # a Celery worker sets up the root's handlers itself (after Django's LOGGING): they get the filter too
+    from celery import signals as _celery_signals
+
+    _celery_signals.after_setup_logger.connect(_on_celery_logging, weak=False, dispatch_uid="gateway-redact-root")
+    _celery_signals.after_setup_task_logger.connect(_on_celery_logging, weak=False, dispatch_uid="gateway-redact-task")
+except ImportError:  # pragma: no cover - celery is a dependency; a bare import still works without it
+    pass

@@ -1,0 +1,89 @@
+"""OpenAI-compatible model servers (vLLM, Ollama, llama.cpp, OpenAI). `base_url` ends in /v1.
+
+Chat is always streamed from the server, also for a non-streamed client request, so a reply
+that stops midway can still be returned in part (spec 6.2) and every failure before the first
+byte can fall through to the next model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from gateway.registry.routing import Target
+from gateway.upstream.http_client import Response, build_request
+from gateway.upstream.providers.base import (
+    broken,
+    failure_from_response,
+    missing_key,
+    secrets_of,
+    send,
+    server_events,
+    timeouts,
+)
+from gateway.upstream.replies import chunk_problem
+
+
+def _headers(target: Target) -> dict[str, str]:
+    key = target.server.api_key
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+async def chat_stream(target: Target, body: dict[str, Any],
+                      headers: dict[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
+    """The server's chat chunks. Raises UpstreamError before the first chunk, StreamCut after.
+    `headers`: the client's own `OpenAI-Beta`, sent on when the client spoke this format."""
+    if failure := missing_key(target.server):
+        raise failure
+    payload = {**body, "model": target.name, "stream": True, "stream_options": {"include_usage": True}}
+    sent = {**headers, **_headers(target)} if headers else _headers(target)
+    request = build_request("POST", f"{target.server.base_url}/chat/completions", json=payload,
+                            headers=sent, timeouts=timeouts(target.server))
+    secrets = secrets_of(request, target.server)
+    started = finished = done = False
+    async for _event, data in server_events(request, target.server):
+        if done:
+            continue  # read to the end of the body, so the connection is kept for the next call
+        if data.startswith("[DONE]"):
+            done = True
+            continue
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            raise broken(started, "The model server sent a malformed stream.") from None
+        if not isinstance(chunk, dict):
+            continue
+        if error := chunk.get("error"):
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise broken(started, message or "The model server reported an error.", cut="upstream_error",
+                         secrets=secrets)
+        if problem := chunk_problem(chunk):
+            raise broken(started, f"The model server sent a malformed reply: {problem}.", cut="upstream_error")
+        if any(choice.get("finish_reason") for choice in chunk.get("choices") or ()):
+            finished = True
+        started = True
+        yield chunk
+    if not (done or finished):
+        raise broken(started, "The model server ended the reply early.")
+
+
+async def forward(target: Target, path: str, *, json: Any = None, data: dict[str, str] | None = None,
+                  files: dict[str, Any] | None = None) -> Response:
+    """A plain request to the server (audio, embeddings): the whole response (`content`, `text`,
+    `headers` with lower-case names), or UpstreamError. `data` and `files` make a multipart form."""
+    if failure := missing_key(target.server):
+        raise failure
+    url, headers = f"{target.server.base_url}{path}", _headers(target)
+    if data is not None or files is not None:  # httpx only writes the multipart body here
+        form = httpx.Request("POST", url, data=data, files=files)
+        request = build_request("POST", url, content=form.read(), timeouts=timeouts(target.server),
+                                headers={**headers, "Content-Type": form.headers["Content-Type"]})
+    else:
+        request = build_request("POST", url, json=json, headers=headers, timeouts=timeouts(target.server))
+    response, _verdict = await send(request, target.server, stream=False)
+    if response.status_code != 200:
+        raise failure_from_response(response.status_code, response.content, response.headers,
+                                    secrets_of(request, target.server))
+    return response
