@@ -24,9 +24,9 @@ if _PATH:
 
     def _time_drainer_cycles():
         deadline = time.monotonic() + 120
-        while "gateway.usage_writer" not in sys.modules and time.monotonic() < deadline:
+        while "gateway.usage.writer" not in sys.modules and time.monotonic() < deadline:
             time.sleep(0.05)
-        writer = sys.modules.get("gateway.usage_writer")
+        writer = sys.modules.get("gateway.usage.writer")
         if writer is None:
             return
         cycle = writer.UsageWriter._cycle
