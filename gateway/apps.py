@@ -6,7 +6,12 @@ class GatewayConfig(AppConfig):
     name = "gateway"
 
     def ready(self) -> None:
+        from gateway.limits.quotas import quota_forget_unsure
+        from gateway.usage.writer import usage_writer
+
         checks.register(console_deploy_checks, checks.Tags.security, deploy=True)
+        # the usage drainer drops the quota counters an addition may have missed, after each write
+        usage_writer.after_cycle.append(quota_forget_unsure)
 
 
 def console_deploy_checks(app_configs, **kwargs):

@@ -18,6 +18,7 @@ yet in the database in another host's spool when a counter was rebuilt (docs/dec
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -25,13 +26,45 @@ from django.conf import settings
 from django.db.models import F, Q, Sum
 
 from gateway.models import UsageRecord
-from gateway.state.counters import amounts_add, amounts_get, amounts_seed
+from gateway.state.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
 from gateway.telemetry import metrics
-from gateway.usage.writer import quota_counters_unsure, quota_forget_unsure, unsure_counters, usage_writer
+from gateway.usage.writer import row_from_line, usage_writer
 from gateway.web.errors import ApiError
 from gateway.web.output import timestamp
 
 logger = logging.getLogger(__name__)
+
+# --- quota counters to drop -------------------------------------------------------------------
+# A failed addition to an account's quota counters (Redis down) leaves them unsure: they are
+# dropped once Redis answers, to be rebuilt from the usage records. The usage drainer drops them
+# after each write (its `after_cycle`, wired in gateway/apps.py); with USAGE_BATCHED off, the next
+# addition does.
+
+unsure_counters: set[str] = set()  # counters an addition may have missed: dropped once Redis answers
+unsure_lock = threading.Lock()
+
+
+def quota_counters_unsure(keys: list[str]) -> None:
+    """Drop these counters once Redis answers (`quota_forget_unsure`)."""
+    with unsure_lock:
+        unsure_counters.update(keys)
+
+
+def quota_forget_unsure() -> bool:
+    """Drop the counters an addition may have missed, so they are rebuilt from the records. True
+    when none is left; never raises."""
+    with unsure_lock:
+        keys = list(unsure_counters)
+    if not keys:
+        return True
+    try:
+        amounts_forget(keys)
+    except Exception:
+        return False
+    with unsure_lock:
+        unsure_counters.difference_update(keys)
+    logger.info("quota counters dropped after a failed addition, to be rebuilt: %s", ", ".join(keys))
+    return True
 
 WEEK_START_WEEKDAY = 2  # Wednesday
 WEEK_START_HOUR = 14
@@ -110,13 +143,11 @@ def quota_rebuild(*, account_id: int, windows: list[tuple[str, Window]]) -> dict
     spooled: dict[str, tuple[datetime, int]] = {}
     for line in usage_writer.spooled():
         try:
-            if int(line["a"]) != account_id:
-                continue
-            at = datetime.fromisoformat(line["t"])
-            if at >= since:
-                spooled[line["k"]] = (at, int(line["i"]) + int(line["o"]))
+            key, account, _model, _surface, input_tokens, output_tokens, _request, at = row_from_line(line)
         except (KeyError, TypeError, ValueError):
-            continue
+            continue  # a line the drainer will set aside as well
+        if account == account_id and at >= since:
+            spooled[key] = (at, input_tokens + output_tokens)
     not_spooled = ~Q(key__in=list(spooled)) if spooled else Q()
     tokens = F("input_tokens") + F("output_tokens")
     sums = UsageRecord.objects.filter(account_id=account_id, created_at__gte=since).aggregate(**{

@@ -3,8 +3,9 @@
 `submit` appends the record to this process's spool file (gateway/usage/spool.py): one `write()`, no
 database on the caller's path. A drainer thread per process writes the spool to the database
 every USAGE_FLUSH_SECONDS (USAGE_BATCH_SIZE records per INSERT), takes over the spool files of
-dead processes (when it starts, then every USAGE_ORPHAN_SCAN_SECONDS), and drops the quota
-counters whose addition failed once Redis answers (gateway/limits/quotas.py). Every insert is idempotent
+dead processes (when it starts, then every USAGE_ORPHAN_SCAN_SECONDS), then runs `after_cycle`:
+the quotas' step that drops the counters whose addition failed (gateway/limits/quotas.py, wired
+in gateway/apps.py). Every insert is idempotent
 by the record's `key`, so a file replayed twice (a kill between the commit and the unlink) writes
 nothing twice. While the database is down the records stay in the spool; the drainer retries with
 a short backoff, logs once per outage and never gives up.
@@ -34,7 +35,6 @@ from django.conf import settings
 from django.db import DataError, IntegrityError, connections, transaction
 
 from gateway.models import UsageRecord, account_model
-from gateway.state.counters import amounts_forget
 from gateway.usage.spool import Spool
 
 logger = logging.getLogger(__name__)
@@ -133,41 +133,9 @@ def database_tag() -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:12]
 
 
-# --- quota counters to drop -------------------------------------------------------------------
-# A failed addition to an account's quota counters (Redis down, gateway/limits/quotas.py) leaves them
-# unsure: they are dropped once Redis answers, to be rebuilt from the usage records. The drainer
-# drops them after each write (with USAGE_BATCHED off, the next addition does).
-
-quota_log = logging.getLogger("gateway.limits.quotas")  # the quotas' log, as before the move
-unsure_counters: set[str] = set()  # counters an addition may have missed: dropped once Redis answers
-_unsure_lock = threading.Lock()
-
-
-def quota_counters_unsure(keys: list[str]) -> None:
-    """Drop these counters once Redis answers (`quota_forget_unsure`)."""
-    with _unsure_lock:
-        unsure_counters.update(keys)
-
-
-def quota_forget_unsure() -> bool:
-    """Drop the counters an addition may have missed, so they are rebuilt from the records. True
-    when none is left; never raises."""
-    with _unsure_lock:
-        keys = list(unsure_counters)
-    if not keys:
-        return True
-    try:
-        amounts_forget(keys)
-    except Exception:
-        return False
-    with _unsure_lock:
-        unsure_counters.difference_update(keys)
-    quota_log.info("quota counters dropped after a failed addition, to be rebuilt: %s", ", ".join(keys))
-    return True
-
-
 class UsageWriter:
     def __init__(self) -> None:
+        self.after_cycle: list = []  # what runs after each write that the database took (gateway/apps.py)
         self._spool: Spool | None = None
         self._place: tuple = (None, None)
         self._thread: threading.Thread | None = None
@@ -296,7 +264,8 @@ class UsageWriter:
                 logger.warning("database answers again: spooled usage records written")
         finally:
             self._cycle_lock.release()
-        quota_forget_unsure()
+        for step in self.after_cycle:
+            step()
         return True
 
     def _after_fork(self) -> None:
