@@ -10,11 +10,12 @@ every answer after the ceiling was passed. An endpoint takes one method; a route
 joins one endpoint per method with `by_method` in its app's urls.py.
 
 For an async view, with Redis, the checks run in the event loop: the caller from this process's
-credential cache, then one counter step on Redis from the loop (gateway/state/loop_redis.py). Only what needs the database hops to a worker thread: a credential not
-in the cache, a quota window to rebuild, and `prepare`, unless the endpoint says its `prepare`
-reads only what the process holds (`prepare_in_loop`) and the model registry is current. Without
-Redis (the embedded default), the checks run in one hop to a worker thread, with `prepare` in
-the same hop. A hop returns its database connection when it ends.
+credential cache, then one counter step on Redis from the loop (gateway/state/loop_redis.py). Only
+what needs the database hops to a worker thread: a credential not in the cache, a quota window to
+rebuild, and `prepare`, unless the endpoint says its `prepare` reads only what the process holds
+(`prepare_in_loop`) and the model registry is current. Without Redis (the embedded default), the
+checks run in one hop to a worker thread, with `prepare` in the same hop. A hop returns its database
+connection when it ends.
 """
 
 from __future__ import annotations

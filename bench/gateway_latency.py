@@ -5,7 +5,8 @@ side by side with LiteLLM's proxy.
     .venv/bin/python bench/gateway_latency.py --quick       # small sanity run (about 1.5 minutes)
     .venv/bin/python bench/gateway_latency.py --no-litellm  # direct and gateway only (as before issue 13)
     .venv/bin/python bench/gateway_latency.py --profile     # c=1 non-stream under py-spy -> results/profile.txt
-    .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE, --tag, --rounds
+    .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE,
+                                                            # --tag, --rounds
 
 Everything runs on loopback and stops itself: a fresh PostgreSQL database (dropped at the end), Redis
 database 12 (its gw:* keys deleted), the reference upstream (`python -m tests.upstream`), ONE gateway

@@ -118,7 +118,8 @@ def wait_http(url: str, proc: Proc, timeout: float = 30, headers: dict | None = 
 def run_checked(argv: list[str], env: dict, stdin: str | None = None, timeout: float = 120) -> str:
     done = subprocess.run(argv, cwd=APP_ROOT, env=env, input=stdin, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}):\n"
+                           f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     return done.stdout
 
 
@@ -365,7 +366,8 @@ def git_commit(rev: str | None = None) -> str:
             else:
                 dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--", ".", ":!bench"],
                                        cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip().splitlines()
-                _commit = commit + (f" (plus uncommitted changes to {len(dirty)} files outside bench/)" if dirty else "")
+                _commit = commit + (f" (plus uncommitted changes to {len(dirty)} files outside bench/)"
+                                    if dirty else "")
         except (OSError, subprocess.SubprocessError):
             _commit = "unknown"
     return _commit

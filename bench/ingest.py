@@ -198,7 +198,8 @@ class Ingest:
 
     # -- CPU ---------------------------------------------------------------------------------
     def cpu(self) -> dict:
-        snap = {"client": time.process_time(), "postgres": sum(harness.postgres_backends_cpu(self.stack.db_name).values()),
+        snap = {"client": time.process_time(),
+                "postgres": sum(harness.postgres_backends_cpu(self.stack.db_name).values()),
                 "redis": harness.redis_cpu_seconds(self.stack.redis_url), "machine": harness.machine_busy_seconds(),
                 "wall": time.monotonic()}
         for name in ("web", "worker"):
@@ -268,7 +269,8 @@ class Ingest:
             "cpu_ingest": self.cpu_per(cpu0, cpu1, len(measured)),
             "cpu_drain": self.cpu_per(cpu1, cpu2, max(after_ingest, 1)),
             "backlog_at_end": backlog, "run_counts": counts, "waited": waited, "started": started.isoformat(),
-            "runs_finished": finished, "runs_span_s": span, "runs_per_s": finished / span if span == span and span else None,
+            "runs_finished": finished, "runs_span_s": span,
+            "runs_per_s": finished / span if span == span and span else None,
             "finished_after_ingest": after_ingest, "drain_s": drain,
             "drain_runs_per_s": after_ingest / drain if drain == drain and drain > 0 else None,
             "worker_pool": self.worker_pool(), "audit": audit,

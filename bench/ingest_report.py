@@ -23,18 +23,22 @@ def report(args, stack: Stack, ingest: Ingest, r: dict, duration: float) -> str:
         f"- Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}; wall time {duration:.0f} s",
         f"- Machine: {os.cpu_count()} CPUs, {harness.cpu_model()}; load generator, web, worker, PostgreSQL and Redis "
         f"share it; load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
-        f"- Versions: {harness.versions(stack.redis_url, ('Django', 'gunicorn', 'uvicorn', 'uvicorn-worker', 'uvloop', 'httptools', 'celery', 'kombu', 'psycopg', 'redis'))}",
+        "- Versions: " + harness.versions(stack.redis_url, ('Django', 'gunicorn', 'uvicorn', 'uvicorn-worker', 'uvloop',
+                                                        'httptools', 'celery', 'kombu', 'psycopg', 'redis')),
         f"- Commit: {git_commit()}", "",
         "## Figures", "",
-        "| accepted events/s | accept p50 ms | accept p99 ms | accept max ms | not accepted | runs completed/s (one worker) "
+        "| accepted events/s | accept p50 ms | accept p99 ms | accept max ms | not accepted "
+        "| runs completed/s (one worker) "
         "| of which after the ingest ended | lost | duplicated |",
         "|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
         f"| **{f(r['accepted_per_s'], 0)}** | {f(r['p50'])} | {f(r['p99'])} | {f(r['max'])} | {r['errors']} | "
         f"**{f(r['runs_per_s'], 0)}** | {f(r['drain_runs_per_s'], 0)} | "
-        f"{a['lost_events'] + a['lost_runs']} | {a['duplicated_events'] + a['duplicated_runs'] + a['accepted_twice']} |",
+        f"{a['lost_events'] + a['lost_runs']} | "
+        f"{a['duplicated_events'] + a['duplicated_runs'] + a['accepted_twice']} |",
         "",
         f"- Measured: {r['measured_accepted']} events accepted in {r['elapsed']:.2f} s at c={r['concurrency']} "
-        f"(plus {r['warmup_accepted']} warm-up events before, checked the same way); refused: {r['refused'] or 'none'}.",
+        f"(plus {r['warmup_accepted']} warm-up events before, checked the same way); "
+        f"refused: {r['refused'] or 'none'}.",
         f"- Runs: {r['runs_finished']} finished ({r['run_counts']}) between the first run's start and the last one's "
         f"end, {f(r['runs_span_s'])} s; backlog when the ingest ended {r['backlog_at_end']}; "
         f"{r['finished_after_ingest']} finished after it, in {f(r['drain_s'])} s "
@@ -61,7 +65,8 @@ def report(args, stack: Stack, ingest: Ingest, r: dict, duration: float) -> str:
         f"(Celery's default: one prefork process per core); "
         + ("started after the ingest ended (the queue drained by the worker alone)." if r["drain_after"] else
            "running during the ingest, as deployed (it competes with `web` for the cores)."),
-        f"- Database `{stack.db_name}` (fresh, migrated), Redis `{stack.redis_url}` (broker and counters). The per-address "
+        f"- Database `{stack.db_name}` (fresh, migrated), Redis `{stack.redis_url}` (broker and counters). "
+        "The per-address "
         f"ceiling (RATE_LIMIT_HOOKS) and the per-routine ceiling (WEBHOOK_EVENTS_PER_MINUTE) raised to {HUGE:,} "
         f"through the environment: counted, never reached; every other check of the ingest stays on "
         f"(signature, duplicate mark in Redis, duplicate look-up in PostgreSQL, event and queued run stored in one "

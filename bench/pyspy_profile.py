@@ -98,7 +98,8 @@ def top_tables(samples, total: int, per_request: float, title: str, top: int = 3
             if not any(e in frame for e in ENTRY_FRAMES):
                 inclusive[frame] += n
         own[frames[-1]] += n
-    lines = [f"Top {top} by cumulative share ({title}; process and thread entry frames left out):", f"{'cum%':>6} {'ms/req':>7} {'self%':>6}  function (file:line)"]
+    lines = [f"Top {top} by cumulative share ({title}; process and thread entry frames left out):",
+             f"{'cum%':>6} {'ms/req':>7} {'self%':>6}  function (file:line)"]
     for frame, n in inclusive.most_common(top):
         lines.append(f"{100 * n / total:6.1f} {n * per_request:7.2f} {100 * own.get(frame, 0) / total:6.1f}  {frame}")
     lines += ["", f"Top 20 by self share ({title}):", f"{'self%':>6} {'ms/req':>7}  function (file:line)"]
@@ -235,7 +236,8 @@ def wall_report(raw: Path, requests: int, rate: int, p50: float) -> list[str]:
         lines += stage_lines(work, work_total, per_request)
         lines += [""] + top_tables(work, work_total, per_request, "wall time of sync_to_async work items", top=30)
     if loop_total:
-        lines += ["", "Event loop thread, busy samples by stage (wall ms per request):", f"{'%':>6} {'ms/req':>7}  stage"]
+        lines += ["", "Event loop thread, busy samples by stage (wall ms per request):",
+                  f"{'%':>6} {'ms/req':>7}  stage"]
         lines += stage_lines(loop_busy, loop_total, per_request)
     return lines
 
@@ -337,8 +339,8 @@ def run_cprofile(args, stack: Stack, seconds: float) -> None:
     buf = io.StringIO()
     pstats.Stats(str(stats_path), stream=buf).sort_stats("cumulative").print_stats(30)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"profile{suffix(args)}.txt").write_text(f"cProfile (event-loop thread only), {len(run.latencies)} requests\n"
-                                         + buf.getvalue())
+    (RESULTS / f"profile{suffix(args)}.txt").write_text(
+        f"cProfile (event-loop thread only), {len(run.latencies)} requests\n" + buf.getvalue())
     print(buf.getvalue())
 
 

@@ -151,7 +151,8 @@ def backend_lines(per_request: dict, costs: dict) -> list[str]:
     lines = []
     if costs:
         lines.append(f"- One new PostgreSQL connection (connect + close, from Python): "
-                     f"{costs['pg_connect_ms']:.2f} ms median; one `SELECT 1` round trip: {costs['pg_query_ms']:.3f} ms; "
+                     f"{costs['pg_connect_ms']:.2f} ms median; "
+                     f"one `SELECT 1` round trip: {costs['pg_query_ms']:.3f} ms; "
                      f"one Redis `PING`: {costs['redis_rtt_ms']:.3f} ms.")
     if per_request:
         pg = ", ".join(f"{per_request[k]:.2f} {label}" for k, label in
@@ -162,7 +163,8 @@ def backend_lines(per_request: dict, costs: dict) -> list[str]:
                             key=lambda kv: -kv[1])
         lines.append(f"- Per gateway request (counted over every gateway request of the run, warm-ups included): "
                      f"PostgreSQL (this database; pooled sessions report with a delay) {pg}; Redis commands (whole "
-                     f"server, shared with anything else using it) " + ", ".join(f"{name} {v:.2f}" for name, v in redis_cmds)
+                     f"server, shared with anything else using it) "
+                     + ", ".join(f"{name} {v:.2f}" for name, v in redis_cmds)
                      + f"; new Redis connections {per_request.get('redis_connections', 0):.3f}.")
     return lines
 
@@ -184,15 +186,16 @@ def write_report(args, plan, stack, rows, cells, costs, per_request, usage_writt
         f"(discarded) then up to {plan.counts[1]}/{plan.counts[16]}/{plan.counts[64]} requests (c=1/16/64) or "
         f"{plan.seconds:g} s, whichever comes first. Figures are the median over rounds of each run's p50, p99 and "
         f"req/s; added = target − direct.",
-        f"- Client: `{args.client}` ({'asyncio + raw HTTP/1.1 keep-alive sockets' if args.client == 'raw' else 'httpx.AsyncClient'}), "
+        f"- Client: `{args.client}` ("
+        f"{'asyncio + raw HTTP/1.1 keep-alive sockets' if args.client == 'raw' else 'httpx.AsyncClient'}), "
         f"one keep-alive connection per concurrent worker, closed loop, in the benchmark process; the same client for "
         f"every target. Latency is to the last byte of the reply; TTFT is to the first chunk carrying text.",
         "- Request: `POST /v1/chat/completions`, one short user message; the upstream answers a fixed 20-word reply "
         "(`tokens_per_second` 0, no added latency), streamed as 22 SSE chunks or as one JSON body.",
         f"- Gateway: one process, `{server}`, PostgreSQL database `{stack.db_name}` (fresh, migrated), Redis "
         f"`{stack.redis_url}`. API key auth, request ceilings ON (RATE_LIMIT_V1/GENERAL/CHAT={HUGE}: counted in Redis, "
-        f"never reached), token quotas ON (group ceilings {TOKEN_CEILING:.0e} tokens per day/week/month: checked before "
-        f"and counted after each call), a usage record written per call. Effective settings: "
+        f"never reached), token quotas ON (group ceilings {TOKEN_CEILING:.0e} tokens per day/week/month: "
+        f"checked before and counted after each call), a usage record written per call. Effective settings: "
         f"{stack.settings_line}" + (f"; extra environment: {extra}" if extra else "") + ".",
         *([litellm.describe()] if litellm else []),
         f"- Usage records written during the run: {usage_written} for {gateway_requests} gateway requests "

@@ -101,7 +101,8 @@ def main() -> int:
     p.add_argument("--gc-log", action="store_true", help="log the gateway's GC pauses and usage drainer cycles")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra gateway environment")
     p.add_argument("--tag", help="suffix for the result file (tail-<tag>.md)")
-    p.add_argument("--commit", metavar="REV", help="test this commit (exported with git archive), e.g. one before a change")
+    p.add_argument("--commit", metavar="REV",
+                   help="test this commit (exported with git archive), e.g. one before a change")
     args = p.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
     harness.install_signal_handlers()
@@ -144,7 +145,8 @@ def main() -> int:
 def write_report(args, rows: list[dict]) -> None:
     name = "tail" + (f"-{args.tag}" if args.tag else "")
     gw = [r for r in rows if r["target"] == "gateway"]
-    cols = ["round", "target", "n", "req/s", "p50 ms", "p99 ms", "p99/p50", "stalls > 5 ms", "stalled ms", "longest stall ms"]
+    cols = ["round", "target", "n", "req/s", "p50 ms", "p99 ms", "p99/p50", "stalls > 5 ms", "stalled ms",
+            "longest stall ms"]
     extra = ["GC runs", "GC ms", "longest GC ms", "unreachable", "drainer CPU ms/cycle"] if args.gc_log else []
     lines = [f"# p99 under load: c={args.concurrency}, {args.rounds} × {args.seconds:g} s, interleaved", "",
              f"- Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; commit {git_commit()}; "

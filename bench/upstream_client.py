@@ -239,7 +239,8 @@ def report(data: dict, names: list[str], args, versions: str) -> str:
         (f"Load average (1 min) after each round: {', '.join(f'{x:.2f}' for x in data['loads'])} "
         "(other work was running on the machine: read the ratios, not the absolute figures)."),
         "",
-        ("Streamed: the upstream's SSE (22 reply chunks, the usage chunk, `[DONE]`), every event parsed (sse_read + json.loads). "
+        ("Streamed: the upstream's SSE (22 reply chunks, the usage chunk, `[DONE]`), every event parsed "
+        "(sse_read + json.loads). "
         "Whole: `stream: false`, one JSON body. CPU = this process (client + parsing) per call; "
         "upstream CPU per call for scale."),
         "",
@@ -267,7 +268,8 @@ def report(data: dict, names: list[str], args, versions: str) -> str:
               "|---|---|---|---|---|"]
     for name in names:
         s, w = fig[(name, "streamed")], fig[(name, "whole")]
-        lines.append(f"| {name} | {s['p50'] - w['p50']:.3f} | {s['cpu1'] - w['cpu1']:.3f} | {s['cpun'] - w['cpun']:.3f} "
+        lines.append(f"| {name} | {s['p50'] - w['p50']:.3f} | {s['cpu1'] - w['cpu1']:.3f} "
+                     f"| {s['cpun'] - w['cpun']:.3f} "
                      f"| {w['cpun'] / s['cpun']:.2f} |")
     return "\n".join(lines) + "\n"
 

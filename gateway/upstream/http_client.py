@@ -6,8 +6,8 @@ It does what a model call needs and no more: one request at a time per connectio
 whole, answers framed by Content-Length, chunked or by the end of the connection (gzip and
 deflate decoded), TLS with certificate and hostname checks (`tls_context`), no redirects, no
 proxies (HTTP_PROXY and the like are not read), no cookies. Timeouts: connect (TCP and TLS),
-read (between any two reads, before the head as in the body) and write. A connection goes back to the pool only once its answer was read
-to the end; one given up earlier is closed.
+read (between any two reads, before the head as in the body) and write. A connection goes back to the
+pool only once its answer was read to the end; one given up earlier is closed.
 
 Failures are the exceptions below; gateway/upstream/providers/base.py turns them into UpstreamError and
 StreamCut."""

@@ -32,7 +32,8 @@ def send_message(chat_id: str, text: str) -> None:
     if not configured():
         raise DeliveryFailed("Telegram is not configured on this gateway (TELEGRAM_BOT_TOKEN is empty).")
     url = f"{settings.TELEGRAM_API_BASE.rstrip('/')}/bot{settings.TELEGRAM_BOT_TOKEN}/sendMessage"
-    post_to_provider("Telegram", url, {"chat_id": chat_id, "text": text}, describe=lambda answer: answer.get("description"))
+    post_to_provider("Telegram", url, {"chat_id": chat_id, "text": text},
+                     describe=lambda answer: answer.get("description"))
 
 
 def split_text(text: str, limit: int) -> list[str]:

@@ -46,7 +46,8 @@ def test_the_system_prompt_reaches_an_anthropic_server_as_system(world):
 def test_tool_calls_come_back_in_the_chat_shape(world, model):
     world.upstream.configure(tool_arguments={"city": "Lisbon"})
     tools = [{"type": "function", "function": {"name": "weather", "description": "Weather in a city",
-                                               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+                                               "parameters": {"type": "object",
+                                                              "properties": {"city": {"type": "string"}}}}}]
     completion = world.openai.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "weather?"}], tools=tools
     )

@@ -12,8 +12,9 @@ upstream, and one routine, conversation, collection with a document, inbox messa
 the document can only say "an integer" or "a string": ids of the seeded objects (made again when a
 fuzzed DELETE took them), a model the caller may use, the right password; on one in three also a
 well-formed turn (messages, input, task; an MCP method in a session; a WhatsApp number with the code
-just sent to it), so that the generated options around it reach the upstream. `FuzzWorld.exercise` sends the case, checks the answer (schemathesis' checks, then
-tests/contract.py's) and counts it in `STATS`, which `pytest_terminal_summary` prints.
+just sent to it), so that the generated options around it reach the upstream. `FuzzWorld.exercise`
+sends the case, checks the answer (schemathesis' checks, then tests/contract.py's) and counts it in
+`STATS`, which `pytest_terminal_summary` prints.
 """
 
 from __future__ import annotations
@@ -218,7 +219,8 @@ class FuzzWorld(FuzzSeed):
             started = self.http.post(f"{self.base}/api/v1/mcp", timeout=10, headers={
                 "Authorization": f"Bearer {self.key}", "Accept": "application/json, text/event-stream"},
                 json={"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "fuzz", "version": "1"}}})
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "fuzz", "version": "1"}}})
             self._mcp = {"Mcp-Session-Id": started.headers["Mcp-Session-Id"], "MCP-Protocol-Version": "2025-11-25",
                          "Accept": "application/json, text/event-stream"}
         return self._mcp

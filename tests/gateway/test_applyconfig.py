@@ -124,7 +124,8 @@ def test_updates_in_place(apply):
     changed = (SAMPLE
                .replace("base_url: http://127.0.0.1:11434/v1", "base_url: http://127.0.0.1:8000/v1\n    enabled: false")
                .replace("daily_tokens: 200000", "daily_tokens: 5000")
-               .replace("        fallbacks: [cloud/gpt-4o-mini]\n", "        audio: true\n        context_window: 131072\n"))
+               .replace("        fallbacks: [cloud/gpt-4o-mini]\n",
+                        "        audio: true\n        context_window: 131072\n"))
 
     out = apply(changed)
 

@@ -149,7 +149,8 @@ CYCLE_CASES = {
     "chat": ("/v1/chat/completions", {"model": "oa/echo-1", "messages": [{"role": "user", "content": "hi"}]}),
     "chat stream": ("/v1/chat/completions", {"model": "oa/echo-1", "stream": True,
                                              "messages": [{"role": "user", "content": "hi"}]}),
-    "messages": ("/v1/messages", {"model": "oa/echo-1", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}),
+    "messages": ("/v1/messages", {"model": "oa/echo-1", "max_tokens": 16,
+                                  "messages": [{"role": "user", "content": "hi"}]}),
     "native chat": ("/api/v1/chat", {"message": "hi"}),  # a stream, the default
     "refused": ("/v1/chat/completions", {"model": "oa/no-such-model", "messages": [{"role": "user", "content": "hi"}]}),
     "webhook": (None, {"event": "push"}),

@@ -182,7 +182,8 @@ def test_a_run_is_a_worker_line_with_the_request_id_of_the_webhook_call_that_que
     assert [line for line in worker_lines if line.get("logger", "").startswith("celery")]
     web_log = next(settings.VAR_DIR.glob(f"test-web-{json_gateway.rsplit(':', 1)[1]}.log"))
     web_lines = parsed(web_log)
-    (hook,) = [line for line in web_lines if line.get("request_id") == request_id and line["logger"] == "gateway.requests"]
+    (hook,) = [line for line in web_lines
+               if line.get("request_id") == request_id and line["logger"] == "gateway.requests"]
     assert (hook["route"], hook["status"]) == ("api/v1/hooks/<str:token>", 200)
     token = created["webhook_url"].rsplit("/", 1)[1]
     for text in (web_log.read_text(), worker_log.read_text()):

@@ -42,8 +42,9 @@ def test_no_product_module_formats_a_datetime_itself():
     included). The others write no client's answer: the usage spool's own line format (read back
     by the spool only), log lines, the console's HTML and SVG for people, a day as a database
     parameter."""
-    allowed = {"gateway/web/output.py", "gateway/usage/writer.py", "gateway/telemetry/logjson.py", "gateway/console/server_admin.py",
-               "gateway/console/usage_chart.py", "gateway/console/usage_reads.py", "gateway/usage/call_failures.py"}
+    allowed = {"gateway/web/output.py", "gateway/usage/writer.py", "gateway/telemetry/logjson.py",
+               "gateway/console/server_admin.py", "gateway/console/usage_chart.py", "gateway/console/usage_reads.py",
+               "gateway/usage/call_failures.py"}
     writers = re.compile(r"\.isoformat\(|\.strftime\(")
     found = []
     for app in PRODUCT_APPS:

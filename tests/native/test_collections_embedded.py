@@ -69,7 +69,8 @@ def test_documents_are_written_and_the_right_chunk_is_found_first_on_sqlite(embe
         files = {"geology.pdf": (pdf, "application/pdf"), "kitchen.html": (HTML_PAGE.encode(), "text/html")}
         documents = {}
         for name, (data, content_type) in files.items():
-            r = http.post(f"/api/v1/collections/{collection['id']}/documents", files={"file": (name, data, content_type)})
+            r = http.post(f"/api/v1/collections/{collection['id']}/documents",
+                          files={"file": (name, data, content_type)})
             assert r.status_code == 201, r.text
             documents[name] = r.json()["id"]
 

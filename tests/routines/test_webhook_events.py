@@ -42,7 +42,8 @@ def test_event_id_sources_in_order(client, unsigned):
             del data[earlier]
         assert hook(client, unsigned, json.dumps(data).encode()).json()["event_id"] == data[field]
     plain = b"no id here"
-    assert hook(client, unsigned, plain, content_type="text/plain").json()["event_id"] == hashlib.sha256(plain).hexdigest()
+    assert (hook(client, unsigned, plain, content_type="text/plain").json()["event_id"]
+            == hashlib.sha256(plain).hexdigest())
 
 
 def test_the_gateways_own_request_id_is_not_an_event_id(client, unsigned):

@@ -18,7 +18,8 @@ DEFAULTS: dict[str, Any] = {
     "usage": True,  # False: no usage anywhere (the gateway must count itself)
     "tool_name": None,  # tool to call instead of the first one offered (not a string: a malformed reply)
     "tool_arguments": {},  # arguments of that call (a dict, or a raw JSON string)
-    "tool_script": None,  # OpenAI chat: a list of {"name", "arguments"}; round N after the last user message calls entry N
+    "tool_script": None,  # OpenAI chat: a list of {"name", "arguments"}; round N after the last user message
+                          # calls entry N
     "models": ["echo-1"],
     "embedding_dim": 64,
     "require_key": None,  # demand "Authorization: Bearer KEY" or "x-api-key: KEY"

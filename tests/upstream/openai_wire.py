@@ -62,7 +62,8 @@ def _tool_to_call(body: dict[str, Any], knobs: dict[str, Any]) -> str | None:
     return (first.get("function") or {}).get("name") or first.get("name") or "tool"
 
 
-def _scripted_call(body: dict[str, Any], messages: list[dict[str, Any]], knobs: dict[str, Any]) -> tuple[str, str] | None:
+def _scripted_call(body: dict[str, Any], messages: list[dict[str, Any]],
+                   knobs: dict[str, Any]) -> tuple[str, str] | None:
     """With `tool_script`: (name, arguments) of the entry for this round (the number of assistant
     tool calls since the last user message), or None once the script is used up."""
     script = knobs["tool_script"]
@@ -131,7 +132,8 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
         choices = []
         for index in range(n):
             choice = {"index": index, "message": message,
-                      "logprobs": {"content": [_logprob(t, top) for t in tokens], "refusal": None} if logprobs else None,
+                      "logprobs": {"content": [_logprob(t, top) for t in tokens],
+                                   "refusal": None} if logprobs else None,
                       "finish_reason": finish}
             if stopped_on is not None:
                 choice["stop_reason"] = stopped_on
@@ -183,7 +185,8 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
 def _apply_stop(text: str, stop: Any) -> tuple[str, str | None]:
     """The text up to the first of the `stop` strings it holds, and that string (vLLM names it in
     the choice's `stop_reason`), or the text whole and None."""
-    stops = [stop] if isinstance(stop, str) else [s for s in stop if isinstance(s, str) and s] if isinstance(stop, list) else []
+    stops = ([stop] if isinstance(stop, str)
+             else [s for s in stop if isinstance(s, str) and s] if isinstance(stop, list) else [])
     found = [(text.find(s), s) for s in stops if s and s in text]
     if not found:
         return text, None
