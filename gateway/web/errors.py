@@ -1,14 +1,15 @@
 """One application error type, rendered in the shape of the surface that was called (spec 7.1).
 
 Views and services raise `ApiError` (or one of its named subclasses); `render_error` turns it
-into the body the spec gives for the path of the request. The path decides the surface:
+into the body the spec gives for the path of the request. The path decides the surface (the
+table of paths: gateway/web/paths.py), and the surface the body:
 
-- `/v1/messages…`           Anthropic shape `{type: 'error', error: {type, message}}`
-- any other `/v1/…`         OpenAI shape `{error: {message, type, param, code}}`
-- `/api/v1/auth/…`          `{status: 'error', message, errors}`
-- `/api/v1/conversations…`  `{status: 'error', message}`
-- `/api/v1/collections…`    `{status: 'error', code, message}`
-- any other `/api/…`        `{detail}`
+- `anthropic`               `{type: 'error', error: {type, message}}`
+- `openai`                  `{error: {message, type, param, code}}`
+- `native-auth`             `{status: 'error', message, errors}`
+- `native-status`           `{status: 'error', message}`
+- `native-collections`      `{status: 'error', code, message}`
+- `native`                  `{detail}`
 
 Some errors have one shape whatever the endpoint: an authentication failure (401
 `Unauthenticated.` on `/api`, the OpenAI `invalid_api_key` object on all of `/v1`, rule 7.1.1),
@@ -24,6 +25,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
+
+from gateway.web.paths import ANTHROPIC, NATIVE_AUTH, NATIVE_COLLECTIONS, NATIVE_STATUS, OPENAI, surface_of
 
 OPENAI_TYPES = {
     400: "invalid_request_error",
@@ -161,20 +164,6 @@ def _outage_types() -> tuple[tuple[str, tuple[type[BaseException], ...]], ...]:
     return _OUTAGE_TYPES
 
 
-def surface_of(path: str) -> str:
-    if path.startswith("/v1/messages"):
-        return "anthropic"
-    if path == "/v1" or path.startswith("/v1/"):
-        return "openai"
-    if path.startswith("/api/v1/auth/"):
-        return "native-auth"
-    if path.startswith("/api/v1/conversations"):
-        return "native-status"
-    if path.startswith("/api/v1/collections"):
-        return "native-collections"
-    return "native"
-
-
 def accepts_json(request: HttpRequest) -> bool:
     accept = request.headers.get("Accept", "").lower()
     return "/json" in accept or "+json" in accept
@@ -190,7 +179,7 @@ def render_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
 
 def _render_body(request: HttpRequest, exc: ApiError, surface: str) -> HttpResponse:
     status = exc.status
-    on_v1 = surface in ("openai", "anthropic")
+    on_v1 = surface in (OPENAI, ANTHROPIC)
 
     if isinstance(exc, FrameworkError):
         if on_v1 and not accepts_json(request):
@@ -203,9 +192,9 @@ def _render_body(request: HttpRequest, exc: ApiError, surface: str) -> HttpRespo
             return JsonResponse(_openai_body(exc, status, error_type="invalid_request_error"), status=status)
         return JsonResponse({"message": "Unauthenticated."}, status=status)
 
-    if surface == "openai":
+    if surface == OPENAI:
         return JsonResponse(_openai_body(exc, status), status=status)
-    if surface == "anthropic":
+    if surface == ANTHROPIC:
         body = {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(status, "api_error"), "message": exc.message}}
         body.update(exc.extra)
         return JsonResponse(body, status=status)
@@ -213,13 +202,13 @@ def _render_body(request: HttpRequest, exc: ApiError, surface: str) -> HttpRespo
     if isinstance(exc, GeneralLimitReached):
         return JsonResponse({"codigo": exc.code, "detail": exc.message}, status=status)
 
-    if surface == "native-auth":
+    if surface == NATIVE_AUTH:
         body = {"status": "error", "message": exc.message, "errors": exc.errors or {}}
     elif isinstance(exc, ValidationFailed):
         body = {"message": exc.message, "errors": exc.errors}
-    elif surface == "native-status":
+    elif surface == NATIVE_STATUS:
         body = {"status": "error", "message": exc.message}
-    elif surface == "native-collections":
+    elif surface == NATIVE_COLLECTIONS:
         body = {"status": "error", "code": exc.code or _default_code(status), "message": exc.message}
     else:
         body = {"detail": exc.message}
@@ -228,10 +217,11 @@ def _render_body(request: HttpRequest, exc: ApiError, surface: str) -> HttpRespo
 
 
 def _openai_body(exc: ApiError, status: int, error_type: str | None = None) -> dict[str, Any]:
+    fallback_type = "server_error" if status >= 500 else "invalid_request_error"
     body: dict[str, Any] = {
         "error": {
             "message": exc.message,
-            "type": error_type or OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error"),
+            "type": error_type or OPENAI_TYPES.get(status, fallback_type),
             "param": exc.param,
             "code": exc.code,
         }

@@ -12,8 +12,8 @@ back before they return). Everything else is Django's
 own code: body reading, request creation, the disconnect watch, the middleware chain of
 MIDDLEWARE, the response encoding.
 
-`application` in gateway/asgi.py sends the paths of `is_hot` here and every other request to
-Django's own handler.
+`application` in gateway/asgi.py sends the paths of `is_hot` (the hot rows of the table of paths,
+gateway/web/paths.py) here and every other request to Django's own handler.
 """
 
 from __future__ import annotations
@@ -29,16 +29,7 @@ from django.urls.resolvers import RegexPattern
 
 from gateway.telemetry.logjson import Exchange, current
 from gateway.telemetry.metrics_files import lifespan
-
-HOT_PATHS = frozenset({
-    "/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/models", "/v1/messages/count_tokens",
-    "/v1/responses/input_tokens", "/api/v1/chat",
-})
-HOT_PREFIXES = ("/api/v1/hooks/",)
-
-
-def is_hot(path: str) -> bool:
-    return path in HOT_PATHS or path.startswith(HOT_PREFIXES)
+from gateway.web.paths import is_hot
 
 
 async def close_response(request, response) -> None:

@@ -20,14 +20,10 @@ from django.core.handlers.exception import convert_exception_to_response
 from django.middleware.security import SecurityMiddleware
 from django.utils.module_loading import import_string
 
-API_PREFIXES = ("/v1/", "/api/")
-# Probes (gateway/ops/health.py) and the scrape (gateway/ops/metrics_view.py) go straight to their view:
-# no https redirect, no Host check, no session.
-HEALTH_PATHS = frozenset({"/livez", "/readyz", "/metrics"})
-
-
-def is_api_path(path: str) -> bool:
-    return path.startswith(API_PREFIXES) or path == "/v1"
+# Which stack a path goes through is the table of paths' (gateway/web/paths.py): the probes
+# (gateway/ops/health.py) and the scrape (gateway/ops/metrics_view.py) straight to their view (no
+# https redirect, no Host check, no session), the API paths past the console's middleware.
+from gateway.web.paths import PROBE_PATHS, is_api_path
 
 
 class SurfaceMiddleware:
@@ -45,7 +41,7 @@ class SurfaceMiddleware:
     def __call__(self, request):
         if self.is_async:
             return self.__acall__(request)
-        if request.path in HEALTH_PATHS:
+        if request.path in PROBE_PATHS:
             return self.get_response(request)
         if not is_api_path(request.path):
             return self.console(request)
@@ -54,7 +50,7 @@ class SurfaceMiddleware:
         return api_headers(self.security.process_response(request, response))
 
     async def __acall__(self, request):
-        if request.path in HEALTH_PATHS:
+        if request.path in PROBE_PATHS:
             return await self.get_response(request)
         if not is_api_path(request.path):
             return await self.console(request)
