@@ -18,7 +18,8 @@ from accounts import principal_cache
 from accounts.keys import KEY_PREFIX, api_key_row
 from accounts.models import Account, SessionToken
 from accounts.sessions import session_lookup
-from gateway.web.errors import ApiError, Unauthenticated, surface_of
+from gateway.web.errors import ApiError, Unauthenticated
+from gateway.web.paths import V1_SURFACES, surface_of
 
 NO_API_ACCESS = "Your account group lacks API permission."
 DEACTIVATED = "This account is deactivated."
@@ -109,7 +110,7 @@ def authenticate(
         if not key_allowed:
             raise ApiError(403, KEY_NOT_ALLOWED, code="permission_denied")
         return principal
-    if surface_of(request.path) in ("openai", "anthropic"):
+    if surface_of(request.path) in V1_SURFACES:
         if not account.is_active or not account.group.api_access:
             raise Unauthenticated()
     elif not account.is_active:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.web import paths
+
 REF = "#/components/schemas/"
 
 NULLABLE_STRING = {"type": ["string", "null"]}
@@ -113,24 +115,25 @@ SESSION = [{"session": []}]
 NO_CREDENTIAL: list = []
 
 
+# The error bodies of each surface (gateway/web/paths.py says which surface a path speaks)
+SHAPES = {
+    paths.ANTHROPIC: ["AnthropicError", "OpenAIError", "Message"],  # a 401 takes OpenAI's shape (spec 7.1.1)
+    paths.OPENAI: ["OpenAIError", "Message"],
+    paths.NATIVE_AUTH: ["AuthError", "Message", "ValidationError", "GeneralLimit"],
+    paths.NATIVE_STATUS: ["StatusError", "Message", "ValidationError", "GeneralLimit"],
+    paths.NATIVE_COLLECTIONS: ["CollectionError", "Message", "ValidationError", "GeneralLimit"],
+    paths.NATIVE: ["Detail", "Message", "ValidationError", "GeneralLimit"],
+}
+
+
 def error_schema(path: str) -> dict[str, Any]:
     """Every JSON error body a route of `path` may answer (surface shape, auth, validation, framework)."""
-    if path.startswith("/v1/messages"):
-        shapes = ["AnthropicError", "OpenAIError", "Message"]
-    elif path.startswith("/v1/"):
-        shapes = ["OpenAIError", "Message"]
-    elif path.startswith("/api/v1/auth/"):
-        shapes = ["AuthError", "Message", "ValidationError", "GeneralLimit"]
-    elif path.startswith("/api/v1/conversations"):
-        shapes = ["StatusError", "Message", "ValidationError", "GeneralLimit"]
-    elif path.startswith("/api/v1/collections"):
-        shapes = ["CollectionError", "Message", "ValidationError", "GeneralLimit"]
-    elif path == "/api/v1/mcp":  # transport refusals are JSON-RPC errors with an HTTP status
+    if path == "/api/v1/mcp":  # transport refusals are JSON-RPC errors with an HTTP status
         shapes = ["JsonRpcResponse", "Detail", "Message", "ValidationError", "GeneralLimit"]
-    elif path.startswith("/api/v1/hooks/"):
+    elif path.startswith("/api/v1/hooks/"):  # the webhook's own refusals (spec 4.7)
         shapes = ["HookError", "Message", "Detail"]
     else:
-        shapes = ["Detail", "Message", "ValidationError", "GeneralLimit"]
+        shapes = SHAPES[paths.surface_of(path)]
     return {"anyOf": [ref(name) for name in shapes]}
 
 
@@ -147,7 +150,7 @@ def json_response(description: str, schema: dict[str, Any], *, limited: bool = T
 
 
 def error_responses(path: str) -> dict[str, Any]:
-    html = {"text/html": {"schema": {"type": "string"}}} if path.startswith("/v1/") else {}
+    html = {"text/html": {"schema": {"type": "string"}}} if paths.surface_of(path) in paths.V1_SURFACES else {}
     body = {"application/json": {"schema": error_schema(path)}, **html}
     return {
         "301": {"description": "Plain http redirected to https when SECURE_SSL_REDIRECT is on (spec 5.1.4).",

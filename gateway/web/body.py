@@ -20,7 +20,8 @@ from typing import Any
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 
-from gateway.web.errors import ApiError, ValidationFailed, surface_of
+from gateway.web.errors import ApiError, ValidationFailed
+from gateway.web.paths import OPENAI, V1_SURFACES, surface_of
 
 # Only these escapes can put a lone surrogate or a NUL into a parsed string: a body that is valid
 # UTF-8 holds neither as raw characters (and JSON refuses raw control characters in strings).
@@ -105,7 +106,8 @@ def _check_text(text: str, path: list[str | int], nul_allowed: bool) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadJsonValue(path, "The text holds a lone surrogate (such as \\ud800): it is not valid Unicode.") from None
+        raise BadJsonValue(path, "The text holds a lone surrogate (such as \\ud800): "
+                                 "it is not valid Unicode.") from None
     if not nul_allowed and "\x00" in text:
         raise BadJsonValue(path, "The text holds a NUL character (\\u0000), which cannot be stored.")
 
@@ -123,8 +125,8 @@ def bad_value_error(request: HttpRequest, bad: BadJsonValue) -> ApiError:
     """The refusal of a bad value in the surface's shape: 400 with `param` on `/v1`, 422 with the
     field in `errors` on `/api`."""
     surface = surface_of(request.path)
-    if surface in ("openai", "anthropic"):
-        where = bad.where("bracket" if surface == "openai" else "dot")
+    if surface in V1_SURFACES:
+        where = bad.where("bracket" if surface == OPENAI else "dot")
         return ApiError(400, f"{where}: {bad.problem}", code="invalid_value", param=where)
     where = bad.where()
     return ValidationFailed({where: [bad.problem]}, f"{where}: {bad.problem}")
@@ -147,7 +149,8 @@ def read_json_object(request: HttpRequest) -> dict[str, Any]:
     if body.strip() == b"":
         return {}
     if content_type and "json" not in content_type and content_type != "text/plain":
-        raise ApiError(415, "The request body must be JSON (Content-Type: application/json).", code="unsupported_media_type")
+        raise ApiError(415, "The request body must be JSON (Content-Type: application/json).",
+                       code="unsupported_media_type")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -160,7 +163,7 @@ def read_json_object(request: HttpRequest) -> dict[str, Any]:
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
     if suspect:
         try:
-            check_values(data, nul_allowed=surface_of(request.path) in ("openai", "anthropic"))
+            check_values(data, nul_allowed=surface_of(request.path) in V1_SURFACES)
         except BadJsonValue as bad:
             raise bad_value_error(request, bad) from None
         except RecursionError:

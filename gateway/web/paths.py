@@ -25,6 +25,7 @@ NATIVE_AUTH = "native-auth"  # {status: 'error', message, errors}
 NATIVE_STATUS = "native-status"  # {status: 'error', message}
 NATIVE_COLLECTIONS = "native-collections"  # {status: 'error', code, message}
 NATIVE = "native"  # {detail}
+V1_SURFACES = frozenset({OPENAI, ANTHROPIC})  # the compatibility surfaces under /v1
 
 # Stacks: the middleware a request goes through (gateway/web/surfaces.py).
 API = "api"  # the security middleware's redirect and headers inline, no console middleware
