@@ -150,7 +150,9 @@ def check_response(method, path, status, headers, body, *, streamed=False):
     """Raise ContractViolation when a response to `method path` is outside the document.
     `headers` is a case-insensitive mapping; `body` the raw bytes (None for a stream). Paths
     outside /api and /v1 are not the document's business."""
-    if not (path.startswith("/api/") or path == "/v1" or path.startswith("/v1/")):
+    from gateway.web.paths import is_api_path
+
+    if not is_api_path(path):
         return
     from gateway.openapi import cached_document
 
