@@ -4,8 +4,8 @@ minute from one client address (ADMIN_LOGIN_LIMIT_PER_ADDRESS) and for one accou
 429, the login page with the reason, before the password is looked at.
 
 django-ratelimit counts in the `ratelimit` cache: Redis when REDIS_URL is set, otherwise the
-database cache with its add and increment made atomic as the counters module makes its own
-steps (`CounterCache`; the plain database cache increments with a read and a write)."""
+database cache with its add and increment made atomic as the counters' cache backend makes its
+own steps (`CounterCache`; the plain database cache increments with a read and a write)."""
 
 from __future__ import annotations
 
@@ -17,24 +17,21 @@ from django.utils.cache import add_never_cache_headers
 from django_ratelimit.core import get_usage
 
 from gateway.limits.ratelimit import client_address
+from gateway.state.cache_backend import cache_step
 
 REFUSED = "Too many login attempts. Wait a minute, then try again."
 
 
 class CounterCache(DatabaseCache):
-    """The database cache whose add and incr are one step (gateway.state.counters._cache_step: a
-    process lock and a transaction, which SQLite begins IMMEDIATE)."""
+    """The database cache whose add and incr are one step (gateway.state.cache_backend.cache_step:
+    a process lock and a transaction, which SQLite begins IMMEDIATE)."""
 
     def add(self, *args, **kwargs):
-        from gateway.state.counters import _cache_step
-
-        with _cache_step():
+        with cache_step():
             return super().add(*args, **kwargs)
 
     def incr(self, *args, **kwargs):
-        from gateway.state.counters import _cache_step
-
-        with _cache_step():
+        with cache_step():
             return super().incr(*args, **kwargs)
 
 

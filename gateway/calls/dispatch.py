@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.registry import cooldown, server_health
+from gateway.registry.cooldown import Verdict
 from gateway.registry.routing import Target
 from gateway.telemetry import metrics
 from gateway.telemetry.redact import redact
@@ -116,7 +117,7 @@ def _after(target: Target, chain: list[Target] | None) -> Target | None:
 def skipped(target: Target, failure: UpstreamError) -> bool:
     """Whether `failure` is a call skipped because the server is cooling down (not a new failure:
     the one that started the cooldown was recorded)."""
-    return failure.cooldown_cause is None and cooldown.verdict(target.server) == cooldown.SKIP
+    return failure.cooldown_cause is None and cooldown.verdict(target.server) is Verdict.SKIP
 
 
 def exhausted(failures: list[UpstreamError]) -> ChainExhausted:

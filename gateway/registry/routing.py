@@ -22,7 +22,6 @@ import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
 from django.core.signals import request_finished
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
@@ -168,17 +167,10 @@ def _fresh(snapshot: _Snapshot | None, version: int | None) -> bool:
 def read_stamps() -> tuple[int, int] | None:
     """(registry, cooldowns) version stamps, in one round trip; None when they cannot be read
     (the registry then lives by its TTL alone, and the cooldowns as this process knows them)."""
-    from gateway.state.counters import KEY_PREFIX
+    from gateway.state import backend
 
-    keys = [KEY_PREFIX + REGISTRY_STAMP_KEY, KEY_PREFIX + cooldown.STAMP_KEY]
     try:
-        if settings.REDIS_URL:
-            from gateway.state.counters import _redis_client
-
-            values = _redis_client(settings.REDIS_URL).mget(keys)
-        else:
-            stored = cache.get_many(keys)
-            values = [stored.get(k) for k in keys]
+        values = backend.current.read([REGISTRY_STAMP_KEY, cooldown.STAMP_KEY])
         return int(values[0] or 0), int(values[1] or 0)
     except cooldown.redis_errors() as exc:
         global _stamp_warned_at

@@ -1,8 +1,9 @@
 """The counter steps of gateway/state/counters.py, run from the event loop: a request's checks then need
 no hand-off to a worker thread. Same scripts, same keys, same results.
 
-Only with `REDIS_URL` (`available()`); the embedded default keeps its counters in the Django
-cache, which only synchronous code may touch, so callers use the synchronous step then.
+Only when the chosen backend is Redis (`available()`, gateway/state/backend.py); the embedded
+default keeps its counters in the Django cache, which only synchronous code may touch, so callers
+use the synchronous step then.
 
 The client is our own, not redis.asyncio: one connection per event loop, commands written as they
 come and their replies read in order (Redis answers a connection's commands in order), the
@@ -26,20 +27,20 @@ import weakref
 from collections import deque
 
 import hiredis
-from django.conf import settings
 from redis._parsers.base import BaseParser
 from redis.connection import parse_url
 from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 
-from gateway.state.counters import (
-    _ADD_SCRIPT,
-    _HIT_SCRIPT,
+from gateway.state import backend
+from gateway.state.redis_client import (
+    ADD_SCRIPT,
+    HIT_SCRIPT,
     KEY_PREFIX,
-    HitResult,
     hit_script_call,
     hit_script_result,
     script_sha,
 )
+from gateway.state.windows import HitResult
 
 TIMEOUT_SECONDS = 2.0
 RETRY_DELAYS = (0.01, 0.05)  # before the second and the third try of a command whose connection failed
@@ -48,7 +49,8 @@ _clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def available() -> bool:
-    return bool(settings.REDIS_URL)
+    """Whether the counters may be stepped from the loop: the chosen backend is Redis."""
+    return backend.current.on_loop
 
 
 def _pack(args) -> bytes:
@@ -197,13 +199,14 @@ class LoopRedis:
 
 
 def _client() -> LoopRedis:
-    """The running loop's client (a new one when REDIS_URL changed)."""
+    """The running loop's client of the chosen Redis (a new one when the choice moved to another)."""
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
-    if client is None or client.url != settings.REDIS_URL:
+    url = backend.current.url
+    if client is None or client.url != url:
         if client is not None:
             client.close()
-        client = _clients[loop] = LoopRedis(settings.REDIS_URL)
+        client = _clients[loop] = LoopRedis(url)
     return client
 
 
@@ -211,11 +214,11 @@ async def window_hit(counters: list[tuple[str, int]], window: int, *, guards=(),
     """`gateway.state.counters.window_hit` in one round trip from the loop."""
     guards, reads = list(guards), list(reads)
     keys, args = hit_script_call(counters, window, guards, reads)
-    return hit_script_result(await _client().script(_HIT_SCRIPT, keys, args), counters, len(guards))
+    return hit_script_result(await _client().script(HIT_SCRIPT, keys, args), counters, len(guards))
 
 
 async def amounts_add(keys: list[str], amount: int) -> None:
     """`gateway.state.counters.amounts_add` from the loop."""
     if not keys or amount <= 0:
         return
-    await _client().script(_ADD_SCRIPT, [KEY_PREFIX + key for key in keys], [amount])
+    await _client().script(ADD_SCRIPT, [KEY_PREFIX + key for key in keys], [amount])

@@ -16,9 +16,12 @@ from django.test import override_settings
 from gateway.calls.dispatch import ChainExhausted, open_reply
 from gateway.calls.embeddings import embed
 from gateway.registry import cooldown
+from gateway.registry.cooldown import Verdict
 from gateway.registry.routing import registry
+from gateway.state import backend
 from gateway.upstream.http_client import Client, ConnectError
 from gateway.upstream.providers.base import UpstreamError
+from tests.conftest import clear_counters
 from tests.factories import ModelFactory, ModelServerFactory
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -154,41 +157,50 @@ def test_another_processes_cooldown_is_seen_on_the_next_call(closed_port):
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     cooldown.record_failure(target.server, "connect failed")  # as another process would
     cooldown.forget_all()  # ... so this one knows nothing of it
-    assert cooldown.verdict(target.server) == cooldown.GO
+    assert cooldown.verdict(target.server) == Verdict.GO
     registry()  # every planned call reads the stamps
-    assert cooldown.verdict(target.server) == cooldown.SKIP
+    assert cooldown.verdict(target.server) == Verdict.SKIP
 
 
-def expire(redis_url, server_id):
+def expire(server_id):
     """The cooldown ended (its end moved into the past), as another process's clock sees it."""
-    client = redis_client(redis_url)
-    client.set(f"gw:cooldown:{server_id}", int(time.time() * 1000) - 1, px=60_000)
-    client.incr("gw:cooldown:v")
+    backend.current.write(put=[(cooldown.cooldown_key(server_id), int(time.time() * 1000) - 1, 60)],
+                          bump=[cooldown.STAMP_KEY])
 
 
-def test_one_probe_at_a_time_then_cleared_for_everyone(closed_port, redis_url):
+@pytest.fixture(params=["redis", "cache"])
+def shared_state(request, settings):
+    """Both backends of the shared state: Redis, and the Django cache of the embedded default."""
+    if request.param == "cache":
+        settings.REDIS_URL = ""
+    clear_counters()
+    yield request.param
+    clear_counters()
+
+
+def test_one_probe_at_a_time_then_cleared_for_everyone(closed_port, shared_state):
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     server = target.server
     cooldown.record_failure(server, "connect failed")
-    expire(redis_url, server.id)
+    expire(server.id)
     registry()
-    assert cooldown.check(server) == cooldown.PROBE
-    assert cooldown.check(server) == cooldown.SKIP  # this process, while the probe is out
+    assert cooldown.check(server) == Verdict.PROBE
+    assert cooldown.check(server) == Verdict.SKIP  # this process, while the probe is out
     cooldown.forget_all()
     registry()
-    assert cooldown.check(server) == cooldown.SKIP  # another process: the lock is held
+    assert cooldown.check(server) == Verdict.SKIP  # another process: the lock is held
     cooldown.record_success(server)
-    assert cooldown.check(server) == cooldown.GO
+    assert cooldown.check(server) == Verdict.GO
     cooldown.forget_all()
     registry()
-    assert cooldown.check(server) == cooldown.GO
-    assert not redis_client(redis_url).exists(f"gw:cooldown:{server.id}", f"gw:cooldown:{server.id}:probe")
+    assert cooldown.check(server) == Verdict.GO
+    assert backend.current.read([cooldown.cooldown_key(server.id), cooldown.probe_key(server.id)]) == [None, None]
 
 
 def test_a_failed_probe_renews_the_cooldown(closed_port, redis_url):
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     cooldown.record_failure(target.server, "connect failed")
-    expire(redis_url, target.server.id)
+    expire(target.server.id)
     registry()
     with mock.patch.object(Client, "send", side_effect=ConnectError("refused")) as send:
         first, _ = call([target])  # the probe
@@ -203,7 +215,7 @@ def test_a_probe_that_reaches_the_server_lets_it_back_in(upstream, redis_url):  
     target = target_at(f"{upstream.url}/v1")
     cooldown.record_failure(target.server, "connect failed")
     assert isinstance(call([target])[0], ChainExhausted)  # skipped
-    expire(redis_url, target.server.id)
+    expire(target.server.id)
     registry()
     opened, _ = call([target])
     assert opened.target.public_id == "s/m"
@@ -215,15 +227,15 @@ def test_the_cooldown_ends_after_its_time(closed_port, settings, upstream):  # n
     settings.SERVER_COOLDOWN_SECONDS = 0.2
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     assert isinstance(call([target])[0], ChainExhausted)
-    assert cooldown.verdict(target.server) == cooldown.SKIP
+    assert cooldown.verdict(target.server) == Verdict.SKIP
     deadline = time.monotonic() + 5
-    while cooldown.verdict(target.server) == cooldown.SKIP:
+    while cooldown.verdict(target.server) == Verdict.SKIP:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     back = dataclasses.replace(target, server=dataclasses.replace(target.server, base_url=f"{upstream.url}/v1"))
     opened, _ = call([back])  # the probe: the server answers again
     assert opened.target.public_id == "s/m"
-    assert cooldown.verdict(target.server) == cooldown.GO
+    assert cooldown.verdict(target.server) == Verdict.GO
 
 
 def test_embeddings_skip_a_cooling_server_too(closed_port, loop):
@@ -238,15 +250,15 @@ def test_an_answer_with_an_error_status_puts_no_server_in_cooldown(upstream):  #
     upstream.configure(fail_status=503)
     target = target_at(f"{upstream.url}/v1")
     assert isinstance(call([target])[0], ChainExhausted)
-    assert cooldown.verdict(target.server) == cooldown.GO
+    assert cooldown.verdict(target.server) == Verdict.GO
 
 
 def test_a_redis_error_in_the_probe_check_lets_the_call_go(closed_port):
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     cooldown.record_failure(target.server, "connect failed")
-    with mock.patch("gateway.registry.cooldown._take_probe", side_effect=redis.exceptions.ConnectionError("down")), \
+    with mock.patch.object(backend.current, "probe", side_effect=redis.exceptions.ConnectionError("down")), \
             mock.patch("time.time", return_value=time.time() + 60):
-        assert cooldown.check(target.server) == cooldown.GO
+        assert cooldown.check(target.server) == Verdict.GO
 
 
 def test_without_redis_a_failure_is_still_known_in_this_process(closed_port):
@@ -257,7 +269,7 @@ def test_without_redis_a_failure_is_still_known_in_this_process(closed_port):
         with down:
             assert isinstance(call([target])[0], ChainExhausted)  # no exception from the bookkeeping
             registry()  # the stamps cannot be read: the copy stays
-    assert cooldown.verdict(target.server) == cooldown.SKIP
+    assert cooldown.verdict(target.server) == Verdict.SKIP
 
 
 def test_an_operator_saving_the_server_clears_its_cooldown(closed_port, redis_url, django_capture_on_commit_callbacks):
@@ -270,7 +282,7 @@ def test_an_operator_saving_the_server_clears_its_cooldown(closed_port, redis_ur
         row.base_url = "http://127.0.0.1:1/v1"
         row.save()
     assert not redis_client(redis_url).exists(f"gw:cooldown:{target.server.id}")
-    assert cooldown.verdict(target.server) == cooldown.GO
+    assert cooldown.verdict(target.server) == Verdict.GO
 
 
 def test_a_failure_is_an_upstream_error_like_an_unreachable_server(closed_port, loop):

@@ -6,15 +6,21 @@ import pytest
 import time_machine
 from django.conf import settings as django_settings
 
+from gateway.state import backend as chosen
+from gateway.state.cache_backend import CacheBackend
 from gateway.state.counters import (
     amounts_add,
     amounts_forget,
     amounts_get,
     amounts_seed,
     hits_many,
+    mark_once,
     marks_many,
+    version_bump,
     window_hit,
 )
+from gateway.state.redis_backend import RedisBackend
+from gateway.state.redis_client import client_for
 from tests.conftest import clear_counters
 
 
@@ -141,6 +147,67 @@ def test_the_embedded_cache_keeps_live_windows_when_it_fills_up(settings, db):
         results = [window_hit([("t:full", 2)], 60) for _ in range(2)]
     cache.clear()
     assert [r.allowed for r in results] == [True, False]
+
+
+# --- The backend: chosen by the setting, following a change, emptied by its reset ---------------
+
+
+def test_the_backend_is_the_settings_choice_and_follows_a_change(settings):
+    from django.test import override_settings
+
+    url = "redis://127.0.0.1:6379/14"
+    settings.REDIS_URL = ""
+    assert isinstance(chosen.current, CacheBackend)
+    with override_settings(REDIS_URL=url):
+        assert isinstance(chosen.current, RedisBackend) and chosen.current.url == url
+        assert chosen.current.client is client_for(url)  # one client per URL for the whole process
+    assert isinstance(chosen.current, CacheBackend)
+    assert (chosen.current.on_loop, RedisBackend(url).on_loop) == (False, True)
+
+
+def test_the_reset_empties_every_window_amount_mark_and_stamp(backend):
+    with time_machine.travel(1_800_000_000, tick=False):
+        assert window_hit([("t:r", 1)], 60).allowed
+        assert amounts_seed([("t:q", 1_800_000_100, 40)]) == [40]
+        assert mark_once("t:m", 60)
+        version_bump(["t:v"])
+        chosen.current.write(put=[("t:cooling", 7, 60)], bump=["t:v"])
+        assert chosen.current.read(["t:v", "t:cooling"]) == [2, 7]
+        chosen.current.reset()
+        assert window_hit([("t:r", 1)], 60).windows[0].count == 1
+        assert amounts_get(["t:q"]) == [None]
+        assert mark_once("t:m", 60)
+        assert chosen.current.read(["t:v", "t:cooling"]) == [None, None]
+
+
+@pytest.mark.parametrize("store", ["database", "redis"])
+def test_the_cache_backends_reset_leaves_what_is_not_the_gateways(settings, db, store):
+    """The embedded default's database cache, or a Redis cache (a test that runs the cache
+    backend while the suite runs on Redis): only the keys under the gateway's prefix go."""
+    from django.core.cache import cache
+    from django.core.management import call_command
+
+    redis_cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                   "LOCATION": django_settings.REDIS_URL or "redis://127.0.0.1:6379/14"}
+    settings.CACHES = {"default": django_settings.EMBEDDED_CACHE if store == "database" else redis_cache}
+    settings.REDIS_URL = ""
+    call_command("createcachetable", verbosity=0)  # absent when the suite runs on Redis
+    window_hit([("t:reset", 1)], 60)
+    cache.set("zz:theirs", 1)
+    try:
+        chosen.current.reset()
+        assert window_hit([("t:reset", 1)], 60).allowed
+        assert cache.get("zz:theirs") == 1
+    finally:
+        chosen.current.reset()
+        cache.delete("zz:theirs")
+
+
+def test_the_reset_names_a_cache_whose_keys_it_cannot_list(settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    settings.REDIS_URL = ""
+    with pytest.raises(TypeError, match="cannot be listed in a LocMemCache"):
+        chosen.current.reset()
 
 
 HAMMER = """

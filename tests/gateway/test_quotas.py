@@ -243,7 +243,7 @@ def test_a_rebuild_counts_the_records_still_in_the_spool_once(backend, spooling,
 
 
 def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend, owner, monkeypatch):
-    import gateway.state.counters
+    from gateway.state import backend as backend_in_use
 
     set_ceilings(owner.group, day=1000)
     spend(owner, 30)
@@ -253,8 +253,7 @@ def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend,
         raise ConnectionError("Redis went away")
 
     with monkeypatch.context() as patched:
-        patched.setattr(gateway.state.counters, "_redis_add_script", lambda url: redis_is_down)
-        patched.setattr(gateway.state.counters.cache, "get_many", redis_is_down)
+        patched.setattr(backend_in_use.current, "amounts_add", redis_is_down)
         spend(owner, 50)  # answered: it must not raise, and its record lands
     assert UsageRecord.objects.filter(account=owner).count() == 2
     assert day_used(owner) == 30  # the counter missed 50

@@ -10,9 +10,11 @@ from django.test import override_settings
 
 from accounts.models import AccountGroup
 from gateway.models import Model
+from gateway.registry import cooldown
 from gateway.registry.config_file import apply_config
 from gateway.registry.routing import read_stamps, registry, registry_version_key
 from gateway.state.counters import version_bump
+from tests.conftest import clear_counters
 from tests.factories import (
     AccountFactory,
     AccountGroupFactory,
@@ -44,6 +46,20 @@ def test_a_moved_stamp_makes_the_registry_read_again(db):
     assert set(registry().by_public_id) == {"local/first"}  # the copy is kept while the stamp stands
     version_bump([registry_version_key()])
     assert set(registry().by_public_id) == {"local/first", "local/second"}
+
+
+@pytest.mark.parametrize("kind", ["redis", "cache"])
+def test_both_stamps_are_read_in_one_step_from_either_backend(db, settings, kind):
+    """The registry's stamp and the cooldowns' come from the backend chosen for the shared state:
+    Redis, or the Django cache of the embedded default."""
+    if kind == "cache":
+        settings.REDIS_URL = ""
+        clear_counters()
+    assert read_stamps() == (0, 0)
+    version_bump([registry_version_key()])
+    cooldown.clear(ModelServerFactory(name="local").pk)  # an operator's change: the cooldowns' stamp moves
+    assert read_stamps() == (1, 1)
+    clear_counters()
 
 
 def test_a_stamp_that_cannot_be_read_leaves_the_registry_to_its_ttl(db):

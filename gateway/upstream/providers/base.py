@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gateway.registry import cooldown, server_health
+from gateway.registry.cooldown import Verdict
 from gateway.registry.routing import Server
 from gateway.telemetry.redact import credentials_in, redact
 from gateway.upstream import http_client as upstream_http
@@ -98,16 +99,16 @@ def cooling_down(server: Server) -> UpstreamError:
 
 
 async def send(request: upstream_http.Request, server: Server, *,
-               stream: bool) -> tuple[upstream_http.Response, str]:
+               stream: bool) -> tuple[upstream_http.Response, Verdict]:
     """Send `request` to `server` unless the server is cooling down (then UpstreamError at once,
     with no network call). A failure to reach it puts it in cooldown; the probe after a cooldown
     that reaches it (whatever its status) clears it. Returns the response (its body read, in
-    `content`, unless `stream`) and the cooldown verdict (`gateway.registry.cooldown.PROBE` when this call
+    `content`, unless `stream`) and the cooldown verdict (`Verdict.PROBE` when this call
     was the probe)."""
     verdict = cooldown.verdict(server)  # no I/O unless the server's cooldown just ended
-    if verdict == cooldown.ASK:
+    if verdict is Verdict.ASK:
         verdict = await cooldown.take_probe_async(server)
-    if verdict == cooldown.SKIP:
+    if verdict is Verdict.SKIP:
         raise cooling_down(server)
     try:
         response = await http_client().send(request)
@@ -120,10 +121,10 @@ async def send(request: upstream_http.Request, server: Server, *,
         failure = failure_from_transport(exc)
         if failure.cooldown_cause:
             await cooldown.record_failure_async(server, failure.cooldown_cause)
-        elif verdict == cooldown.PROBE:
+        elif verdict is Verdict.PROBE:
             await cooldown.record_success_async(server)  # it was reached; what failed was something else
         raise failure from None
-    if verdict == cooldown.PROBE:
+    if verdict is Verdict.PROBE:
         await cooldown.record_success_async(server)
     if response.status_code == 200:
         server_health.succeeded(server)  # a dictionary write; a thread writes it out (no I/O here)

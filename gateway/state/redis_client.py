@@ -1,0 +1,164 @@
+"""The gateway's Redis: one client per URL for the whole process, the prefix of every key the
+gateway keeps there, and the Lua scripts that make each shared step atomic (gateway/state/
+redis_backend.py runs them from synchronous code, gateway/state/loop_redis.py from the event loop).
+
+Time is read from `time.time()` in the application and passed to the scripts, not read from
+Redis, so every process agrees with the clock the rest of the service uses, and tests can move it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from functools import lru_cache
+
+from gateway.state.windows import HitResult, Window
+
+KEY_PREFIX = "gw:"  # also the prefix of the same keys in the Django cache (gateway/state/cache_backend.py)
+
+# KEYS: n counters, then g guard keys (versions), then r keys to read (amounts).
+# ARGV: now (ms), window (ms), n, g, r, n ceilings, g expected versions ("" = any).
+# Returns {-1, v1..vg} when a guard differs from what was expected (nothing written);
+# {i, count, reset} naming the first counter that refused (nothing written);
+# or {0, count1, reset1, ..., v1..vg, amount1..amountr} when the hit was counted, an amount
+# being -1 when its key is missing (never set, expired, or lost with Redis: to be rebuilt).
+HIT_SCRIPT = """
+local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+local n, g, r = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local versions = {}
+local stale = false
+for j = 1, g do
+  local v = tonumber(redis.call('GET', KEYS[n + j]) or '0')
+  versions[j] = v
+  local expected = ARGV[5 + n + j]
+  if expected ~= '' and tonumber(expected) ~= v then stale = true end
+end
+if stale then
+  local out = {-1}
+  for j = 1, g do out[#out + 1] = versions[j] end
+  return out
+end
+local counts, resets = {}, {}
+for i = 1, n do
+  local v = redis.call('HMGET', KEYS[i], 'c', 'r')
+  local c, rs = tonumber(v[1]), tonumber(v[2])
+  if (not c) or (not rs) or now >= rs then
+    c = 0
+    rs = now + window
+  end
+  if c >= tonumber(ARGV[5 + i]) then return {i, c, rs} end
+  counts[i], resets[i] = c, rs
+end
+local out = {0}
+for i = 1, n do
+  local c = counts[i] + 1
+  redis.call('HSET', KEYS[i], 'c', c, 'r', resets[i])
+  redis.call('PEXPIRE', KEYS[i], resets[i] - now + 1000)
+  out[#out + 1] = c
+  out[#out + 1] = resets[i]
+end
+for j = 1, g do out[#out + 1] = versions[j] end
+for k = 1, r do out[#out + 1] = tonumber(redis.call('GET', KEYS[n + g + k]) or '-1') end
+return out
+"""
+
+# KEYS: the amounts. ARGV: the amount. Adds to each key that exists; the others stay missing.
+ADD_SCRIPT = """
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('INCRBY', KEYS[i], ARGV[1]) end
+end
+return 0
+"""
+
+# KEYS: the mark. ARGV: now (ms), window (ms). Returns 1 when the mark was set (first sight),
+# 0 when a live mark was already there. The mark's end is stored with it, so the application's
+# clock (not Redis's) decides when it lapses.
+MARK_SCRIPT = """
+local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ends = tonumber(redis.call('GET', KEYS[1]) or '0')
+if ends > now then return 0 end
+redis.call('SET', KEYS[1], now + window, 'PX', window + 1000)
+return 1
+"""
+
+# KEYS: a server's cooldown, its probe lock. ARGV: now (ms), the lock's life (ms).
+# Returns PROBE_NO_COOLDOWN (cleared by another caller), PROBE_TAKEN (this caller probes),
+# PROBE_HELD (another caller probes), or the end (ms) of a cooldown that was renewed meanwhile.
+PROBE_SCRIPT = """
+local ends = tonumber(redis.call('GET', KEYS[1]) or '0')
+if ends == 0 then return -1 end
+if ends > tonumber(ARGV[1]) then return ends end
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return 0 end
+return -2
+"""
+PROBE_NO_COOLDOWN, PROBE_TAKEN, PROBE_HELD = -1, 0, -2
+
+
+@lru_cache(maxsize=None)
+def client_for(url: str):
+    """The process's client of the Redis at `url` (redis-py pools its connections)."""
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+@lru_cache(maxsize=None)
+def script_sha(script: str) -> str:
+    """The SHA-1 Redis knows a script by (EVALSHA)."""
+    return hashlib.sha1(script.encode("utf-8")).hexdigest()
+
+
+def hit_script_call(counters, window, guards, reads) -> tuple[list[str], list]:
+    """The KEYS and ARGV of one `HIT_SCRIPT` step."""
+    now_ms = int(time.time() * 1000)
+    n, g = len(counters), len(guards)
+    keys = [KEY_PREFIX + k for k, _ in counters] + [KEY_PREFIX + k for k, _ in guards] + [KEY_PREFIX + k for k in reads]
+    args = [now_ms, window * 1000, n, g, len(reads), *[c for _, c in counters],
+            *["" if v is None else v for _, v in guards]]
+    return keys, args
+
+
+def hit_script_result(raw, counters, g: int) -> HitResult:
+    """The reply of one `HIT_SCRIPT` step, read back."""
+    out = [int(x) for x in raw]
+    n = len(counters)
+    if out[0] == -1:
+        return HitResult(False, (), stale=True, versions=tuple(out[1:]))
+    if out[0]:
+        key, ceiling = counters[out[0] - 1]
+        return HitResult(False, (Window(key, ceiling, out[1], out[2] / 1000),))
+    windows = tuple(
+        Window(key, ceiling, out[1 + 2 * i], out[2 + 2 * i] / 1000) for i, (key, ceiling) in enumerate(counters)
+    )
+    rest = out[1 + 2 * n:]
+    amounts = tuple(None if amount < 0 else amount for amount in rest[g:])
+    return HitResult(True, windows, versions=tuple(rest[:g]), amounts=amounts)
+
+
+def scripts_in_one_trip(client, script: str, calls: list[tuple[list, list]]) -> list:
+    """One script run once per `(keys, args)`: EVALSHA in a pipeline. Not redis-py's `Script` in a
+    pipeline, which asks Redis whether the script is loaded (SCRIPT EXISTS) on every execution: a
+    second round trip. A Redis that lost its scripts (it restarted) refuses them all (NOSCRIPT);
+    the script is loaded and the calls made again."""
+    if not calls:
+        return []
+    from redis.exceptions import NoScriptError
+
+    sha = script_sha(script)
+    for attempt in (1, 2):
+        pipe = client.pipeline(transaction=False)
+        for keys, args in calls:
+            pipe.evalsha(sha, len(keys), *keys, *args)
+        try:
+            return pipe.execute()
+        except NoScriptError:
+            if attempt == 2:
+                raise
+            client.script_load(script)
+
+
+def delete_under(client, prefix: str) -> None:
+    """Delete every key that starts with `prefix` (the tests' reset), a thousand at a time."""
+    keys = list(client.scan_iter(prefix + "*", count=1000))
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start:start + 1000])
