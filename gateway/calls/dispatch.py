@@ -79,7 +79,8 @@ def refused(target: Target, failure: UpstreamError) -> ApiError:
     return ApiError(failure.status, failure.message, code="upstream_refused")
 
 
-def fell_through(target: Target, failure: UpstreamError, *, last: bool, chain: list[Target] | None = None) -> UpstreamError:
+def fell_through(target: Target, failure: UpstreamError, *, last: bool,
+                 chain: list[Target] | None = None) -> UpstreamError:
     """Log a model's failure before the first byte, with server, model and cause; returns it.
     The cause is the server's own words, without its key (the failure's message already is).
     Counted for the usage console (gateway/usage/call_failures.py: no database on this path)."""

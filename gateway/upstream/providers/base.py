@@ -221,6 +221,8 @@ def uncarried(server: Server, fields: list[str] | tuple[str, ...]) -> UpstreamEr
     if not fields or server.drop_unsupported_fields:
         return None
     names = ", ".join(f"'{name}'" for name in fields)
-    return UpstreamError(REFUSED, 400, f"The model server '{server.name}' cannot take the field{'s' if len(fields) > 1 else ''} "
-                                       f"{names} in its wire format; leave {'them' if len(fields) > 1 else 'it'} out, or "
-                                       "let the operator set the server to drop unsupported fields.")
+    several = len(fields) > 1
+    return UpstreamError(REFUSED, 400, f"The model server '{server.name}' cannot take the "
+                                       f"field{'s' if several else ''} {names} in its wire format; leave "
+                                       f"{'them' if several else 'it'} out, or let the operator set the server to drop "
+                                       "unsupported fields.")
