@@ -74,11 +74,16 @@ def clear_counters():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_state():
-    """Every test starts with empty request windows and reads the model registry afresh."""
+def _fresh_state(request):
+    """Every test starts with empty request windows and reads the model registry afresh. The
+    test's database is opened first, so the reset reaches counters kept in the database cache."""
     from accounts.principal_cache import forget_all
     from gateway.registry.routing import registry_invalidate
 
+    for name in ("transactional_db", "db"):
+        if name in request.fixturenames:
+            request.getfixturevalue(name)
+            break
     clear_counters()
     registry_invalidate()
     forget_all()
