@@ -9,15 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-
-def chat_usage(usage: dict[str, Any]) -> dict[str, int]:
-    """Anthropic usage in the chat form the metering reads: Anthropic's input_tokens leaves out
-    cache reads and writes, which the prompt count includes."""
-    counts = {k: v for k, v in usage.items() if isinstance(v, int) and not isinstance(v, bool)}
-    cached = counts.get("cache_read_input_tokens", 0)
-    prompt = counts.get("input_tokens", 0) + cached + counts.get("cache_creation_input_tokens", 0)
-    completion = counts.get("output_tokens", 0)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+from gateway.formats.anthropic.replies import chat_usage
 
 
 class MessageAccumulator:
@@ -49,7 +41,8 @@ class MessageAccumulator:
     def _read_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
             self.anthropic_usage.update({k: v for k, v in usage.items() if v is not None})
-            self.usage = chat_usage(self.anthropic_usage)
+            counts = {k: v for k, v in self.anthropic_usage.items() if isinstance(v, int) and not isinstance(v, bool)}
+            self.usage = chat_usage(counts)  # the metering's form; nested counts (server tools) left out
 
     def _delta(self, index: Any, delta: dict[str, Any]) -> None:
         block = self.blocks.setdefault(index, {})

@@ -8,7 +8,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gateway.formats.anthropic.to_chat import CHOICE_TO_ANTHROPIC, _bad, _new_id, _obj, _parse_args, _set
+from gateway.formats.anthropic.to_chat import (
+    CHOICE_TO_ANTHROPIC,
+    as_object,
+    asks_for,
+    bad_request,
+    new_id,
+    parse_arguments,
+)
 
 # Top-level chat fields carried (as what: chat_to_messages_request), and prompt-caching hints,
 # which need no place: they ask nothing of the model (docs/compatibility.md, "cache_control").
@@ -41,12 +48,12 @@ def output_tool_name(body: dict, structured_output: str = "tool") -> str | None:
     """The forced tool that carries the request's `response_format` (its reply is the JSON),
     or None: a json_schema goes by tool when the server's `structured_output` is "tool", a
     json_object always (a free-form object is no output_config format)."""
-    fmt = _obj(body.get("response_format"))
+    fmt = as_object(body.get("response_format"))
     kind = fmt.get("type")
     if kind != "json_object" and not (kind == "json_schema" and structured_output == "tool"):
         return None
-    name = _obj(fmt.get("json_schema")).get("name")
-    taken = {_obj(_obj(tool).get("function")).get("name") for tool in body.get("tools") or []}
+    name = as_object(fmt.get("json_schema")).get("name")
+    taken = {as_object(as_object(tool).get("function")).get("name") for tool in body.get("tools") or []}
     if isinstance(name, str) and _TOOL_NAME.fullmatch(name) and name not in taken:
         return name
     return OUTPUT_TOOL
@@ -57,7 +64,7 @@ def chat_to_messages_request(body: dict, *, default_max_tokens: int = 4096, stru
     """The Messages form of a chat request. The names of what it leaves out go to `lost`."""
     messages = body.get("messages") if isinstance(body, dict) else None
     if not isinstance(messages, list) or not messages:
-        raise _bad("messages: a non-empty list of messages is required.")
+        raise bad_request("messages: a non-empty list of messages is required.")
     lost = [] if lost is None else lost
     for key, value in body.items():
         if key not in CARRIED and value is not None and not NEUTRAL.get(key, lambda v: False)(value):
@@ -73,7 +80,7 @@ def chat_to_messages_request(body: dict, *, default_max_tokens: int = 4096, stru
         else:
             turns.append({"role": role, "content": blocks})
     if not turns:
-        raise _bad("messages: at least one user or assistant message with content is required.")
+        raise bad_request("messages: at least one user or assistant message with content is required.")
     for turn in turns:  # tool results must lead their user message
         if turn["role"] == "user":
             turn["content"].sort(key=lambda block: block["type"] != "tool_result")
@@ -135,18 +142,18 @@ def _tools(body: dict, req: dict, structured_output: str, lost: list[str]) -> No
     choice = body.get("tool_choice")
     if isinstance(choice, str) and choice in CHOICE_TO_ANTHROPIC:
         tc = {"type": CHOICE_TO_ANTHROPIC[choice]}
-    elif isinstance(_obj(_obj(choice).get("function")).get("name"), str):
+    elif isinstance(as_object(as_object(choice).get("function")).get("name"), str):
         tc = {"type": "tool", "name": choice["function"]["name"]}
     elif choice is None:
         tc = None
     else:
-        raise _bad("tool_choice: must be 'auto', 'required', 'none' or a named function.")
-    fmt = _obj(body.get("response_format"))
+        raise bad_request("tool_choice: must be 'auto', 'required', 'none' or a named function.")
+    fmt = as_object(body.get("response_format"))
     if fmt.get("type") not in (None, "text", "json_object", "json_schema"):
         lost.append("response_format")
-    schema = _obj(fmt.get("json_schema")).get("schema") or {"type": "object"}
+    schema = as_object(fmt.get("json_schema")).get("schema") or {"type": "object"}
     if name := output_tool_name(body, structured_output):
-        description = _obj(fmt.get("json_schema")).get("description") or OUTPUT_TOOL_DESCRIPTION
+        description = as_object(fmt.get("json_schema")).get("description") or OUTPUT_TOOL_DESCRIPTION
         input_schema = schema if fmt.get("type") == "json_schema" else {"type": "object"}
         tools.append({"name": name, "description": description, "input_schema": input_schema})
         if tc is None or tc["type"] in ("auto", "any"):
@@ -169,7 +176,7 @@ def _turn(message: Any, where: str, system: list[str], lost: list[str]) -> tuple
     `system`, in order (Messages have one system prompt, no system turn)."""
     role = message.get("role") if isinstance(message, dict) else None
     if role is not None:
-        lost.extend(f"{where}.{key}" for key, value in message.items() if key not in MESSAGE_KEYS and _set(value))
+        lost.extend(f"{where}.{key}" for key, value in message.items() if key not in MESSAGE_KEYS and asks_for(value))
     if role in ("system", "developer"):
         text = _chat_text(message.get("content"), f"{where}.content")
         if text:
@@ -181,7 +188,7 @@ def _turn(message: Any, where: str, system: list[str], lost: list[str]) -> tuple
         return role, _assistant_blocks(message, where)
     if role == "tool":
         if not isinstance(message.get("tool_call_id"), str):
-            raise _bad(f"{where}.tool_call_id: required.")
+            raise bad_request(f"{where}.tool_call_id: required.")
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
         texts = _chat_texts(message.get("content"), f"{where}.content")
         if len(texts) == 1:
@@ -189,20 +196,20 @@ def _turn(message: Any, where: str, system: list[str], lost: list[str]) -> tuple
         elif texts:  # block by block
             result["content"] = [{"type": "text", "text": text} for text in texts]
         return "user", [result]
-    raise _bad(f"{where}.role: unsupported role {role!r}.")
+    raise bad_request(f"{where}.role: unsupported role {role!r}.")
 
 
 def _chat_texts(content: Any, where: str) -> list[str]:
     if content is None or isinstance(content, str):
         return [content] if content else []
     if not isinstance(content, list):
-        raise _bad(f"{where}: must be a string or a list of content parts.")
+        raise bad_request(f"{where}: must be a string or a list of content parts.")
     texts = []
     for k, part in enumerate(content):
-        kind = _obj(part).get("type")
+        kind = as_object(part).get("type")
         text = part.get("text") if kind == "text" else part.get("refusal") if kind == "refusal" else None
         if not isinstance(text, str):
-            raise _bad(f"{where}.{k}: only text parts are allowed here.")
+            raise bad_request(f"{where}.{k}: only text parts are allowed here.")
         if text:
             texts.append(text)
     return texts
@@ -216,22 +223,22 @@ def _user_blocks(content: Any, where: str, lost: list[str]) -> list[dict]:
     if content is None or isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
     if not isinstance(content, list):
-        raise _bad(f"{where}.content: must be a string or a list of content parts.")
+        raise bad_request(f"{where}.content: must be a string or a list of content parts.")
     blocks = []
     for k, part in enumerate(content):
-        kind, at = _obj(part).get("type"), f"{where}.content.{k}"
+        kind, at = as_object(part).get("type"), f"{where}.content.{k}"
         if kind == "text" and isinstance(part.get("text"), str):
             if part["text"]:
                 blocks.append({"type": "text", "text": part["text"]})
         elif kind == "image_url":
             image = part.get("image_url")
             blocks.append(_image_block(image.get("url") if isinstance(image, dict) else image, at))
-        elif kind == "file" and (document := _document_block(_obj(part.get("file")))):
+        elif kind == "file" and (document := _document_block(as_object(part.get("file")))):
             blocks.append(document)
         elif isinstance(kind, str) and kind != "text":
             lost.append(f"{at} ({kind})")  # input_audio, an uploaded file (file_id), a later part type
         else:
-            raise _bad(f"{at}.type: content parts of type {kind!r} cannot be sent to this model.")
+            raise bad_request(f"{at}.type: content parts of type {kind!r} cannot be sent to this model.")
     return blocks
 
 
@@ -258,7 +265,7 @@ def _image_block(url: Any, where: str) -> dict:
             return {"type": "image", "source": {"type": "base64", "media_type": media_type, "data": data}}
     elif isinstance(url, str) and url.startswith(("http://", "https://")):
         return {"type": "image", "source": {"type": "url", "url": url}}
-    raise _bad(f"{where}.image_url.url: must be an http(s) URL or a base64 data URL.")
+    raise bad_request(f"{where}.image_url.url: must be an http(s) URL or a base64 data URL.")
 
 
 def _assistant_blocks(message: dict, where: str) -> list[dict]:
@@ -268,20 +275,20 @@ def _assistant_blocks(message: dict, where: str) -> list[dict]:
     blocks: list[dict] = [{"type": "text", "text": text}] if text else []
     calls = message.get("tool_calls") or []
     if not isinstance(calls, list):
-        raise _bad(f"{where}.tool_calls: must be a list.")
+        raise bad_request(f"{where}.tool_calls: must be a list.")
     for k, call in enumerate(calls):
-        function = _obj(_obj(call).get("function"))
+        function = as_object(as_object(call).get("function"))
         if not isinstance(function.get("name"), str):
-            raise _bad(f"{where}.tool_calls.{k}.function.name: required.")
-        blocks.append({"type": "tool_use", "id": call.get("id") or _new_id("toolu_"), "name": function["name"],
-                       "input": _parse_args(function.get("arguments"))})
+            raise bad_request(f"{where}.tool_calls.{k}.function.name: required.")
+        blocks.append({"type": "tool_use", "id": call.get("id") or new_id("toolu_"), "name": function["name"],
+                       "input": parse_arguments(function.get("arguments"))})
     return blocks
 
 
 def _anthropic_tool(tool: Any, k: int) -> dict:
-    function = _obj(_obj(tool).get("function"))
-    if _obj(tool).get("type") != "function" or not isinstance(function.get("name"), str):
-        raise _bad(f"tools.{k}: only function tools with a name are supported.")
+    function = as_object(as_object(tool).get("function"))
+    if as_object(tool).get("type") != "function" or not isinstance(function.get("name"), str):
+        raise bad_request(f"tools.{k}: only function tools with a name are supported.")
     out = {"name": function["name"], "input_schema": function.get("parameters") or {"type": "object", "properties": {}}}
     if function.get("description"):
         out["description"] = function["description"]

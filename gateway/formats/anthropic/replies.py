@@ -7,13 +7,13 @@ import json
 import time
 from typing import Any
 
-from gateway.formats.anthropic.to_chat import FINISH_TO_STOP, STOP_TO_FINISH, _new_id, _obj, _parse_args
+from gateway.formats.anthropic.to_chat import FINISH_TO_STOP, STOP_TO_FINISH, as_object, new_id, parse_arguments
 
 
-def _chat_usage(usage: Any) -> dict:
+def chat_usage(usage: Any) -> dict:
     """Anthropic usage → chat usage. Anthropic's input_tokens excludes cache reads and writes, which
     OpenAI's prompt_tokens includes (with the reads in prompt_tokens_details.cached_tokens)."""
-    usage = _obj(usage)
+    usage = as_object(usage)
     cached = usage.get("cache_read_input_tokens") or 0
     prompt = (usage.get("input_tokens") or 0) + cached + (usage.get("cache_creation_input_tokens") or 0)
     completion = usage.get("output_tokens") or 0
@@ -23,9 +23,9 @@ def _chat_usage(usage: Any) -> dict:
     return out
 
 
-def _messages_usage(usage: Any) -> dict:
-    usage = _obj(usage)
-    cached = _obj(usage.get("prompt_tokens_details")).get("cached_tokens") or 0
+def messages_usage(usage: Any) -> dict:
+    usage = as_object(usage)
+    cached = as_object(usage.get("prompt_tokens_details")).get("cached_tokens") or 0
     out = {"input_tokens": max((usage.get("prompt_tokens") or 0) - cached, 0),
            "output_tokens": usage.get("completion_tokens") or 0}
     if cached:
@@ -33,13 +33,13 @@ def _messages_usage(usage: Any) -> dict:
     return out
 
 
-def _stop_reason(finish_reason: Any, has_tool_calls: bool) -> str:
+def stop_reason_of(finish_reason: Any, has_tool_calls: bool) -> str:
     if has_tool_calls and finish_reason in (None, "stop"):  # some servers say "stop" after tool calls
         return "tool_use"
     return FINISH_TO_STOP.get(finish_reason, "end_turn")
 
 
-def _reasoning(message: dict) -> str | None:
+def reasoning_of(message: dict) -> str | None:
     """A chat reply's reasoning: `reasoning_content` (vLLM, DeepSeek, LiteLLM) or `reasoning` (Ollama,
     OpenRouter, later vLLM)."""
     for key in ("reasoning_content", "reasoning"):
@@ -64,7 +64,7 @@ def messages_to_chat_response(message: dict, *, output_tool: str | None = None) 
     calls: list[dict] = []
     answered = False  # by the output tool
     for block in message.get("content") or []:
-        kind = _obj(block).get("type")
+        kind = as_object(block).get("type")
         if kind == "text":
             texts.append(block.get("text") or "")
         elif kind == "thinking" and isinstance(block.get("thinking"), str):
@@ -74,7 +74,7 @@ def messages_to_chat_response(message: dict, *, output_tool: str | None = None) 
             answered = True
         elif kind == "tool_use":
             arguments = json.dumps(block.get("input") or {}, ensure_ascii=False)
-            calls.append({"id": block.get("id") or _new_id("call_"), "type": "function",
+            calls.append({"id": block.get("id") or new_id("call_"), "type": "function",
                           "function": {"name": block.get("name") or "", "arguments": arguments}})
     content = "".join(texts) if texts or not calls else None
     reply: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
@@ -91,22 +91,22 @@ def messages_to_chat_response(message: dict, *, output_tool: str | None = None) 
     if reason == "stop_sequence" and isinstance(message.get("stop_sequence"), str):
         choice["stop_reason"] = message["stop_sequence"]
     return {
-        "id": message.get("id") or _new_id("chatcmpl-"),
+        "id": message.get("id") or new_id("chatcmpl-"),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": message.get("model") or "",
         "choices": [choice],
-        "usage": _chat_usage(message.get("usage")),
+        "usage": chat_usage(message.get("usage")),
     }
 
 
 def chat_to_messages_response(completion: dict) -> dict:
     """A chat completion as an Anthropic message. Reasoning becomes a thinking block whose
     signature is empty (no Anthropic model made it); a matched stop string, `stop_sequence`."""
-    choice = _obj((completion.get("choices") or [None])[0])
-    reply = _obj(choice.get("message"))
+    choice = as_object((completion.get("choices") or [None])[0])
+    reply = as_object(choice.get("message"))
     content: list[dict] = []
-    if thought := _reasoning(reply):
+    if thought := reasoning_of(reply):
         content.append({"type": "thinking", "thinking": thought, "signature": ""})
     text = reply.get("content")
     if isinstance(text, list):
@@ -116,18 +116,18 @@ def chat_to_messages_response(completion: dict) -> dict:
         content.append({"type": "text", "text": text})
     calls = reply.get("tool_calls") or []
     for call in calls:
-        function = _obj(_obj(call).get("function"))
-        content.append({"type": "tool_use", "id": call.get("id") or _new_id("toolu_"),
-                        "name": function.get("name") or "", "input": _parse_args(function.get("arguments"))})
+        function = as_object(as_object(call).get("function"))
+        content.append({"type": "tool_use", "id": call.get("id") or new_id("toolu_"),
+                        "name": function.get("name") or "", "input": parse_arguments(function.get("arguments"))})
     sequence = None if calls else stop_sequence(choice)
-    stop_reason = "stop_sequence" if sequence is not None else _stop_reason(choice.get("finish_reason"), bool(calls))
+    stop_reason = "stop_sequence" if sequence is not None else stop_reason_of(choice.get("finish_reason"), bool(calls))
     return {
-        "id": completion.get("id") or _new_id("msg_"),
+        "id": completion.get("id") or new_id("msg_"),
         "type": "message",
         "role": "assistant",
         "model": completion.get("model") or "",
         "content": content,
         "stop_reason": stop_reason,
         "stop_sequence": sequence,
-        "usage": _messages_usage(completion.get("usage")),
+        "usage": messages_usage(completion.get("usage")),
     }

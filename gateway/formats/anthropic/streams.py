@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from gateway.formats import StreamError
-from gateway.formats.anthropic.replies import _chat_usage, _messages_usage, _reasoning, _stop_reason, stop_sequence
-from gateway.formats.anthropic.to_chat import STOP_TO_FINISH, _new_id, _obj  # the package's shared mappings
+from gateway.formats.anthropic.replies import chat_usage, messages_usage, reasoning_of, stop_reason_of, stop_sequence
+from gateway.formats.anthropic.to_chat import STOP_TO_FINISH, as_object, new_id  # the package's shared mappings
 
 
 class MessagesToChatStream:
@@ -29,7 +29,7 @@ class MessagesToChatStream:
 
     @property
     def usage(self) -> dict:
-        return _chat_usage(self._anthropic_usage)
+        return chat_usage(self._anthropic_usage)
 
     def _chunk(self, delta: dict, finish_reason: str | None = None, **extra: Any) -> dict:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None, **extra}
@@ -57,7 +57,7 @@ class MessagesToChatStream:
     def _feed(self, event: dict) -> list[dict]:
         kind = event.get("type")
         if kind == "error":
-            error = _obj(event.get("error"))
+            error = as_object(event.get("error"))
             message = error.get("message") if isinstance(error.get("message"), str) else None
             raise StreamError(str(error.get("type") or "api_error"), message or "The upstream stream failed.")
         out: list[dict] = []
@@ -65,17 +65,17 @@ class MessagesToChatStream:
             self._started = True
             out.append(self._chunk({"role": "assistant", "content": ""}))
         if kind == "message_start":
-            self._read_usage(_obj(_obj(event.get("message")).get("usage")))
+            self._read_usage(as_object(as_object(event.get("message")).get("usage")))
         elif kind == "content_block_start":
-            out += self._block_start(event.get("index"), _obj(event.get("content_block")))
+            out += self._block_start(event.get("index"), as_object(event.get("content_block")))
         elif kind == "content_block_delta":
-            out += self._block_delta(event.get("index"), _obj(event.get("delta")))
+            out += self._block_delta(event.get("index"), as_object(event.get("delta")))
         elif kind == "content_block_stop" and self._outputs.get(event.get("index")) is not None:
             out.append(self._chunk({"content": json.dumps(self._outputs[event["index"]], ensure_ascii=False)}))
             self._outputs[event["index"]] = None  # an output tool whose input came whole, in its start
         elif kind == "message_delta":
-            self._read_usage(_obj(event.get("usage")))
-            delta = _obj(event.get("delta"))
+            self._read_usage(as_object(event.get("usage")))
+            delta = as_object(event.get("delta"))
             reason = delta.get("stop_reason")
             if reason and not self._finish_sent:
                 self._finish_sent = True
@@ -171,12 +171,12 @@ class ChatToMessagesStream:
         if isinstance(usage, dict):
             self.output_tokens = usage.get("completion_tokens") or self.output_tokens
             if isinstance(usage.get("prompt_tokens"), int):
-                self.input_tokens, self._input_reported = _messages_usage(usage)["input_tokens"], True
+                self.input_tokens, self._input_reported = messages_usage(usage)["input_tokens"], True
         for choice in chunk.get("choices") or []:
-            if _obj(choice).get("index", 0) != 0:
+            if as_object(choice).get("index", 0) != 0:
                 continue
-            delta = _obj(choice.get("delta"))
-            if thought := _reasoning(delta):
+            delta = as_object(choice.get("delta"))
+            if thought := reasoning_of(delta):
                 if self._open_kind != "thinking":
                     out += self._open({"type": "thinking", "thinking": "", "signature": ""}, "thinking")
                 delta_event = {"type": "content_block_delta", "index": self._open_index}
@@ -188,17 +188,17 @@ class ChatToMessagesStream:
                 delta_event = {"type": "content_block_delta", "index": self._open_index}
                 out.append({**delta_event, "delta": {"type": "text_delta", "text": text}})
             for call in delta.get("tool_calls") or []:
-                out += self._tool_delta(_obj(call))
+                out += self._tool_delta(as_object(call))
             if choice.get("finish_reason"):
                 self._finish_reason = choice["finish_reason"]
                 self._stop_sequence = stop_sequence(choice)
         return out
 
     def _tool_delta(self, call: dict) -> list[dict]:
-        key, function, out = call.get("index", 0), _obj(call.get("function")), []
+        key, function, out = call.get("index", 0), as_object(call.get("function")), []
         known = self._tools.get(key)
         if known is None or (call.get("id") and call["id"] != known[1]):
-            call_id = call.get("id") or _new_id("toolu_")
+            call_id = call.get("id") or new_id("toolu_")
             block = {"type": "tool_use", "id": call_id, "name": function.get("name") or "", "input": {}}
             out = self._open(block, "tool")
             known = self._tools[key] = (self._open_index, call_id)
@@ -215,7 +215,7 @@ class ChatToMessagesStream:
         if self._stop_sequence is not None and not self._tools:
             delta = {"stop_reason": "stop_sequence", "stop_sequence": self._stop_sequence}
         else:
-            delta = {"stop_reason": _stop_reason(self._finish_reason, bool(self._tools)), "stop_sequence": None}
+            delta = {"stop_reason": stop_reason_of(self._finish_reason, bool(self._tools)), "stop_sequence": None}
         out.append({"type": "message_delta", "delta": delta, "usage": usage})
         out.append({"type": "message_stop"})
         return out

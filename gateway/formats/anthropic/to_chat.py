@@ -40,7 +40,7 @@ MESSAGE_FIELDS = {"role": "string", "content": "string|array"}
 CARRIED = frozenset({"model", "max_tokens", "messages", "system", "stream", "stop_sequences", "temperature", "top_p",
                      "top_k", "metadata", "tools", "tool_choice", "output_config", "cache_control"})
 # Fields the chat form cannot carry, at the value that asks for nothing (any other value is lost).
-NEUTRAL = {"thinking": lambda v: _obj(v).get("type") == "disabled", "service_tier": lambda v: v == "auto",
+NEUTRAL = {"thinking": lambda v: as_object(v).get("type") == "disabled", "service_tier": lambda v: v == "auto",
            "speed": lambda v: v == "standard"}
 # Keys of a custom tool that ask nothing of the model (streaming and caching hints).
 TOOL_HINTS = frozenset({"type", "name", "description", "input_schema", "strict", "cache_control",
@@ -50,19 +50,19 @@ USER_ONLY_BLOCKS = frozenset({"tool_result", "image", "document", "search_result
 TOOL_ERROR_PREFIX = "Error: "  # how a failed tool's result (is_error) reads in the chat form
 
 
-def _bad(message: str) -> ApiError:
+def bad_request(message: str) -> ApiError:
     return ApiError(400, message, code="invalid_request_error")
 
 
-def _obj(value: Any) -> dict:
+def as_object(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _new_id(prefix: str) -> str:
+def new_id(prefix: str) -> str:
     return prefix + uuid.uuid4().hex[:24]
 
 
-def _parse_args(arguments: Any) -> dict:
+def parse_arguments(arguments: Any) -> dict:
     if isinstance(arguments, dict):
         return arguments
     try:
@@ -72,7 +72,7 @@ def _parse_args(arguments: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _set(value: Any) -> bool:
+def asks_for(value: Any) -> bool:
     """Whether a field asks for something: None, False and empty collections do not."""
     return value is not None and value is not False and value != {} and value != []
 
@@ -92,13 +92,13 @@ def messages_request_uncarried(body: dict) -> list[str]:
 def messages_to_chat_request(body: dict, *, lost: list[str] | None = None) -> dict:
     """The chat form of a Messages request. The names of what it leaves out go to `lost`."""
     if not isinstance(body, dict):
-        raise _bad("The request body must be a JSON object.")
+        raise bad_request("The request body must be a JSON object.")
     lost = [] if lost is None else lost
     check_field_types(body, MESSAGES_FIELDS, style="dot")
     check_items(body.get("messages"), MESSAGE_FIELDS, name="messages", style="dot")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise _bad("messages: a non-empty list of messages is required.")
+        raise bad_request("messages: a non-empty list of messages is required.")
     for key, value in body.items():
         if key not in CARRIED and value is not None and not NEUTRAL.get(key, lambda v: False)(value):
             lost.append(key)
@@ -118,11 +118,11 @@ def messages_to_chat_request(body: dict, *, lost: list[str] | None = None) -> di
     stops = body.get("stop_sequences")
     if stops:
         req["stop"] = stops
-    metadata = _obj(body.get("metadata"))
+    metadata = as_object(body.get("metadata"))
     if metadata.get("user_id") is not None:
         req["user"] = metadata["user_id"]
-    lost.extend(f"metadata.{key}" for key, value in metadata.items() if key != "user_id" and _set(value))
-    _output_config(_obj(body.get("output_config")), req, lost)
+    lost.extend(f"metadata.{key}" for key, value in metadata.items() if key != "user_id" and asks_for(value))
+    _output_config(as_object(body.get("output_config")), req, lost)
     tools = body.get("tools")
     if tools:
         functions = [_function_tool(tool, i, lost) for i, tool in enumerate(tools)]
@@ -136,7 +136,7 @@ def messages_to_chat_request(body: dict, *, lost: list[str] | None = None) -> di
         elif kind == "tool" and isinstance(choice.get("name"), str):
             req["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
         else:
-            raise _bad("tool_choice: type must be 'auto', 'any', 'none', or 'tool' with a name.")
+            raise bad_request("tool_choice: type must be 'auto', 'any', 'none', or 'tool' with a name.")
         if choice.get("disable_parallel_tool_use") and req.get("tools"):
             req["parallel_tool_calls"] = False
     if not req.get("tools"):
@@ -149,26 +149,26 @@ def _output_config(config: dict, req: dict, lost: list[str]) -> None:
     for key, value in config.items():
         if key == "format" and value is not None:
             if value.get("type") != "json_schema" or not isinstance(value.get("schema"), dict):
-                raise _bad("output_config.format: must be {type: 'json_schema', schema: {...}}.")
+                raise bad_request("output_config.format: must be {type: 'json_schema', schema: {...}}.")
             schema = {"name": "output", "schema": value["schema"], "strict": True}
             req["response_format"] = {"type": "json_schema", "json_schema": schema}
         elif key == "effort" and value is not None:
             req["reasoning_effort"] = value
-        elif key not in ("format", "effort") and _set(value):
+        elif key not in ("format", "effort") and asks_for(value):
             lost.append(f"output_config.{key}")
 
 
 def _chat_messages(message: dict, i: int, lost: list[str]) -> list[dict]:
     role = message.get("role") if isinstance(message, dict) else None
     if role not in ("user", "assistant", "system"):
-        raise _bad(f"messages.{i}.role: must be 'user', 'assistant' or 'system'.")
+        raise bad_request(f"messages.{i}.role: must be 'user', 'assistant' or 'system'.")
     lost.extend(f"messages.{i}.{key}" for key, value in message.items()
-                if key not in ("role", "content") and _set(value))
+                if key not in ("role", "content") and asks_for(value))
     content = message.get("content")
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     if not isinstance(content, list):
-        raise _bad(f"messages.{i}.content: must be a string or a list of content blocks.")
+        raise bad_request(f"messages.{i}.content: must be a string or a list of content blocks.")
     if role == "assistant":
         return [_assistant_from_blocks(content, i, lost)]
     if role == "system":  # kept at its place in the conversation
@@ -180,11 +180,11 @@ def _system_text(system: Any, where: str) -> str:
     if system is None or isinstance(system, str):
         return system or ""
     if not isinstance(system, list):
-        raise _bad(f"{where}: must be a string or a list of text blocks.")
+        raise bad_request(f"{where}: must be a string or a list of text blocks.")
     texts = []
     for k, block in enumerate(system):
-        if _obj(block).get("type") != "text" or not isinstance(block.get("text"), str):
-            raise _bad(f"{where}.{k}: only text blocks are allowed here.")
+        if as_object(block).get("type") != "text" or not isinstance(block.get("text"), str):
+            raise bad_request(f"{where}.{k}: only text blocks are allowed here.")
         texts.append(block["text"])
     return "\n\n".join(texts)
 
@@ -195,17 +195,17 @@ def _function_tool(tool: dict, i: int, lost: list[str]) -> dict | None:
     kind = tool.get("type")
     if kind not in (None, "custom"):
         if not isinstance(kind, str):
-            raise _bad(f"tools.{i}.type: must be a string.")
+            raise bad_request(f"tools.{i}.type: must be a string.")
         lost.append(f"tools.{i} ({kind})")
         return None
     if not isinstance(tool.get("name"), str):
-        raise _bad(f"tools.{i}: a custom tool needs a name and an input_schema.")
+        raise bad_request(f"tools.{i}: a custom tool needs a name and an input_schema.")
     function = {"name": tool["name"], "parameters": tool.get("input_schema") or {"type": "object", "properties": {}}}
     if tool.get("description"):
         function["description"] = tool["description"]
     if isinstance(tool.get("strict"), bool):
         function["strict"] = tool["strict"]
-    lost.extend(f"tools.{i}.{key}" for key, value in tool.items() if key not in TOOL_HINTS and _set(value))
+    lost.extend(f"tools.{i}.{key}" for key, value in tool.items() if key not in TOOL_HINTS and asks_for(value))
     return {"type": "function", "function": function}
 
 
@@ -220,35 +220,35 @@ def _part(block: Any, where: str, lost: list[str]) -> list[dict]:
     kind = block.get("type") if isinstance(block, dict) else None
     if kind == "text":
         if not isinstance(block.get("text"), str):
-            raise _bad(f"{where}.text: must be a string.")
+            raise bad_request(f"{where}.text: must be a string.")
         return [{"type": "text", "text": block["text"]}]
     if kind == "image":
-        source = _obj(block.get("source"))
+        source = as_object(block.get("source"))
         url = _source_url(source, "image/png") or (source.get("url") if source.get("type") == "url" else None)
         if isinstance(url, str):
             return [{"type": "image_url", "image_url": {"url": url}}]
         if source.get("type") == "file":
             lost.append(f"{where}.source (file)")
             return []
-        raise _bad(f"{where}.source: an image needs a base64 or url source.")
+        raise bad_request(f"{where}.source: an image needs a base64 or url source.")
     if kind == "document":
         return _document(block, where, lost)
     if kind == "search_result":
-        texts = [b.get("text") for b in block.get("content") or [] if isinstance(_obj(b).get("text"), str)]
+        texts = [b.get("text") for b in block.get("content") or [] if isinstance(as_object(b).get("text"), str)]
         head = " ".join(str(block[key]) for key in ("title", "source") if block.get(key))
         return [{"type": "text", "text": "\n".join([head, *texts] if head else texts)}]
     if kind in ("thinking", "redacted_thinking"):
         return []
     if kind in ("tool_use", None) or not isinstance(kind, str):
-        raise _bad(f"{where}.type: content blocks of type {kind!r} are not allowed in user messages.")
+        raise bad_request(f"{where}.type: content blocks of type {kind!r} are not allowed in user messages.")
     lost.append(f"{where} ({kind})")  # container_upload, a server tool's result, a block type of a later API
     return []
 
 
 def _document(block: dict, where: str, lost: list[str]) -> list[dict]:
     """A text document as text, a base64 PDF as a chat file part, a content document as its blocks."""
-    source = _obj(block.get("source"))
-    if _obj(block.get("citations")).get("enabled"):
+    source = as_object(block.get("source"))
+    if as_object(block.get("citations")).get("enabled"):
         lost.append(f"{where}.citations")
     if source.get("type") == "text" and isinstance(source.get("data"), str):
         return [{"type": "text", "text": source["data"]}]
@@ -260,12 +260,12 @@ def _document(block: dict, where: str, lost: list[str]) -> list[dict]:
         if isinstance(inner, str):
             return [{"type": "text", "text": inner}]
         if not isinstance(inner, list):
-            raise _bad(f"{where}.source.content: must be a string or a list of blocks.")
+            raise bad_request(f"{where}.source.content: must be a string or a list of blocks.")
         return [p for k, b in enumerate(inner) for p in _part(b, f"{where}.source.content.{k}", lost)]
     if source.get("type") in ("url", "file"):
         lost.append(f"{where}.source ({source['type']})")
         return []
-    raise _bad(f"{where}.source: a document needs a text, base64, content, url or file source.")
+    raise bad_request(f"{where}.source: a document needs a text, base64, content, url or file source.")
 
 
 def _user_from_blocks(blocks: list, i: int, lost: list[str]) -> list[dict]:
@@ -274,11 +274,11 @@ def _user_from_blocks(blocks: list, i: int, lost: list[str]) -> list[dict]:
     parts: list[dict] = []
     for j, block in enumerate(blocks):
         where = f"messages.{i}.content.{j}"
-        if _obj(block).get("type") != "tool_result":
+        if as_object(block).get("type") != "tool_result":
             parts.extend(_part(block, where, lost))
             continue
         if not isinstance(block.get("tool_use_id"), str):
-            raise _bad(f"{where}.tool_use_id: required.")
+            raise bad_request(f"{where}.tool_use_id: required.")
         tool_messages.append(_tool_message(block, where, parts, lost))
     if len(parts) == 1 and parts[0]["type"] == "text":
         tool_messages.append({"role": "user", "content": parts[0]["text"]})
@@ -303,7 +303,7 @@ def _tool_message(block: dict, where: str, parts: list[dict], lost: list[str]) -
                 else:
                     parts.append(part)
     elif content is not None:
-        raise _bad(f"{where}.content: must be a string or a list of blocks.")
+        raise bad_request(f"{where}.content: must be a string or a list of blocks.")
     if block.get("is_error"):
         texts = [TOOL_ERROR_PREFIX + texts[0], *texts[1:]] if texts else [TOOL_ERROR_PREFIX + "the tool failed."]
     text: Any = texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts] if texts else ""
@@ -321,13 +321,13 @@ def _assistant_from_blocks(blocks: list, i: int, lost: list[str]) -> dict:
             texts.append(block["text"])
         elif kind == "tool_use":
             if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
-                raise _bad(f"messages.{i}.content.{j}: a tool_use block needs an id and a name.")
+                raise bad_request(f"messages.{i}.content.{j}: a tool_use block needs an id and a name.")
             function = {"name": block["name"], "arguments": json.dumps(block.get("input") or {}, ensure_ascii=False)}
             calls.append({"id": block["id"], "type": "function", "function": function})
         elif kind in ("thinking", "redacted_thinking"):
             continue
         elif not isinstance(kind, str) or kind in USER_ONLY_BLOCKS or kind == "text":
-            raise _bad(f"messages.{i}.content.{j}.type: assistant messages cannot carry {kind!r} blocks.")
+            raise bad_request(f"messages.{i}.content.{j}.type: assistant messages cannot carry {kind!r} blocks.")
         else:
             lost.append(f"messages.{i}.content.{j} ({kind})")  # server_tool_use, web_search_tool_result, ...
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
