@@ -31,7 +31,7 @@ from django.http import HttpRequest, HttpResponse
 from accounts.authentication import Identity, authenticate, identify, identify_cached, remember
 from gateway.limits import ratelimit
 from gateway.limits.quotas import quota_missing, quota_readings, quota_window_keys
-from gateway.registry.routing import note_stamps, registry_current, stamp_keys
+from gateway.registry.snapshot import note_stamps, registry_current, stamp_keys
 from gateway.state import loop_redis
 from gateway.state.counters import window_hit
 from gateway.state.workers import in_worker

@@ -17,7 +17,7 @@ from gateway.calls.metering import AfterSendResponse, meter
 from gateway.calls.plan import call_plan
 from gateway.calls.tokens import count_text
 from gateway.limits import ratelimit
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.telemetry import metrics
 from gateway.upstream.providers import openai as openai_provider
 from gateway.upstream.providers.base import UpstreamError

@@ -19,7 +19,7 @@ from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import AfterSendResponse, meter, meter_async, usage_of
 from gateway.calls.plan import call_plan, check_chat_size
 from gateway.formats.anthropic.events import MessageAccumulator
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.upstream.providers import Native
 from gateway.upstream.providers.base import StreamCut
 from gateway.upstream.replies import ReplyAccumulator

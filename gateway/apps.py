@@ -7,9 +7,14 @@ class GatewayConfig(AppConfig):
 
     def ready(self) -> None:
         from gateway.limits.quotas import quota_forget_unsure
+        from gateway.registry import signals
+        from gateway.registry.snapshot import loaded_server_keys
+        from gateway.telemetry import redact
         from gateway.usage.writer import usage_writer
 
         checks.register(console_deploy_checks, checks.Tags.security, deploy=True)
+        signals.connect()  # a change to the registry moves its stamp (gateway/registry/snapshot.py)
+        redact.secret_sources.append(loaded_server_keys)  # the servers' keys never reach a log line
         # the usage drainer drops the quota counters an addition may have missed, after each write
         usage_writer.after_cycle.append(quota_forget_unsure)
 

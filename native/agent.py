@@ -23,7 +23,7 @@ from django.conf import settings
 from gateway.calls.completion import Completion, complete, cut_error, meter_completion
 from gateway.calls.dispatch import ChainExhausted
 from gateway.limits.quotas import Window, quota_check
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.web.errors import ApiError
 from native.tools.toolbox import Toolbox, ToolPlan, open_toolbox
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.calls.plan import call_plan
-from gateway.registry.routing import Target, registry
+from gateway.registry.snapshot import Target, registry
 from gateway.web.errors import ApiError
 
 

@@ -19,7 +19,8 @@ from rest_framework import serializers
 from gateway.calls.tokens import REPLY_PRIMER, count_chat_request
 from gateway.limits.quotas import quota_check
 from gateway.models import Model
-from gateway.registry.routing import Target, plan_chain, registry
+from gateway.registry.routing import plan_chain
+from gateway.registry.snapshot import Target, registry
 from gateway.web.body import read_json_object
 from gateway.web.errors import ApiError, ValidationFailed
 from gateway.web.validation import StrictCharField, validated

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from gateway.calls.embeddings import embed_batched, embedding_model_for
 from gateway.calls.metering import meter
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.state.workers import in_worker
 from gateway.web.errors import ApiError
 from gateway.web.output import timestamp

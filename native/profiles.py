@@ -13,7 +13,8 @@ from typing import Any
 
 from gateway.models import Model
 from gateway.registry.discovery import discover_models
-from gateway.registry.routing import Registry, group_may_use, registry
+from gateway.registry.routing import group_may_use
+from gateway.registry.snapshot import Registry, registry
 from native.models import Profile
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from gateway.calls.embeddings import CAPABILITY, embed
 from gateway.calls.metering import meter
 from gateway.calls.plan import call_plan
-from gateway.registry.routing import Target, group_may_use, registry
+from gateway.registry.routing import group_may_use
+from gateway.registry.snapshot import Target, registry
 from gateway.state.workers import in_worker
 from native import vectors as vector_store
 from native.collections import SURFACE, model_for_collection

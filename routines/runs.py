@@ -32,7 +32,7 @@ from gateway.calls.completion import Completion, complete
 from gateway.calls.metering import meter
 from gateway.calls.plan import call_plan
 from gateway.models import UsageRecord
-from gateway.registry.routing import registry
+from gateway.registry.snapshot import registry
 from gateway.state.counters import mark_once
 from gateway.web.errors import ApiError, outage_of
 from routines.deliveries import allowed_attempts, enqueue_delivery, give_up_delivery, new_deliveries

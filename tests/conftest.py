@@ -78,7 +78,7 @@ def _fresh_state(request):
     """Every test starts with empty request windows and reads the model registry afresh. The
     test's database is opened first, so the reset reaches counters kept in the database cache."""
     from accounts.principal_cache import forget_all
-    from gateway.registry.routing import registry_invalidate
+    from gateway.registry.snapshot import registry_invalidate
 
     for name in ("transactional_db", "db"):
         if name in request.fixturenames:

@@ -20,7 +20,7 @@ from typing import Any
 
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import meter, usage_of
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.state.workers import in_worker
 from gateway.upstream.providers.base import StreamCut
 from gateway.upstream.replies import ReplyAccumulator

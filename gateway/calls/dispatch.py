@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway.registry import cooldown, server_health
 from gateway.registry.cooldown import Verdict
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.telemetry import metrics
 from gateway.telemetry.redact import redact
 from gateway.upstream import providers

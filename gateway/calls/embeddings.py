@@ -20,7 +20,8 @@ from django.conf import settings
 from gateway.calls.dispatch import exhausted, fell_through, refused
 from gateway.calls.plan import call_plan
 from gateway.calls.tokens import count_text
-from gateway.registry.routing import Target, registry, usable_targets
+from gateway.registry.routing import usable_targets
+from gateway.registry.snapshot import Target, registry
 from gateway.telemetry import metrics
 from gateway.upstream.providers import openai as openai_provider
 from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UpstreamError

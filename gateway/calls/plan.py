@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.limits.quotas import quota_check
-from gateway.registry.routing import Target, plan_chain
+from gateway.registry.routing import plan_chain
+from gateway.registry.snapshot import Target
 from gateway.web.errors import ApiError
 
 MAX_MESSAGES = 200  # spec 8.6, fixed

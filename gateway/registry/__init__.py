@@ -1,5 +1,6 @@
 """The model registry at run time: the snapshot of servers and models every process keeps
-(`snapshot`), which models answer a call (`routing`), servers cooling down after a failure
+(`snapshot`; what moves its stamp: `signals`, connected by gateway/apps.py), which models answer
+a call (`routing`), servers cooling down after a failure
 (`cooldown`) and their health (`server_health`), model discovery (`discovery`) and the
 operator's configuration file (`config_file`).
 

@@ -17,7 +17,7 @@ Django cache without it), under the counters' prefix:
 
 Every process keeps a copy of the cooldowns (`LocalCopy`: one object, written under its one
 lock). The model registry reads the stamp in the same round trip as its own
-(`gateway.registry.routing.registry`, once per planned call) and `sync` reads the cooldowns again
+(`gateway.registry.snapshot.registry`, once per planned call) and `sync` reads the cooldowns again
 only when the stamp moved, so a healthy call pays no round trip of its own here: `verdict` is a
 dictionary lookup, and its answer one of four named `Verdict`s. A failure of Redis never breaks
 a call: the copy stays as it was, and a probe that cannot be arranged goes ahead.

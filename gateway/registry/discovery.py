@@ -29,7 +29,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gateway.models import Model, ModelServer
-from gateway.registry.routing import registry_changed
+from gateway.registry.snapshot import registry_changed
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import quote
 
 REDACTED = "[redacted]"
@@ -132,17 +132,18 @@ def credentials_in(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None
     return found
 
 
+# What else holds credentials, each a function without I/O: the model servers' keys of the registry
+# this process loaded (gateway/registry/snapshot.py loaded_server_keys, added by gateway/apps.py).
+secret_sources: list[Callable[[], Iterable[str]]] = []
+
+
 def configured_secrets() -> list[str]:
     """Credentials this process holds, without any I/O: the keys of the model servers in the
     registry if this process has loaded it, and the channel tokens and passwords of the settings.
     Safe to call from a log filter (no database query, nothing that logs)."""
-    import sys
-
     found: list[str] = []
-    routing = sys.modules.get("gateway.registry.routing")
-    snapshot = getattr(routing, "_cached", None) if routing is not None else None
-    if snapshot is not None:
-        found.extend(_server_keys(snapshot.registry))
+    for source in secret_sources:
+        found.extend(source())
     try:
         from django.conf import settings
 
@@ -154,23 +155,6 @@ def configured_secrets() -> list[str]:
     except Exception:  # pragma: no cover - settings not importable this early
         pass
     return found
-
-
-_keys_of: tuple[object, tuple[str, ...]] | None = None
-
-
-def _server_keys(registry) -> tuple[str, ...]:
-    """The model servers' keys of a registry (remembered for the last registry asked about)."""
-    global _keys_of
-    remembered = _keys_of
-    if remembered is not None and remembered[0] is registry:
-        return remembered[1]
-    try:
-        keys = tuple({target.server.api_key for target in registry.by_id.values() if target.server.api_key})
-    except Exception:  # pragma: no cover - a registry of another shape: nothing to add
-        keys = ()
-    _keys_of = (registry, keys)
-    return keys
 
 
 def _variants(secrets: Iterable[str | None]) -> list[str]:

@@ -15,7 +15,8 @@ from typing import Any
 
 from gateway.calls.completion import complete, meter_completion
 from gateway.calls.plan import check_chat_size
-from gateway.registry.routing import registry, usable_targets
+from gateway.registry.routing import usable_targets
+from gateway.registry.snapshot import registry
 from gateway.state.workers import in_worker
 from gateway.web.errors import ApiError
 from native.agent_chain import agent_chain

@@ -17,7 +17,7 @@ from gateway.calls.dispatch import ChainExhausted, open_reply
 from gateway.calls.embeddings import embed
 from gateway.registry import cooldown
 from gateway.registry.cooldown import Verdict
-from gateway.registry.routing import registry
+from gateway.registry.snapshot import registry
 from gateway.state import backend
 from gateway.upstream.http_client import Client, ConnectError
 from gateway.upstream.providers.base import UpstreamError

@@ -5,7 +5,7 @@ import pytest
 
 from gateway.models import Model, ModelServer
 from gateway.registry.discovery import Found, capabilities_for, discover_models
-from gateway.registry.routing import registry
+from gateway.registry.snapshot import registry
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory
 from tests.servers import free_port
 from tests.upstream import running_upstream

@@ -9,7 +9,7 @@ import pytest
 from django.test import AsyncClient
 
 from accounts import endpoints
-from gateway.registry.routing import registry_changed
+from gateway.registry.snapshot import registry_changed
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 

@@ -100,7 +100,7 @@ def test_the_filter_redacts_message_arguments_and_traceback():
 
 
 def test_the_filter_knows_the_model_servers_keys_once_the_registry_is_read(db):
-    from gateway.registry.routing import registry
+    from gateway.registry.snapshot import registry
     from tests.factories import ModelFactory, ModelServerFactory
 
     secret = "plainsecretvalueforthemodelserver"

@@ -12,7 +12,7 @@ from accounts.models import AccountGroup
 from gateway.models import Model
 from gateway.registry import cooldown
 from gateway.registry.config_file import apply_config
-from gateway.registry.routing import read_stamps, registry, registry_version_key
+from gateway.registry.snapshot import read_stamps, registry, registry_version_key
 from gateway.state.counters import version_bump
 from tests.conftest import clear_counters
 from tests.factories import (
@@ -156,7 +156,7 @@ def test_a_proxied_call_reads_the_stamps_in_its_counter_step(transactional_db, c
     """No round trip of the registry's own on the hot path: the stamps come with the ceilings."""
     key = api_key_for(AccountFactory(group=AccountGroupFactory(name="team", api_access=True)))
     ModelFactory(server=ModelServerFactory(name="oa", base_url=f"{upstream.url}/v1"), name="echo-1", is_default=True)
-    with mock.patch("gateway.registry.routing.read_stamps", side_effect=AssertionError("a round trip of its own")):
+    with mock.patch("gateway.registry.snapshot.read_stamps", side_effect=AssertionError("a round trip of its own")):
         r = client.post("/v1/chat/completions", {"model": "oa/echo-1", "messages": [{"role": "user", "content": "hi"}]},
                         content_type="application/json", headers=bearer(key))
     assert r.status_code == 200, r.content

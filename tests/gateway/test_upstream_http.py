@@ -6,7 +6,7 @@ test_upstream_http_failures.py."""
 import asyncio
 import gzip
 
-from gateway.registry.routing import Server
+from gateway.registry.snapshot import Server
 from gateway.upstream import http_client as uh
 from gateway.upstream.providers.base import secrets_of
 from tests.gateway import upstream_http_support

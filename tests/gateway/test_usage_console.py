@@ -21,7 +21,7 @@ from gateway.calls.dispatch import ChainExhausted, open_reply
 from gateway.console import usage_views as usage_console_views
 from gateway.models import CallFailureDaily, UsageDaily, UsageRecord
 from gateway.registry import cooldown
-from gateway.registry.routing import registry
+from gateway.registry.snapshot import registry
 from gateway.usage import call_failures
 from gateway.usage.writer import insert_rows
 from gateway.web.errors import ApiError

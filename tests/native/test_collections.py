@@ -145,7 +145,7 @@ def test_a_large_document_keeps_its_vectors_packed_while_it_is_embedded(client, 
     from asgiref.sync import async_to_sync
 
     from gateway.calls.embeddings import embed_batched
-    from gateway.registry.routing import registry
+    from gateway.registry.snapshot import registry
 
     world.upstream.configure(embedding_dim=1024, record=False)
     texts = [f"Paragraph {i} tells of basalt, magma and trains." for i in range(400)]

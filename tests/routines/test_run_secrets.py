@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from gateway.celery import app as celery_app
-from gateway.registry.routing import registry
+from gateway.registry.snapshot import registry
 from gateway.web.errors import ApiError
 from routines.ingest import ingest
 from routines.models import Delivery, InboxMessage, Routine, Run

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.upstream.providers import anthropic, anthropic_native, openai
 from gateway.upstream.providers.base import UpstreamError, uncarried
 

@@ -16,7 +16,7 @@ from typing import Any
 from gateway.formats import StreamError
 from gateway.formats.anthropic.from_chat import chat_to_messages_request, output_tool_name
 from gateway.formats.anthropic.streams import MessagesToChatStream
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.upstream.http_client import build_request
 from gateway.upstream.providers.base import broken, missing_key, secrets_of, server_events, timeouts, uncarried
 from gateway.upstream.replies import chunk_problem

@@ -8,7 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.upstream.http_client import build_request
 from gateway.upstream.providers.base import broken, missing_key, secrets_of, server_events, timeouts
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gateway.registry import cooldown, server_health
 from gateway.registry.cooldown import Verdict
-from gateway.registry.routing import Server
+from gateway.registry.snapshot import Server
 from gateway.telemetry.redact import credentials_in, redact
 from gateway.upstream import http_client as upstream_http
 from gateway.upstream.sse import sse_read

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from gateway.registry.routing import Target
+from gateway.registry.snapshot import Target
 from gateway.upstream.http_client import Response, build_request
 from gateway.upstream.providers.base import (
     broken,

@@ -1,0 +1,257 @@
+"""The model registry as each process holds it: the servers and models the operator enabled,
+read from the database into a snapshot (`registry()`) and read again when it changed.
+
+Each process keeps the registry it read from the database, tagged with a version stamp held
+with the counters (`gw:registry:v` in Redis, or the Django cache). Every change to a server, a
+model, a fallback or a group's allowed models moves the stamp once it is committed
+(gateway/registry/signals.py), and every `registry()` call knows the current stamp (with the stamp of the model servers'
+cooldowns, see gateway/registry/cooldown.py): when it moved, the registry is read again. An API request
+reads both in its atomic counter step (accounts/endpoints.py, `note_stamps`), so the hot path
+pays no round trip for them; any other caller (a Celery task) reads them in one `MGET`.
+So a change made in any process (admin, `applyconfig`, the API) is seen by every web and worker
+process on its next call. REGISTRY_TTL_SECONDS stays as a backstop for changes made around the
+signals (raw SQL, `QuerySet.update`) and for a stamp that could not be read or moved (Redis down).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from functools import cached_property
+
+from django.conf import settings
+from django.db import transaction
+
+from gateway.models import Model, ModelFallback, ModelServer
+from gateway.registry import cooldown
+
+logger = logging.getLogger(__name__)
+
+CAPABILITIES = ("chat", "embeddings", "audio")
+
+
+@dataclass(frozen=True)
+class Server:
+    id: int
+    name: str
+    kind: str
+    base_url: str
+    api_key: str
+    is_remote: bool
+    connect_timeout: float
+    read_timeout: float
+    drop_unsupported_fields: bool = False
+    structured_output: str = "tool"
+
+
+@dataclass(frozen=True)
+class Target:
+    id: int
+    public_id: str
+    name: str  # the name the server knows the model by
+    server: Server
+    capabilities: frozenset[str]
+    fallback_ids: tuple[int, ...]
+    created: int
+
+
+@dataclass(frozen=True)
+class Registry:
+    by_id: dict[int, Target]
+    by_public_id: dict[str, Target]
+    by_name: dict[str, Target]  # bare upstream name → first model with it (by server name)
+    server_names: frozenset[str]
+    server_ids: frozenset[int]
+    default_id: int | None
+    group_models: dict[int, frozenset[int]]  # group id → allowed model ids
+
+    @property
+    def default(self) -> Target | None:
+        return self.by_id.get(self.default_id) if self.default_id else None
+
+    @cached_property
+    def server_keys(self) -> tuple[str, ...]:
+        """The model servers' keys, for redaction (gateway/telemetry/redact.py)."""
+        return tuple({target.server.api_key for target in self.by_id.values() if target.server.api_key})
+
+
+REGISTRY_STAMP_KEY = "registry:v"
+
+
+def registry_version_key() -> str:
+    """The counters' key (without their prefix) of the registry's version stamp."""
+    return REGISTRY_STAMP_KEY
+
+
+def stamp_keys() -> list[str]:
+    """The counters' keys of the stamps `registry()` reads: a request's counter step may read
+    them as guards expecting any value, and hand them over with `note_stamps`."""
+    return [REGISTRY_STAMP_KEY, cooldown.STAMP_KEY]
+
+
+# The stamps the current request read with its counter step (time.monotonic(), stamps). A
+# request under ASGI has a context of its own, and the worker-thread hop of its checks hands its
+# context back, so the note is the request's own; where a context outlives a request (a thread
+# serving synchronous requests one after the other) it is dropped when the request finishes, and
+# NOTED_STAMPS_SECONDS bounds it in any case.
+_noted: contextvars.ContextVar[tuple[float, tuple[int, int]] | None] = contextvars.ContextVar(
+    "gateway_registry_stamps", default=None)
+NOTED_STAMPS_SECONDS = 1.0
+
+
+def note_stamps(values) -> None:
+    """The stamps (in `stamp_keys()` order) the request just read in its counter step: this
+    request's `registry()` calls use them instead of reading them again."""
+    _noted.set((time.monotonic(), (int(values[0]), int(values[1]))))
+
+
+def forget_noted_stamps(**_kwargs) -> None:
+    """At the end of a request (gateway/registry/signals.py): its noted stamps go with it."""
+    _noted.set(None)
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    loaded_at: float  # time.monotonic()
+    version: int | None  # the stamp read before loading; None: it could not be read
+    registry: Registry
+
+
+class _Copy:
+    """This process's registry snapshot, and when it last warned of a stamp it could not read."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # one load at a time
+        self.snapshot: _Snapshot | None = None
+        self.warned_at = -STAMP_WARNING_SECONDS
+
+
+STAMP_WARNING_SECONDS = 10.0
+local = _Copy()
+
+
+def registry() -> Registry:
+    """This process's registry, read again when the shared stamp moved or REGISTRY_TTL_SECONDS
+    passed. The stamp is the one the request read with its counters (`note_stamps`), else it is
+    read here (one round trip: Celery tasks, the console). Either way it was read before the
+    database, so a change committed while loading moves the stamp past the version the load is
+    tagged with, and is read on the next call."""
+    noted = _noted.get()
+    if noted is not None and time.monotonic() - noted[0] < NOTED_STAMPS_SECONDS:
+        stamps = noted[1]
+    else:
+        stamps = read_stamps()
+    version = stamps[0] if stamps is not None else None
+    snapshot = local.snapshot
+    if not _fresh(snapshot, version):
+        with local.lock:
+            snapshot = local.snapshot
+            if not _fresh(snapshot, version):
+                snapshot = local.snapshot = _Snapshot(time.monotonic(), version, load())
+    reg = snapshot.registry
+    cooldown.sync(stamps[1] if stamps is not None else None, reg.server_ids)
+    return reg
+
+
+def registry_current() -> bool:
+    """Whether `registry()` would answer from this process's copy, reading neither the database
+    nor Redis: the request noted the stamps (`note_stamps`) and the copy and the cooldowns are of
+    those stamps. An endpoint's step may then run in the event loop (accounts/endpoints.py)."""
+    noted = _noted.get()
+    if noted is None or time.monotonic() - noted[0] >= NOTED_STAMPS_SECONDS:
+        return False
+    return _fresh(local.snapshot, noted[1][0]) and cooldown.current(noted[1][1])
+
+
+def _fresh(snapshot: _Snapshot | None, version: int | None) -> bool:
+    if snapshot is None or time.monotonic() - snapshot.loaded_at >= settings.REGISTRY_TTL_SECONDS:
+        return False
+    return version is None or version == snapshot.version
+
+
+def read_stamps() -> tuple[int, int] | None:
+    """(registry, cooldowns) version stamps, in one round trip; None when they cannot be read
+    (the registry then lives by its TTL alone, and the cooldowns as this process knows them)."""
+    from gateway.state import backend
+
+    try:
+        values = backend.current.read([REGISTRY_STAMP_KEY, cooldown.STAMP_KEY])
+        return int(values[0] or 0), int(values[1] or 0)
+    except cooldown.redis_errors() as exc:
+        if time.monotonic() - local.warned_at > STAMP_WARNING_SECONDS:  # once in a while, not per call
+            local.warned_at = time.monotonic()
+            logger.warning("the registry's version stamp could not be read (the registry lives by its TTL "
+                           "meanwhile): %s", exc)
+        return None
+
+
+def loaded_server_keys() -> tuple[str, ...]:
+    """The model servers' keys of the registry this process has loaded; no I/O (a log filter
+    calls it through gateway/telemetry/redact.py's secret sources)."""
+    snapshot = local.snapshot
+    return snapshot.registry.server_keys if snapshot is not None else ()
+
+
+def registry_invalidate(**_kwargs) -> None:
+    """Forget this process's registry (it is read again on the next call). Other processes
+    learn of a change through `registry_changed`."""
+    local.snapshot = None
+    cooldown.reread()
+
+
+def registry_changed(**_kwargs) -> None:
+    """A change to what the registry holds: this process reads it again at once, every other
+    process on its next call, once the change is committed (the stamp moves then; a process that
+    read the registry before the commit is tagged with the old stamp)."""
+    registry_invalidate()
+    transaction.on_commit(_bump_stamp, robust=True)
+
+
+def _bump_stamp() -> None:
+    from gateway.state.counters import version_bump
+
+    try:
+        version_bump([REGISTRY_STAMP_KEY])
+    except cooldown.redis_errors() as exc:
+        logger.warning("the registry's version stamp could not be moved (other processes see the change "
+                       "within REGISTRY_TTL_SECONDS): %s", exc)
+
+
+def load() -> Registry:
+    """The registry as the database holds it now: enabled servers and their enabled models."""
+    servers = {
+        s.id: Server(s.id, s.name, s.kind, s.base_url.rstrip("/"), s.api_key, s.is_remote, s.connect_timeout,
+                     s.read_timeout, s.drop_unsupported_fields, s.structured_output)
+        for s in ModelServer.objects.filter(enabled=True)
+    }
+    fallbacks: dict[int, list[int]] = {}
+    for link in ModelFallback.objects.order_by("position", "id"):
+        fallbacks.setdefault(link.model_id, []).append(link.fallback_id)
+    by_id, default_id = {}, None
+    for m in Model.objects.filter(enabled=True, server_id__in=servers.keys()).order_by("server__name", "name"):
+        server = servers[m.server_id]
+        caps = frozenset(c for c in CAPABILITIES if getattr(m, f"supports_{c}"))
+        by_id[m.id] = Target(m.id, f"{server.name}/{m.name}", m.name, server, caps, tuple(fallbacks.get(m.id, ())),
+                             int(m.created_at.timestamp()))
+        if m.is_default:
+            default_id = m.id
+    by_name: dict[str, Target] = {}
+    for target in by_id.values():
+        by_name.setdefault(target.name, target)
+    group_models: dict[int, set[int]] = {}
+    for group_id, model_id in Model.groups.through.objects.values_list("accountgroup_id", "model_id"):
+        group_models.setdefault(group_id, set()).add(model_id)
+    return Registry(
+        by_id=by_id,
+        by_public_id={t.public_id: t for t in by_id.values()},
+        by_name=by_name,
+        server_names=frozenset(s.name for s in servers.values()),
+        server_ids=frozenset(servers),
+        default_id=default_id,
+        group_models={g: frozenset(ids) for g, ids in group_models.items()},
+    )
+
+
