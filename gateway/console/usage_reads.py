@@ -4,7 +4,7 @@ the queries behind it.
 Every figure but the CSV export and the start of the quota week comes from UsageDaily, the usage
 records added up per UTC day, account and model by database triggers (migration 0007): the page
 runs the same fixed number of queries whatever the number of records
-(tests/gateway/test_usage_console.py counts them), each over days rather than calls
+(tests/gateway/console/test_usage_console.py counts them), each over days rather than calls
 (bench/usage_console.py times them at a million records). Aggregates group by the account's id
 alone and read the few names shown afterwards (`account_names`): grouping by e-mail addresses
 made PostgreSQL sort every row on disk. It reads the database, not the quota counters: a record still in a process's

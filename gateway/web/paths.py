@@ -3,7 +3,7 @@ surface, spec 7.1), whether it takes the hot way through Django (gateway/web/hot
 which middleware it goes through (gateway/web/surfaces.py): the API's, the console's, or none
 for a probe. The error renderer, the hot path and the surface middleware read it here; nothing
 else writes a list of paths. The URLconfs say which view answers a path; this table says how
-(tests/gateway/test_paths.py holds the two together).
+(tests/gateway/web/test_paths.py holds the two together).
 
 A row is an exact path or a prefix (`under`). The longest row that matches a path decides all
 three answers, an exact row before a prefix of the same length; the empty prefix at the end

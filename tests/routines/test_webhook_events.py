@@ -140,7 +140,7 @@ JSON_VALUES = st.recursive(
 @given(value=JSON_VALUES, ensure_ascii=st.booleans())
 def test_the_pretty_printer_writes_what_json_dumps_writes(value, ensure_ascii):
     """pretty_json replaces json.dumps(indent=2), whose Python encoder leaves reference cycles
-    behind on every event (tests/gateway/test_hotpath.py): the same text, character for character."""
+    behind on every event (tests/gateway/web/test_hotpath.py): the same text, character for character."""
     assert pretty_json(value, ensure_ascii=ensure_ascii) == json.dumps(value, indent=2, ensure_ascii=ensure_ascii)
 
 

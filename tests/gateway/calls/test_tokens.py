@@ -20,7 +20,7 @@ from gateway.calls.tokens import (
     count_text,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ import pytest
 
 from tests.servers import free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 LEFT_OUT = {".venv", "var", "__pycache__", ".git", ".pytest_cache"}
 STOPPED_WITHIN = 10.0
 STARTED_WITHIN = 10.0  # with nothing to install or migrate

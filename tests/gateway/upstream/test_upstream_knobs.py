@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.upstream_support import USER, an, chunks_of, oa, sse_lines
+from tests.gateway.upstream.upstream_support import USER, an, chunks_of, oa, sse_lines
 from tests.servers import ROOT, free_port
 from tests.upstream import running_upstream
 from tests.upstream.fixtures import upstream  # noqa: F401  (the fixture)

@@ -13,7 +13,7 @@ from gateway.formats.anthropic.from_chat import chat_to_messages_request
 from gateway.formats.anthropic.replies import chat_to_messages_response, messages_to_chat_response
 from gateway.formats.anthropic.to_chat import messages_to_chat_request
 from gateway.web.errors import ApiError
-from tests.gateway.anthropic_support import (
+from tests.gateway.formats.anthropic_support import (
     WEATHER_SCHEMA,
     anthropic_client,
     openai_client,

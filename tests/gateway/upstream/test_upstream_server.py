@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.upstream_support import USER, an, chunks_of, oa, sse_lines
+from tests.gateway.upstream.upstream_support import USER, an, chunks_of, oa, sse_lines
 from tests.upstream.fixtures import upstream  # noqa: F401  (the fixture)
 
 WEATHER_OPENAI = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",

@@ -13,7 +13,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from gateway.formats.anthropic.replies import chat_to_messages_response, messages_to_chat_response
 from gateway.formats.anthropic.streams import ChatToMessagesStream, MessagesToChatStream
-from tests.gateway.anthropic_support import anthropic_client, openai_client
+from tests.gateway.formats.anthropic_support import anthropic_client, openai_client
 
 ANTHROPIC_EVENT = TypeAdapter(RawMessageStreamEvent)
 START = {"type": "message_start", "message": {

@@ -17,7 +17,7 @@ from gateway.formats import StreamError
 from gateway.formats.anthropic.from_chat import chat_to_messages_request
 from gateway.formats.anthropic.streams import ChatToMessagesStream, MessagesToChatStream
 from gateway.formats.anthropic.to_chat import messages_to_chat_request
-from tests.gateway.anthropic_support import (
+from tests.gateway.formats.anthropic_support import (
     WEATHER_SCHEMA,
     anthropic_client,
     openai_client,

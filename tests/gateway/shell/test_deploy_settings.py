@@ -18,7 +18,7 @@ from gateway.limits.ratelimit import client_address
 from gateway.web.middleware import TrustedProxyMiddleware
 from tests.factories import PASSWORD, AccountFactory, api_key_for, bearer, session_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GOOD_KEY = secrets.token_urlsafe(50)
 PRODUCTION = {
     "DEBUG": "false",

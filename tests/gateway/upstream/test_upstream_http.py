@@ -9,8 +9,8 @@ import gzip
 from gateway.registry.snapshot import Server
 from gateway.upstream import http_client as uh
 from gateway.upstream.providers.base import secrets_of
-from tests.gateway import upstream_http_support
-from tests.gateway.upstream_http_support import FAST, OK_LENGTH, Script, answer_forever, get, run
+from tests.gateway.upstream import upstream_http_support
+from tests.gateway.upstream.upstream_http_support import FAST, OK_LENGTH, Script, answer_forever, get, run
 
 _each_loop = upstream_http_support.each_loop  # the autouse fixture: every test on asyncio and on uvloop
 

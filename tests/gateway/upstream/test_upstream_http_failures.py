@@ -11,8 +11,8 @@ import pytest
 
 from gateway.upstream import http_client as uh
 from gateway.upstream.providers.base import UpstreamError, failure_from_transport
-from tests.gateway import upstream_http_support
-from tests.gateway.upstream_http_support import FAST, Script, get, run
+from tests.gateway.upstream import upstream_http_support
+from tests.gateway.upstream.upstream_http_support import FAST, Script, get, run
 
 _each_loop = upstream_http_support.each_loop  # the autouse fixture: every test on asyncio and on uvloop
 

@@ -291,7 +291,7 @@ def test_a_missing_file(tmp_path):
 
 def test_the_documented_example_applies(apply, monkeypatch):
     """docs/configuration.md's full example is a valid file."""
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text(encoding="utf-8")
     example = doc.split("### A full example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
 

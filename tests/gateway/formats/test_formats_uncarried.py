@@ -7,7 +7,7 @@ import pytest
 
 from gateway.formats.anthropic.from_chat import chat_request_uncarried, chat_to_messages_request, output_tool_name
 from gateway.formats.anthropic.to_chat import messages_request_uncarried, messages_to_chat_request
-from tests.gateway.anthropic_support import WEATHER_SCHEMA, valid_anthropic_request, valid_chat_request
+from tests.gateway.formats.anthropic_support import WEATHER_SCHEMA, valid_anthropic_request, valid_chat_request
 
 HI = [{"role": "user", "content": "hi"}]
 PDF = "JVBERi0xLjQK"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gateway.web.output import encode, respond, timestamp, timestamp_with_offset
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PRODUCT_APPS = ("accounts", "compat", "gateway", "native", "routines")
 SHAPE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 

@@ -1,0 +1,1 @@
+"""A model call: token counting, the models a caller may use (gateway/calls/)."""

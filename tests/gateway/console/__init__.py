@@ -1,0 +1,1 @@
+"""The operator's console pages (gateway/console/, gateway/admin.py)."""

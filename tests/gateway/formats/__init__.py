@@ -1,0 +1,1 @@
+"""The wire formats' translations (gateway/formats/)."""

@@ -1,0 +1,1 @@
+"""Request ceilings and token quotas (gateway/limits/)."""

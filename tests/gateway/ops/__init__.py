@@ -1,0 +1,1 @@
+"""Health probes (gateway/ops/)."""

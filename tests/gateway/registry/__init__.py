@@ -1,0 +1,1 @@
+"""The model registry: routing, cooldown, discovery, the stamp, the configuration file (gateway/registry/)."""

@@ -1,0 +1,1 @@
+"""The shared counters and their backends (gateway/state/)."""

@@ -1,0 +1,1 @@
+"""Metrics, JSON logs and redaction (gateway/telemetry/)."""

@@ -1,0 +1,1 @@
+"""The upstream HTTP client, SSE and the reference upstream model server (gateway/upstream/, tests/upstream/)."""

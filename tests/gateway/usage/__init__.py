@@ -1,0 +1,1 @@
+"""The usage spool and writer (gateway/usage/)."""
