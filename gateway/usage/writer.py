@@ -66,9 +66,15 @@ def insert(records: list[UsageRecord]) -> None:
     insert_rows([tuple(getattr(record, name) for name in COLUMNS) for record in records])
 
 
+# A row the database refuses whatever its state: PostgreSQL's DataError (a value out of its column's
+# range or length); SQLite's driver refuses an integer past 64 bits before the database sees it.
+NEVER_TAKEN = (DataError, OverflowError)
+
+
 def insert_rows(rows: list[tuple]) -> None:
     """Write rows (in COLUMNS' order) once each: a key already in the database is skipped; a row
-    whose account is gone is dropped with a warning, one the database can never take (DataError)
+    whose account is gone is dropped with a warning, one the database can never take (DataError;
+    on SQLite, whose columns take text of any length, the OverflowError of a number past 64 bits)
     with an error. Raises a DatabaseError when the database cannot take them now (down, read-only)."""
     if not rows:
         return
@@ -83,14 +89,14 @@ def insert_rows(rows: list[tuple]) -> None:
     try:
         with transaction.atomic():
             _write_rows(kept)
-    except (IntegrityError, DataError):  # an account deleted since it was looked up: insert the others
+    except (IntegrityError, *NEVER_TAKEN):  # an account deleted since it was looked up: insert the others
         for row in kept:
             try:
                 with transaction.atomic():
                     _write_rows([row])
             except IntegrityError:
                 logger.warning("usage of deleted account %s not recorded (%s)", row[1], row[2])
-            except DataError:  # kept, it would stop every later record behind it
+            except NEVER_TAKEN:  # kept, it would stop every later record behind it
                 logger.error("usage record the database refuses, dropped: %s", dict(zip(COLUMNS, row)))
 
 
