@@ -9,7 +9,6 @@ import sys
 import time
 
 import pytest
-from django.conf import settings as django_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.telemetry import metrics_files
@@ -204,13 +203,18 @@ def test_a_scrape_is_not_rate_limited(db, settings):
     assert statuses == {200}
 
 
-def test_the_queue_depth_is_read_from_the_broker_when_scraped(db, redis_url):
-    import redis
-
+def purge_the_task_queue() -> None:
     from gateway.celery import app
 
-    client = redis.Redis.from_url(django_settings.CELERY_BROKER_URL)
-    client.delete("celery")
+    with app.connection_for_write() as connection:
+        connection.default_channel.queue_purge(app.conf.task_default_queue)
+
+
+def test_the_queue_depth_is_read_from_the_broker_when_scraped(db):
+    """The broker the settings name: Redis with REDIS_URL, the embedded default's folder without."""
+    from gateway.celery import app
+
+    purge_the_task_queue()
     try:
         assert value(samples(), "gateway_queue_depth", queue="celery") == 0
         for _ in range(3):
@@ -219,8 +223,7 @@ def test_the_queue_depth_is_read_from_the_broker_when_scraped(db, redis_url):
         assert value(found, "gateway_queue_depth", queue="celery") == 3
         assert value(found, "gateway_scrape_reading_up", reading="queue_depth") == 1
     finally:
-        client.delete("celery")
-        client.close()
+        purge_the_task_queue()
 
 
 def test_a_broker_that_does_not_answer_leaves_the_depth_out_and_the_scrape_answers(db, settings):
