@@ -22,6 +22,10 @@ class AccountGroup(models.Model):
     allowed_models = models.ManyToManyField(
         "gateway.Model", blank=True, related_name="groups", help_text="Used when 'all models' is off."
     )
+    allowed_aliases = models.ManyToManyField(
+        "gateway.Alias", blank=True, related_name="groups",
+        help_text="Used when 'all models' is off: these aliases, whatever their deployments' models.",
+    )
     daily_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
     weekly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
     monthly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")

@@ -1,6 +1,7 @@
-"""The model registry the operator edits in the admin: model servers and their models.
+"""The model registry the operator edits in the admin: model servers and their models, and aliases.
 
-A model is addressed as `server/model` (its `public_id`) or by its bare upstream name.
+A model is addressed as `server/model` (its `public_id`) or by its bare upstream name; an alias by its
+name, over a weighted list of models (its deployments).
 Calling the servers is the provider clients' work (`gateway/upstream/providers/`).
 """
 
@@ -122,6 +123,82 @@ class ModelFallback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} → {self.fallback}"
+
+
+def validate_alias_name(value: str) -> None:
+    """A name a client can send as `model`: no spaces or control characters."""
+    if not value or any(c.isspace() or not c.isprintable() for c in value):
+        raise ValidationError("An alias name has no spaces or control characters.")
+
+
+class Alias(models.Model):
+    """A public model name over a weighted list of deployments (issue 24; docs/decisions.md, "Pools and
+    aliases"): each call picks one by the alias's policy, and the others answer when it fails before its
+    first byte, before the alias's own fallbacks. An alias named like a bare model name defines that
+    name's pool."""
+
+    class Policy(models.TextChoices):
+        WEIGHTED = "weighted", "Weighted: at random, by weight"
+        LEAST_BUSY = "least-busy", "Least busy: fewest calls in flight for its weight"
+        LATENCY = "latency", "Latency: the lowest moving time to first byte"
+
+    class Affinity(models.TextChoices):
+        NONE = "none", "None"
+        SESSION = "session", "Session: one X-Session-Id header or native conversation stays on one deployment"
+        USER = "user", "User: one `user` field stays on one deployment (else the session)"
+
+    name = models.CharField(max_length=200, unique=True, validators=[validate_alias_name],
+                            help_text="The model name clients send (not server/model: that names a server's model).")
+    policy = models.CharField(max_length=16, choices=Policy.choices, default=Policy.WEIGHTED)
+    affinity = models.CharField(max_length=16, choices=Affinity.choices, default=Affinity.NONE,
+                                help_text="Calls of one session or user go to the same deployment while it is "
+                                "healthy, so its prefix cache is reused.")
+    enabled = models.BooleanField(default=True, help_text="A disabled alias is as if it did not exist.")
+    fallbacks = models.ManyToManyField(Model, through="AliasFallback", through_fields=("alias", "fallback"),
+                                       related_name="+", blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "aliases"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        server_name, sep, _rest = (self.name or "").partition("/")
+        if sep and ModelServer.objects.filter(name=server_name).exists():
+            raise ValidationError({"name": f"'{server_name}/…' names a model of the server '{server_name}'."})
+
+
+class AliasDeployment(models.Model):
+    """One model behind an alias, with its weight (0: a standby, tried only after the others)."""
+
+    alias = models.ForeignKey(Alias, on_delete=models.CASCADE, related_name="deployments")
+    model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="alias_deployments")
+    weight = models.PositiveIntegerField(default=1, help_text="Its share of the calls; 0 = only when the others fail.")
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["alias", "model"], name="alias_deployment_once")]
+
+    def __str__(self) -> str:
+        return f"{self.alias} → {self.model} ({self.weight})"
+
+
+class AliasFallback(models.Model):
+    """An alias's ordered fallback: tried when every deployment failed, before the default model."""
+
+    alias = models.ForeignKey(Alias, on_delete=models.CASCADE, related_name="fallback_links")
+    fallback = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="+")
+    position = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["position", "id"]
+        constraints = [models.UniqueConstraint(fields=["alias", "fallback"], name="alias_fallback_once")]
+
+    def __str__(self) -> str:
+        return f"{self.alias} → {self.fallback}"
 
 
 class UsageRecord(models.Model):

@@ -11,7 +11,17 @@ from accounts.keys import KEY_PREFIX, api_key_generate, api_key_preview
 from accounts.models import Account, AccountGroup, ApiKey, SessionToken
 from accounts.secrets import digest, random_alnum
 from accounts.sessions import session_create
-from gateway.models import CallFailureDaily, Model, ModelFallback, ModelServer, UsageDaily, UsageRecord
+from gateway.models import (
+    Alias,
+    AliasDeployment,
+    AliasFallback,
+    CallFailureDaily,
+    Model,
+    ModelFallback,
+    ModelServer,
+    UsageDaily,
+    UsageRecord,
+)
 from native import vectors
 from native.models import Chunk, Collection, Conversation, Document, McpServer, Message, Profile
 from routines.models import Delivery, Event, InboxMessage, LinkedChannel, Routine, Run
@@ -78,6 +88,29 @@ class ModelFallbackFactory(factory.django.DjangoModelFactory):
         model = ModelFallback
 
     model = factory.SubFactory(ModelFactory)
+    fallback = factory.SubFactory(ModelFactory)
+
+
+class AliasFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Alias
+
+    name = factory.Sequence(lambda n: f"alias-{n}")
+
+
+class AliasDeploymentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = AliasDeployment
+
+    alias = factory.SubFactory(AliasFactory)
+    model = factory.SubFactory(ModelFactory)
+
+
+class AliasFallbackFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = AliasFallback
+
+    alias = factory.SubFactory(AliasFactory)
     fallback = factory.SubFactory(ModelFactory)
 
 

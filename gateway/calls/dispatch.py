@@ -1,10 +1,14 @@
 """Running a chain of models (DESIGN.md, Models; spec 7.2, 7.3): the first model whose reply
-begins answers; a failure before the first byte moves to the next."""
+begins answers; a failure before the first byte moves to the next (a pool's next deployment
+first: gateway/registry/routing.py ordered the chain). Each try is told to the deployments' book
+(gateway/state/loads.py: calls in flight, time to first byte), which the pools' policies read."""
 
 from __future__ import annotations
 
 import logging
 import math
+import time
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +16,7 @@ from typing import Any
 from gateway.registry import cooldown, server_health
 from gateway.registry.cooldown import Verdict
 from gateway.registry.snapshot import Target
+from gateway.state import loads
 from gateway.telemetry import metrics
 from gateway.telemetry.redact import redact
 from gateway.upstream import providers
@@ -45,31 +50,60 @@ async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall
     failures: list[UpstreamError] = []
     for target in chain:
         stream = providers.chat_stream(target, body, native)
+        loads.started(target.id)  # its calls in flight and time to first byte (the pools' policies)
+        began = time.perf_counter()
         try:
             first = await anext(stream)
         except UpstreamError as failure:
+            loads.ended(target.id)
             if failure.kind == REFUSED and not refusals_fall_through:
                 raise refused(target, failure) from None
             failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain))
             continue
         except StopAsyncIteration:
+            loads.ended(target.id)
             failures.append(fell_through(target, UpstreamError(BAD_RESPONSE, 502, "The model server returned nothing."),
                                          last=target is chain[-1], chain=chain))
             continue
+        except BaseException:  # cancelled while waiting: the call is over
+            loads.ended(target.id)
+            raise
+        loads.first_byte(target.id, time.perf_counter() - began)
         metrics.upstream_call(target.server.name, target.public_id, "ok")
-        return OpenedReply(target, _chain_first(target, first, stream), providers.speaks_natively(target, native))
+        landing = _Landing(target.id)
+        chunks = _chain_first(target, first, stream, landing)
+        weakref.finalize(chunks, landing.land)  # a reply dropped unread ends too
+        return OpenedReply(target, chunks, providers.speaks_natively(target, native))
     raise exhausted(failures)
 
 
-async def _chain_first(target: Target, first: dict[str, Any],
-                       rest: AsyncIterator[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
-    yield first
+class _Landing:
+    """Ends a call in flight once, whichever comes first: its reply's end, or the reply being
+    dropped unread (an async generator never started runs no `finally`)."""
+
+    __slots__ = ("model_id", "landed")
+
+    def __init__(self, model_id: int) -> None:
+        self.model_id = model_id
+        self.landed = False
+
+    def land(self) -> None:
+        if not self.landed:
+            self.landed = True
+            loads.ended(self.model_id)
+
+
+async def _chain_first(target: Target, first: dict[str, Any], rest: AsyncIterator[dict[str, Any]],
+                       landing: _Landing) -> AsyncIterator[dict[str, Any]]:
     try:
+        yield first
         async for chunk in rest:
             yield chunk
     except StreamCut as cut:
         metrics.upstream_cut(target.server.name, target.public_id, cut.reason)
         raise
+    finally:
+        landing.land()
 
 
 def refused(target: Target, failure: UpstreamError) -> ApiError:

@@ -1,7 +1,7 @@
 """The model registry at run time: the snapshot of servers and models every process keeps
 (`snapshot`; what moves its stamp: `signals`, connected by gateway/apps.py), which models answer
-a call (`routing`), servers cooling down after a failure
-(`cooldown`) and their health (`server_health`), model discovery (`discovery`) and the
-operator's configuration file (`config_file`).
+a call (`routing`) and in what order a pool's deployments take it (`pools`), servers cooling down
+after a failure (`cooldown`) and their health (`server_health`), model discovery (`discovery`) and
+the operator's configuration file (`config_file`).
 
 May import: `gateway.formats`, `gateway.web`, `gateway.telemetry`, `gateway.state`."""

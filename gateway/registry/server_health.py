@@ -70,6 +70,20 @@ def failed(server, cause: str) -> None:
         _start_flusher()
 
 
+FAILING_SECONDS = 10.0
+
+
+def failing(server_id: int) -> bool:
+    """Whether this process's last call to the server failed, after its last success, within
+    FAILING_SECONDS: a pool tries its other deployments first meanwhile (gateway/registry/pools.py).
+    Two dictionary reads."""
+    failure = _failed.get(server_id)
+    if failure is None:
+        return False
+    at = failure[0]
+    return at > _ok.get(server_id, 0.0) and time.time() - at < FAILING_SECONDS
+
+
 # --- Writing what changed -----------------------------------------------------------------------
 
 

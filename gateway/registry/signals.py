@@ -1,5 +1,6 @@
-"""What moves the registry's stamp (gateway/registry/snapshot.py): a model, a fallback, a
-group's allowed models or a server saved or deleted, once the change is committed. Connected once,
+"""What moves the registry's stamp (gateway/registry/snapshot.py): a model, a fallback, an alias
+(its deployments and fallbacks), a group's allowed models or aliases or a server saved or deleted,
+once the change is committed. Connected once,
 when the gateway app is ready (gateway/apps.py), never as a side effect of an import."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from django.core.signals import request_finished
 from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from gateway.models import Model, ModelFallback, ModelServer
+from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer
 from gateway.registry import cooldown
 from gateway.registry.snapshot import forget_noted_stamps, registry_changed
 
@@ -28,12 +29,15 @@ def connect() -> None:
     """Saved or deleted one by one (admin, applyconfig, the API). Deleting a group takes its
     allowed models' rows with it without a signal of their own. Bulk writes (`QuerySet.update`,
     `bulk_create`) send none: their callers call `registry_changed` themselves."""
-    for sender in (Model, ModelFallback, "accounts.AccountGroup"):
+    for sender in (Model, ModelFallback, Alias, AliasDeployment, AliasFallback, "accounts.AccountGroup"):
         post_save.connect(registry_changed, sender=sender, dispatch_uid=f"registry-save-{sender}")
         post_delete.connect(registry_changed, sender=sender, dispatch_uid=f"registry-delete-{sender}")
     post_save.connect(server_changed, sender=ModelServer, dispatch_uid="registry-save-server")
     post_delete.connect(server_changed, sender=ModelServer, dispatch_uid="registry-delete-server")
     m2m_changed.connect(allowed_models_changed, sender="accounts.AccountGroup_allowed_models",
                         dispatch_uid="registry-allowed-models")
+    m2m_changed.connect(allowed_models_changed, sender="accounts.AccountGroup_allowed_aliases",
+                        dispatch_uid="registry-allowed-aliases")
     m2m_changed.connect(allowed_models_changed, sender=ModelFallback, dispatch_uid="registry-fallbacks")
+    m2m_changed.connect(allowed_models_changed, sender=AliasFallback, dispatch_uid="registry-alias-fallbacks")
     request_finished.connect(forget_noted_stamps, dispatch_uid="registry-forget-noted-stamps")

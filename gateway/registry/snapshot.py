@@ -1,9 +1,11 @@
-"""The model registry as each process holds it: the servers and models the operator enabled,
-read from the database into a snapshot (`registry()`) and read again when it changed.
+"""The model registry as each process holds it: the servers and models the operator enabled, and the
+pools (aliases, and bare names several servers hold), read from the database into a snapshot
+(`registry()`) and read again when it changed.
 
 Each process keeps the registry it read from the database, tagged with a version stamp held
 with the counters (`gw:registry:v` in Redis, or the Django cache). Every change to a server, a
-model, a fallback or a group's allowed models moves the stamp once it is committed
+model, a fallback, an alias (its deployments, its fallbacks) or a group's allowed models or aliases
+moves the stamp once it is committed
 (gateway/registry/signals.py), and every `registry()` call knows the current stamp (with the stamp of the model servers'
 cooldowns, see gateway/registry/cooldown.py): when it moved, the registry is read again. An API request
 reads both in its atomic counter step (accounts/endpoints.py, `note_stamps`), so the hot path
@@ -19,13 +21,13 @@ import contextvars
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from django.conf import settings
 from django.db import transaction
 
-from gateway.models import Model, ModelFallback, ModelServer
+from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer
 from gateway.registry import cooldown
 
 logger = logging.getLogger(__name__)
@@ -59,18 +61,54 @@ class Target:
 
 
 @dataclass(frozen=True)
+class Deployment:
+    """One model of a pool, with its weight (0: a standby, tried only after the others)."""
+
+    target: Target
+    weight: int
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A name several deployments answer (issue 24): an alias the operator defined, or a bare name
+    several enabled servers hold (an implicit pool: weighted, weight 1 each, no affinity, each
+    deployment's own fallbacks). gateway/registry/pools.py orders its deployments for a call."""
+
+    name: str
+    deployments: tuple[Deployment, ...]
+    policy: str = "weighted"  # gateway.models.Alias.Policy's values
+    affinity: str = "none"  # gateway.models.Alias.Affinity's values
+    alias_id: int | None = None  # None: an implicit pool
+    fallback_ids: tuple[int, ...] = ()  # an alias's own fallbacks (an implicit pool uses its deployments')
+    created: int = 0
+
+    @property
+    def is_alias(self) -> bool:
+        return self.alias_id is not None
+
+
+@dataclass(frozen=True)
 class Registry:
     by_id: dict[int, Target]
     by_public_id: dict[str, Target]
-    by_name: dict[str, Target]  # bare upstream name → first model with it (by server name)
+    # bare upstream name → first model with it (by server name), and each alias's name → its first
+    # deployment: every name the registry answers (other than the default's) is a key here
+    by_name: dict[str, Target]
     server_names: frozenset[str]
     server_ids: frozenset[int]
     default_id: int | None
     group_models: dict[int, frozenset[int]]  # group id → allowed model ids
+    pools: dict[str, Pool] = field(default_factory=dict)  # name → the pool it names (aliases first)
+    group_aliases: dict[int, frozenset[int]] = field(default_factory=dict)  # group id → allowed alias ids
 
     @property
     def default(self) -> Target | None:
         return self.by_id.get(self.default_id) if self.default_id else None
+
+    @cached_property
+    def aliases(self) -> tuple[Pool, ...]:
+        """The enabled aliases with a deployment, by name."""
+        return tuple(sorted((p for p in self.pools.values() if p.is_alias), key=lambda p: p.name))
 
     @cached_property
     def server_keys(self) -> tuple[str, ...]:
@@ -244,6 +282,10 @@ def load() -> Registry:
     group_models: dict[int, set[int]] = {}
     for group_id, model_id in Model.groups.through.objects.values_list("accountgroup_id", "model_id"):
         group_models.setdefault(group_id, set()).add(model_id)
+    pools = _pools(by_id, by_name)
+    group_aliases: dict[int, set[int]] = {}
+    for group_id, alias_id in Alias.groups.through.objects.values_list("accountgroup_id", "alias_id"):
+        group_aliases.setdefault(group_id, set()).add(alias_id)
     return Registry(
         by_id=by_id,
         by_public_id={t.public_id: t for t in by_id.values()},
@@ -252,6 +294,33 @@ def load() -> Registry:
         server_ids=frozenset(servers),
         default_id=default_id,
         group_models={g: frozenset(ids) for g, ids in group_models.items()},
+        pools=pools,
+        group_aliases={g: frozenset(ids) for g, ids in group_aliases.items()},
     )
 
 
+def _pools(by_id: dict[int, Target], by_name: dict[str, Target]) -> dict[str, Pool]:
+    """The implicit pools (a bare name on several enabled servers), then the enabled aliases with at
+    least one enabled deployment, each over its implicit pool of the same name. An alias's name is
+    added to `by_name` (its first deployment) where no model has it."""
+    holders: dict[str, list[Target]] = {}
+    for target in by_id.values():  # by server name
+        holders.setdefault(target.name, []).append(target)
+    pools = {
+        name: Pool(name, tuple(Deployment(t, 1) for t in targets), created=min(t.created for t in targets))
+        for name, targets in holders.items() if len(targets) > 1
+    }
+    deployments: dict[int, list[Deployment]] = {}
+    rows = AliasDeployment.objects.filter(alias__enabled=True).order_by("id")
+    for alias_id, model_id, weight in rows.values_list("alias_id", "model_id", "weight"):
+        if (target := by_id.get(model_id)) is not None:
+            deployments.setdefault(alias_id, []).append(Deployment(target, weight))
+    fallbacks: dict[int, list[int]] = {}
+    for alias_id, model_id in AliasFallback.objects.order_by("position", "id").values_list("alias_id", "fallback_id"):
+        fallbacks.setdefault(alias_id, []).append(model_id)
+    for alias in Alias.objects.filter(enabled=True, pk__in=deployments.keys()):
+        found = tuple(deployments[alias.pk])
+        pools[alias.name] = Pool(alias.name, found, alias.policy, alias.affinity, alias.pk,
+                                 tuple(fallbacks.get(alias.pk, ())), int(alias.created_at.timestamp()))
+        by_name.setdefault(alias.name, found[0].target)
+    return pools

@@ -172,6 +172,15 @@ class CacheBackend:
                 return int(ends)
             return PROBE_TAKEN if cache.add(KEY_PREFIX + lock_key, 1, timeout=lock_seconds) else PROBE_HELD
 
+    # --- The deployments' loads (gateway/state/loads.py) ----------------------------------------
+
+    # Not shared: the embedded default runs one web process, and a step per half second on the
+    # database cache would contend with the calls' own writes. Each process counts its own.
+    shares_loads = False
+
+    def loads_trade(self, keys, args) -> None:
+        return None
+
     # --- Tests ----------------------------------------------------------------------------------
 
     def reset(self) -> None:

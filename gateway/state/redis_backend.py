@@ -13,6 +13,7 @@ from gateway.state.redis_client import (
     ADD_SCRIPT,
     HIT_SCRIPT,
     KEY_PREFIX,
+    LOADS_SCRIPT,
     MARK_SCRIPT,
     PROBE_SCRIPT,
     client_for,
@@ -36,6 +37,7 @@ class RedisBackend:
         self.add_script = self.client.register_script(ADD_SCRIPT)
         self.mark_script = self.client.register_script(MARK_SCRIPT)
         self.probe_script = self.client.register_script(PROBE_SCRIPT)
+        self.loads_script = self.client.register_script(LOADS_SCRIPT)
 
     def __repr__(self) -> str:
         return f"RedisBackend({self.url!r})"
@@ -114,6 +116,14 @@ class RedisBackend:
         end (ms) of a cooldown renewed meanwhile."""
         return int(self.probe_script(keys=[KEY_PREFIX + cooldown_key, KEY_PREFIX + lock_key],
                                      args=[int(time.time() * 1000), int(lock_seconds * 1000)]))
+
+    # --- The deployments' loads (gateway/state/loads.py) ----------------------------------------
+
+    shares_loads = True
+
+    def loads_trade(self, keys, args) -> list[int]:
+        """One `LOADS_SCRIPT` step: this process's news in, everyone's loads out."""
+        return [int(value) for value in self.loads_script(keys=[KEY_PREFIX + key for key in keys], args=args)]
 
     # --- Tests ----------------------------------------------------------------------------------
 

@@ -93,6 +93,73 @@ return -2
 """
 PROBE_NO_COOLDOWN, PROBE_TAKEN, PROBE_HELD = -1, 0, -2
 
+# The deployments' loads (gateway/state/loads.py), traded by one process in one step.
+# KEYS: the processes heard from (a hash: process → ms), the calls of this quarter and of the one
+# before (hashes: deployment → calls), then per deployment its calls in flight (a hash: process →
+# calls) and its latency (a hash: e = moving time to first byte in µs, t = when it moved, r = last tried).
+# ARGV: process, now (ms), stale (ms), alpha, decay (ms), keep (ms), keep of latencies (ms),
+# keep of a quarter's calls (ms), n, then six per deployment: id, this process's calls in flight
+# (-1: nothing to say), calls started, the times to first byte added up (µs), how many, last tried (ms).
+# Returns four per deployment: the other live processes' calls in flight, the moving latency (µs,
+# -1 when none), the last try (ms, 0 when none), the calls of the two quarters.
+LOADS_SCRIPT = """
+local process, now, stale = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local alpha, decay, keep = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local keep_latency, keep_calls, n = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9])
+redis.call('HSET', KEYS[1], process, now)
+redis.call('PEXPIRE', KEYS[1], keep)
+local alive = {}
+local seen = redis.call('HGETALL', KEYS[1])
+for i = 1, #seen, 2 do
+  if now - tonumber(seen[i + 1]) < stale then alive[seen[i]] = true else redis.call('HDEL', KEYS[1], seen[i]) end
+end
+local out = {}
+for d = 1, n do
+  local a = 9 + (d - 1) * 6
+  local id, own, calls = ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local total, count, tried = tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local flights, latency = KEYS[2 + 2 * d], KEYS[3 + 2 * d]
+  if own > 0 then
+    redis.call('HSET', flights, process, own)
+    redis.call('PEXPIRE', flights, keep)
+  elseif own == 0 then
+    redis.call('HDEL', flights, process)
+  end
+  if calls > 0 then
+    redis.call('HINCRBY', KEYS[2], id, calls)
+    redis.call('PEXPIRE', KEYS[2], keep_calls)
+  end
+  if count > 0 then
+    local held = redis.call('HMGET', latency, 'e', 't')
+    local mean, e = total / count, tonumber(held[1])
+    if e then
+      local weight = 1 - (1 - alpha) ^ count
+      local aged = 1 - math.exp(-(now - tonumber(held[2] or now)) / decay)
+      if aged > weight then weight = aged end
+      e = e + (mean - e) * weight
+    else
+      e = mean
+    end
+    redis.call('HSET', latency, 'e', string.format('%.1f', e), 't', now)
+  end
+  if tried > tonumber(redis.call('HGET', latency, 'r') or '0') then redis.call('HSET', latency, 'r', tried) end
+  if count > 0 or tried > 0 then redis.call('PEXPIRE', latency, keep_latency) end
+  local others = 0
+  local held = redis.call('HGETALL', flights)
+  for i = 1, #held, 2 do
+    if held[i] ~= process then
+      if alive[held[i]] then others = others + tonumber(held[i + 1]) else redis.call('HDEL', flights, held[i]) end
+    end
+  end
+  local now_latency = redis.call('HMGET', latency, 'e', 'r')
+  out[#out + 1] = others
+  out[#out + 1] = math.floor(tonumber(now_latency[1] or '-1'))
+  out[#out + 1] = tonumber(now_latency[2] or '0')
+  out[#out + 1] = tonumber(redis.call('HGET', KEYS[2], id) or '0') + tonumber(redis.call('HGET', KEYS[3], id) or '0')
+end
+return out
+"""
+
 
 @lru_cache(maxsize=None)
 def client_for(url: str):

@@ -1,0 +1,244 @@
+"""The operator's configuration file (`manage.py applyconfig FILE`, docs/configuration.md): model
+servers and their models, fallbacks, the default model, aliases and account groups, in one YAML file.
+
+Applying is idempotent and all-or-nothing: the whole file is checked and written in one
+transaction, and any error names its place in the file (`servers[1].models[0].fallbacks[0]`)
+and writes nothing. Objects are matched by name. For an object the file names, the file is
+authoritative: a field it leaves out takes its default (a group without `allowed_models` or
+`allowed_aliases` may use every model; a model without `fallbacks` has none) — except a server's API key, which is kept
+when the file gives neither `api_key` nor `api_key_env`. Objects the file does not name are left
+alone: applying never deletes anything.
+
+Account groups belong to the accounts app; their model is looked up through the app registry so
+that gateway/ still imports no app above it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.apps import apps
+from django.db import transaction
+
+from gateway.models import Model, ModelFallback, ModelServer
+from gateway.registry.config_file.aliases import apply_aliases, group_aliases
+from gateway.registry.config_file.checks import (
+    ConfigError,
+    KnownModels,
+    Tally,
+    boolean,
+    choice,
+    default_of,
+    list_of,
+    mapping,
+    names_once,
+    read_yaml,
+    save,
+    seconds,
+    string,
+    whole,
+)
+
+TOP_KEYS = ("servers", "default_model", "aliases", "groups")
+SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote", "enabled", "connect_timeout",
+               "read_timeout", "drop_unsupported_fields", "structured_output", "models")
+MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
+MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", "fallbacks")
+GROUP_KEYS = ("name", "api_access", "allowed_models", "allowed_aliases", "daily_tokens", "weekly_tokens",
+              "monthly_tokens", "remote_servers_allowed", "attachments_per_message")
+
+# file key → model field, where they differ
+MODEL_FIELDS = {"chat": "supports_chat", "embeddings": "supports_embeddings", "audio": "supports_audio"}
+
+
+@dataclass
+class Summary:
+    servers: Tally = field(default_factory=Tally)
+    models: Tally = field(default_factory=Tally)
+    aliases: Tally | None = None  # set when the file has an `aliases` section
+    groups: Tally = field(default_factory=Tally)
+    default_model: tuple[str, str] | None = None  # (public id, "set" or "unchanged")
+
+    @property
+    def changed(self) -> bool:
+        if self.default_model and self.default_model[1] == "set":
+            return True
+        return any(t.created or t.updated for t in (self.servers, self.models, self.aliases, self.groups) if t)
+
+    def lines(self) -> list[str]:
+        lines = [f"servers: {self.servers}", f"models: {self.models}"]
+        if self.aliases is not None:
+            lines.append(f"aliases: {self.aliases}")
+        lines.append(f"groups: {self.groups}")
+        if self.default_model:
+            lines.append(f"default model: {self.default_model[0]} ({self.default_model[1]})")
+        return lines
+
+
+def read_config(path: str) -> dict:
+    """The file's content as a mapping; an empty file is an empty mapping."""
+    return read_yaml(path, TOP_KEYS)
+
+
+def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summary) -> list[tuple]:
+    """Writes one server and its models; returns (model row, its entry, its place) for the fallbacks."""
+    entry = mapping(entry, where, SERVER_KEYS)
+    if "name" not in entry:
+        raise ConfigError(where, "a server needs a name")
+    if "base_url" not in entry:
+        raise ConfigError(where, "a server needs a base_url")
+    name = string(entry["name"], f"{where}.name")
+    kind = choice(entry.get("kind", default_of(ModelServer, "kind")), f"{where}.kind", ModelServer.Kind.values, "kind")
+    wanted = {
+        "kind": kind,
+        "base_url": string(entry["base_url"], f"{where}.base_url"),
+        "is_remote": boolean(entry.get("is_remote", default_of(ModelServer, "is_remote")), f"{where}.is_remote"),
+        "enabled": boolean(entry.get("enabled", default_of(ModelServer, "enabled")), f"{where}.enabled"),
+        "drop_unsupported_fields": boolean(entry.get("drop_unsupported_fields",
+                                                   default_of(ModelServer, "drop_unsupported_fields")),
+                                         f"{where}.drop_unsupported_fields"),
+    }
+    structured = choice(entry.get("structured_output", default_of(ModelServer, "structured_output")),
+                        f"{where}.structured_output", ModelServer.StructuredOutput.values, "structured_output")
+    wanted["structured_output"] = structured
+    for timeout in ("connect_timeout", "read_timeout"):
+        wanted[timeout] = seconds(entry.get(timeout, default_of(ModelServer, timeout)), f"{where}.{timeout}")
+    if "api_key" in entry and "api_key_env" in entry:
+        raise ConfigError(f"{where}.api_key_env", "give api_key or api_key_env, not both")
+    if "api_key" in entry:
+        if not isinstance(entry["api_key"], str):
+            raise ConfigError(f"{where}.api_key", "must be a string")
+        wanted["api_key"] = entry["api_key"]
+    elif "api_key_env" in entry:
+        variable = string(entry["api_key_env"], f"{where}.api_key_env")
+        if variable not in environ:
+            raise ConfigError(f"{where}.api_key_env", f"environment variable {variable} is not set")
+        if not environ[variable]:
+            raise ConfigError(f"{where}.api_key_env", f"environment variable {variable} is empty")
+        wanted["api_key"] = environ[variable]
+
+    server = ModelServer.objects.filter(name=name).first() or ModelServer(name=name)
+    summary.servers.add(save(server, wanted, where, {}))
+
+    written = []
+    models = list_of(entry.get("models", []), f"{where}.models")
+    names_once(models, f"{where}.models", "model")
+    for i, model_entry in enumerate(models):
+        place = f"{where}.models[{i}]"
+        model_entry = mapping(model_entry, place, MODEL_KEYS)
+        if "name" not in model_entry:
+            raise ConfigError(place, "a model needs a name")
+        model_name = string(model_entry["name"], f"{place}.name")
+        wanted = {
+            field_name: boolean(model_entry.get(key, default_of(Model, field_name)), f"{place}.{key}")
+            for key, field_name in (*MODEL_FIELDS.items(), ("enabled", "enabled"))
+        }
+        wanted["context_window"] = whole(model_entry.get("context_window", default_of(Model, "context_window")),
+                                        f"{place}.context_window", MIN_CONTEXT_WINDOW)
+        model = Model.objects.filter(server=server, name=model_name).first() or Model(server=server, name=model_name)
+        status = save(model, wanted, place, {v: k for k, v in MODEL_FIELDS.items()})
+        written.append((model, model_entry, place, status))
+    return written
+
+
+def _apply_fallbacks(model: Model, entry: dict, where: str, known: KnownModels) -> bool:
+    """Sets the model's ordered fallbacks; True when they changed."""
+    wanted = []
+    for i, model_id in enumerate(list_of(entry.get("fallbacks", []), f"{where}.fallbacks")):
+        place = f"{where}.fallbacks[{i}]"
+        target = known.get(model_id, place)
+        if target.pk == model.pk:
+            raise ConfigError(place, "a model cannot fall back to itself")
+        if target.pk in wanted:
+            raise ConfigError(place, f"{model_id} is listed twice")
+        wanted.append(target.pk)
+    current = list(ModelFallback.objects.filter(model=model).order_by("position", "id").values_list("fallback_id",
+                                                                                                    flat=True))
+    if current == wanted:
+        return False
+    for link in ModelFallback.objects.filter(model=model):
+        link.delete()
+    for position, fallback_id in enumerate(wanted):
+        ModelFallback.objects.create(model=model, fallback_id=fallback_id, position=position)
+    return True
+
+
+def _apply_default(model_id, known: KnownModels) -> tuple[str, str]:
+    model = known.get(model_id, "default_model")
+    if model.is_default:
+        return model.public_id, "unchanged"
+    for previous in Model.objects.filter(is_default=True):  # saved one by one so the registry hears of it
+        previous.is_default = False
+        previous.save(update_fields=["is_default"])
+    model.is_default = True
+    model.save(update_fields=["is_default"])
+    return model.public_id, "set"
+
+
+def _apply_group(entry, where: str, known: KnownModels, summary: Summary) -> None:
+    AccountGroup = apps.get_model("accounts", "AccountGroup")
+    entry = mapping(entry, where, GROUP_KEYS)
+    if "name" not in entry:
+        raise ConfigError(where, "a group needs a name")
+    name = string(entry["name"], f"{where}.name")
+    wanted = {}
+    for key in ("api_access", "remote_servers_allowed"):
+        wanted[key] = boolean(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}")
+    for key in ("daily_tokens", "weekly_tokens", "monthly_tokens"):
+        wanted[key] = whole(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}", -1)
+    key = "attachments_per_message"
+    wanted[key] = whole(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}", 0)
+    allowed: list[int] = []
+    if "allowed_models" in entry:
+        for i, model_id in enumerate(list_of(entry["allowed_models"], f"{where}.allowed_models")):
+            model = known.get(model_id, f"{where}.allowed_models[{i}]")
+            if model.pk not in allowed:
+                allowed.append(model.pk)
+    aliases = group_aliases(entry, where)
+    wanted["all_models"] = "allowed_models" not in entry and "allowed_aliases" not in entry
+
+    group = AccountGroup.objects.filter(name=name).first() or AccountGroup(name=name)
+    status = save(group, wanted, where, {"all_models": "allowed_models"})
+    for field_name, ids in (("allowed_models", allowed), ("allowed_aliases", aliases)):
+        related = getattr(group, field_name)
+        if set(related.values_list("pk", flat=True)) != set(ids):
+            related.set(ids)
+            status = "updated" if status == "unchanged" else status
+    summary.groups.add(status)
+
+
+def apply_config(data: dict, *, environ: Mapping[str, str] | None = None, dry_run: bool = False) -> Summary:
+    """Creates or updates what `data` (a file read by `read_config`) describes, in one transaction.
+    Raises ConfigError, having written nothing, at the first mistake. With `dry_run` the
+    transaction is rolled back: the summary tells what would change."""
+    environ = os.environ if environ is None else environ
+    data = mapping(data, "", TOP_KEYS)
+    servers = list_of(data.get("servers", []), "servers")
+    groups = list_of(data.get("groups", []), "groups")
+    names_once(servers, "servers", "server")
+    names_once(groups, "groups", "group")
+    summary = Summary()
+    known = KnownModels()
+    with transaction.atomic():
+        written = []
+        for i, entry in enumerate(servers):
+            written += _apply_server(entry, f"servers[{i}]", environ, summary)
+        for model, entry, where, status in written:
+            if _apply_fallbacks(model, entry, where, known) and status == "unchanged":
+                status = "updated"
+            summary.models.add(status)
+        if "default_model" in data:
+            summary.default_model = _apply_default(data["default_model"], known)
+        if "aliases" in data:
+            summary.aliases = apply_aliases(data["aliases"], known)
+        for i, entry in enumerate(groups):
+            _apply_group(entry, f"groups[{i}]", known, summary)
+        if dry_run:
+            transaction.set_rollback(True)
+    return summary
+
+
+def apply_config_file(path: str, **options) -> Summary:
+    return apply_config(read_config(path), **options)

@@ -1,0 +1,159 @@
+"""Which deployment of a pool answers a call, and which are tried after it (issue 24;
+docs/decisions.md, "Pools and aliases").
+
+A pool is an alias, or a bare name several enabled servers hold (gateway/registry/snapshot.py
+`Pool`). `order` puts its deployments in the order a call tries them: the pick first, then the
+others in the policy's order, so a failure before the first byte moves to the pool's next
+deployment before any fallback (gateway/registry/routing.py builds the chain around it).
+
+- A deployment whose server cools down (gateway/registry/cooldown.py) goes last, and one that failed
+  its last call in this process lately (gateway/registry/server_health.py `failing`) just before:
+  every policy skips them while another deployment is healthy. A cooldown that ended is healthy
+  again, so the pick itself sends the probe that brings it back.
+- A deployment of weight 0 is a standby: after the healthy ones, before the failing ones.
+- `weighted`: at random, by weight (each healthy deployment's chance is its share of the weights).
+- `least-busy`: the fewest calls in flight for its weight, across every process (gateway/state/loads.py);
+  ties at random by weight.
+- `latency`: the lowest moving time to first byte. The deployments within LATENCY_TOLERANCE of the
+  fastest share the calls by weight, so the fastest is not flooded on a difference of noise; one not
+  tried for LATENCY_PROBE_SECONDS (or never measured) gets the next call, so a deployment that was
+  slow can show it is fast again.
+- Affinity: with a key (the session, or the `user` field), the healthy deployment the key hashes
+  to comes first (rendezvous hashing over the healthy deployments, by weight: no state; when that
+  deployment goes down the key moves to another, and back when it returns), so a server's prefix
+  cache is reused. The rest follow in the policy's order.
+
+All of it is arithmetic on this process's copies: no I/O on the call's way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gateway.registry import cooldown, server_health
+from gateway.registry.cooldown import Verdict
+from gateway.registry.snapshot import Deployment, Pool, Target
+from gateway.state import loads
+
+WEIGHTED, LEAST_BUSY, LATENCY = "weighted", "least-busy", "latency"  # gateway.models.Alias.Policy
+NO_AFFINITY, SESSION, USER = "none", "session", "user"  # gateway.models.Alias.Affinity
+LATENCY_TOLERANCE = 0.2
+LATENCY_PROBE_SECONDS = 30.0
+AFFINITY_KEY_CHARS = 256  # of a longer key, this much is hashed
+
+
+@dataclass(frozen=True)
+class Affinity:
+    """What ties a call to others of its kind: its session (an `X-Session-Id` header, or a native
+    conversation) and its `user` field. A pool's affinity says which it follows."""
+
+    session: str | None = None
+    user: str | None = None
+
+    def key_for(self, mode: str) -> str | None:
+        if mode == SESSION:
+            return self.session
+        if mode == USER:
+            return self.user or self.session
+        return None
+
+
+NO_KEYS = Affinity()
+
+
+def order(pool: Pool, deployments: Sequence[Deployment], affinity: Affinity = NO_KEYS) -> list[Target]:
+    """`deployments` (the pool's, those the caller may use) in the order a call tries them."""
+    if len(deployments) == 1:
+        return [deployments[0].target]
+    healthy, standby, failing, cooling = [], [], [], []
+    for deployment in deployments:
+        server = deployment.target.server
+        if cooldown.verdict(server) is Verdict.SKIP:
+            cooling.append(deployment)
+        elif server_health.failing(server.id):
+            failing.append(deployment)
+        elif deployment.weight > 0:
+            healthy.append(deployment)
+        else:
+            standby.append(deployment)
+    loads.watch(tuple(d.target.id for d in deployments))
+    first = []
+    key = affinity.key_for(pool.affinity)
+    if key and healthy:
+        chosen = affine(key, healthy)
+        healthy = [d for d in healthy if d is not chosen]
+        first = [chosen]
+    ranked = [*first, *POLICIES.get(pool.policy, weighted)(healthy), *standby, *failing, *cooling]
+    return [d.target for d in ranked]
+
+
+def weighted(deployments: list[Deployment]) -> list[Deployment]:
+    """A random order by weight: each deployment comes first with its share of the weights, and so on
+    for the rest (Efraimidis and Spirakis: sorted by u^(1/weight), u uniform in (0, 1))."""
+    if len(deployments) < 2:
+        return deployments
+    return sorted(deployments, key=_draw, reverse=True)
+
+
+def _draw(deployment: Deployment) -> float:
+    return random.random() ** (1.0 / deployment.weight)
+
+
+def least_busy(deployments: list[Deployment]) -> list[Deployment]:
+    """The fewest calls in flight for its weight first; ties in a random order by weight."""
+    if len(deployments) < 2:
+        return deployments
+    return sorted(deployments, key=lambda d: (loads.in_flight(d.target.id) / d.weight, -_draw(d)))
+
+
+def fastest(deployments: list[Deployment]) -> list[Deployment]:
+    """The `latency` policy: a probe first when one is due, then those within LATENCY_TOLERANCE of the
+    fastest (by weight), then the slower ones, then those still unmeasured."""
+    if len(deployments) < 2:
+        return deployments
+    now = time.time()
+    measured, due, waiting = [], [], []
+    for deployment in deployments:
+        seconds = loads.latency(deployment.target.id)
+        idle = now - loads.last_tried(deployment.target.id) > LATENCY_PROBE_SECONDS
+        if idle:
+            due.append(deployment)
+        elif seconds is None:
+            waiting.append(deployment)  # its first call is out (or failed): not again at once
+        else:
+            measured.append((seconds, deployment))
+    probe = []
+    if due:
+        chosen = min(due, key=lambda d: loads.last_tried(d.target.id))
+        loads.tried_now(chosen.target.id)
+        probe = [chosen]
+        measured += [(math.inf, d) for d in due if d is not chosen]
+    measured.sort(key=lambda pair: pair[0])
+    if not measured:
+        return [*probe, *weighted(waiting)]
+    limit = measured[0][0] * (1 + LATENCY_TOLERANCE)
+    near = [d for seconds, d in measured if seconds <= limit]
+    slower = [d for seconds, d in measured if seconds > limit]
+    return [*probe, *weighted(near), *slower, *weighted(waiting)]
+
+
+POLICIES = {WEIGHTED: weighted, LEAST_BUSY: least_busy, LATENCY: fastest}
+
+
+def affine(key: str, deployments: list[Deployment]) -> Deployment:
+    """The deployment `key` belongs to among `deployments`: weighted rendezvous hashing (the highest
+    -weight / ln(u), u the key and the deployment's hash in (0, 1)). Only the keys of a deployment
+    that leaves move, and they come back when it returns."""
+    key = key[:AFFINITY_KEY_CHARS]
+
+    def score(deployment: Deployment) -> float:
+        digest = hashlib.blake2b(f"{key}\x00{deployment.target.public_id}".encode(), digest_size=8).digest()
+        u = (int.from_bytes(digest, "big") + 0.5) / 2.0 ** 64
+        return -deployment.weight / math.log(u)
+
+    return max(deployments, key=score)
