@@ -11,7 +11,7 @@ from accounts.models import Account, AccountGroup, ApiKey
 @admin.register(AccountGroup)
 class AccountGroupAdmin(admin.ModelAdmin):
     list_display = ["name", "api_access", "all_models", "daily_tokens", "weekly_tokens", "monthly_tokens",
-                    "remote_servers_allowed", "attachments_per_message"]
+                    "remote_servers_allowed", "attachments_per_message", "response_cache_ttl"]
     list_filter = ["api_access", "all_models", "remote_servers_allowed"]
     search_fields = ["name"]
     filter_horizontal = ["allowed_models"]

@@ -31,6 +31,11 @@ class AccountGroup(models.Model):
     monthly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
     remote_servers_allowed = models.BooleanField(default=True, help_text="Members may use cloud providers.")
     attachments_per_message = models.PositiveIntegerField(default=10)
+    response_cache_ttl = models.PositiveIntegerField(
+        default=0,
+        help_text="Seconds a whole, successful chat reply is kept and given again for the same request "
+        "(the exact response cache, shared by the group's members); 0 = off.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,8 +1,10 @@
-"""One proxied chat call on a /v1 surface: open the chain, pass the chunks on while gathering
-them, and meter the usage after the reply has gone out.
+"""One proxied chat call on a /v1 surface: open the chain (or, when the account group caches
+replies, replay a kept one: gateway/cache/), pass the chunks on while gathering them, and meter the
+usage after the reply has gone out.
 
 Each surface (chat completions, messages, responses) translates the request to the chat form,
-then either streams its own frames from `Call.chunks()` or answers with `Call.collect()`."""
+then either streams its own frames from `Call.chunks()` or answers with `Call.whole_reply()`; a
+cached reply goes the same way, so it comes in the surface's own events, whole or streamed."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
+from gateway.cache.entry import ANTHROPIC, CHAT, Entry, Recorder, replay
+from gateway.cache.reply_cache import ReplyCache, reply_cache
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import AfterSendResponse, meter, meter_async, usage_of
 from gateway.calls.plan import call_plan, check_chat_size
@@ -83,6 +87,9 @@ class Call:
         self.reply: ReplyAccumulator | MessageAccumulator = ReplyAccumulator()
         self.cut: StreamCut | None = None
         self.target: Target | None = None
+        self.cache: ReplyCache | None = _cache_of(request, prepared, surface)
+        self.entry: Entry | None = None  # the kept reply that answers, on a cache hit
+        self.recorder: Recorder | None = None  # the reply being recorded for the cache
         self._chunks: AsyncIterator[dict[str, Any]] | None = None
         self._ended = False
         self._usage: dict[str, int] | None = None
@@ -90,25 +97,47 @@ class Call:
 
     @property
     def model(self) -> str:
-        return self.target.public_id if self.target else str(self.body.get("model"))
+        if self.target:
+            return self.target.public_id
+        return self.entry.model if self.entry else str(self.body.get("model"))
 
     async def open(self) -> None:
-        """Wait for the first chunk of the chain: every failure so far is an HTTP error."""
-        opened = await open_reply(self.chain, self.body, refusals_fall_through=True, native=self.native_request)
-        self.target, self._chunks, self.native = opened.target, opened.chunks, opened.native
+        """A kept reply, or the first chunk of the chain: every failure so far is an HTTP error."""
+        if self.cache is not None and (entry := await self.cache.lookup()) is not None:
+            self.entry, self._chunks, self.native = entry, replay(entry), entry.kind == ANTHROPIC
+            self._usage = entry.usage  # as metered when it was made
+        else:
+            try:
+                opened = await open_reply(self.chain, self.body, refusals_fall_through=True,
+                                          native=self.native_request)
+            except ApiError as exc:
+                if self.cache is not None:
+                    exc.headers = {**exc.headers, **self.cache.headers()}
+                raise
+            self.target, self._chunks, self.native = opened.target, opened.chunks, opened.native
+            if self.cache is not None:
+                self.recorder = self.cache.record(ANTHROPIC if self.native else CHAT)
         if self.native:
             self.reply = MessageAccumulator()
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
-        """The reply's chunks; a stop midway ends the iteration and is kept in `self.cut`."""
+        """The reply's chunks; a stop midway ends the iteration and is kept in `self.cut`. A reply
+        that ended whole is kept for the cache before the surface's last frames go out, so a client
+        that has the whole reply finds it there."""
+        whole = False
         try:
             async for chunk in self._chunks:
                 self.reply.feed(chunk)
+                if self.recorder is not None:
+                    self.recorder.add(chunk)
                 yield chunk
+            whole = True
         except StreamCut as cut:
             self.cut = cut
         finally:
             self._ended = True
+        if whole and self.recorder is not None:
+            await self.cache.keep(self.recorder, model=self.model, usage=self.usage())
 
     async def whole_reply(self, reply_id: str, shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
         """Gather the reply into one chat.completion, put it in the surface's `shape`, and answer
@@ -146,16 +175,20 @@ class Call:
 
     def _meter_fields(self) -> dict[str, Any] | None:
         """What to meter, the first time only."""
-        if self._meter_done or self.target is None:
+        if self._meter_done or (self.target is None and self.entry is None):
             return None
         self._meter_done = True
         usage = self.usage()
-        return {"account_id": self.request.principal.account.pk, "model": self.target.public_id,
+        return {"account_id": self.request.principal.account.pk, "model": self.model,
                 "surface": self.surface, "input_tokens": usage["prompt_tokens"],
-                "output_tokens": usage["completion_tokens"], "request_id": self.request.request_id}
+                "output_tokens": usage["completion_tokens"], "request_id": self.request.request_id,
+                "cached": self.entry is not None}
 
     def headers(self) -> dict[str, str]:
-        return {"X-Inference-Request-Id": self.inference_id}
+        headers = {"X-Inference-Request-Id": self.inference_id}
+        if self.cache is not None:
+            headers.update(self.cache.headers())
+        return headers
 
     def json_response(self, payload: dict[str, Any], status: int = 200) -> HttpResponse:
         """A whole reply; usage is metered once the body has been sent."""
@@ -196,3 +229,14 @@ class Call:
                 yield frame
         finally:
             await asyncio.shield(self.meter_now_async())
+
+
+def _cache_of(request: HttpRequest, prepared: Prepared, surface: str) -> ReplyCache | None:
+    """The call's response cache (None when its group keeps no replies), keyed on the request as the
+    client sent it and, for a request passed through untranslated, the headers and query string sent
+    on with it."""
+    native = prepared.native
+    extra = {"headers": native.headers, "query": native.query} if native is not None else None
+    return reply_cache(group=request.principal.account.group, surface=surface,
+                       requested_model=prepared.body.get("model"), chain=prepared.chain, body=prepared.body,
+                       cache_control_header=request.headers.get("Cache-Control"), extra=extra)

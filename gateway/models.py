@@ -213,10 +213,18 @@ class UsageRecord(models.Model):
     # What makes a record the same record when it is written again (a spool replayed after a
     # crash, a run executed again): unique; null on the records written before it existed.
     key = models.CharField(max_length=80, null=True, blank=True, unique=True, default=None)
+    # Answered from the response cache (gateway/cache/): no model server was called; the tokens are
+    # those the cached reply delivered. A database default too: a writer of an older release (mid-deploy)
+    # still inserts.
+    cached = models.BooleanField(default=False, db_default=False)
     created_at = models.DateTimeField(db_index=True)
 
     class Meta:
-        indexes = [models.Index(fields=["account", "created_at"], name="usage_account_time")]
+        indexes = [
+            models.Index(fields=["account", "created_at"], name="usage_account_time"),
+            # the usage console's cache hits (gateway/console/usage_reads.py): only the cached records
+            models.Index(fields=["created_at"], condition=models.Q(cached=True), name="usage_cached_time"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model}: {self.input_tokens}+{self.output_tokens}"

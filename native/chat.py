@@ -41,6 +41,8 @@ async def chat(request):
     else:
         response = await _whole(reply)
     response["X-Inference-Request-Id"] = reply.request_id
+    for name, value in reply.cache_headers().items():
+        response[name] = value
     return response
 
 
@@ -67,7 +69,7 @@ async def _whole(reply: ChatReply) -> HttpResponse:
     if error is None:
         return respond(whole)
     found = {"codigo": error["codigo"], "request_id": reply.request_id, "conversation_id": reply.conversation_id}
-    headers = {"X-Inference-Request-Id": reply.request_id}
+    headers = {"X-Inference-Request-Id": reply.request_id, **reply.cache_headers()}
     if error["codigo"] == INTERRUPTED:
         status = 504 if reply.cut and reply.cut.reason == "read_timeout" else 502
         raise ApiError(status, error["message"], headers=headers, extra={**found, "partial": whole})

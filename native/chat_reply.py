@@ -10,6 +10,10 @@ Events or gathers them into one JSON object. The reply is saved in the conversat
 `done` (a reply cut midway as `partial`; nothing, and `message_id` null, when the conversation
 was deleted for good meanwhile), and metered once, after the last event (or when the client goes
 away), whatever became of the save.
+
+When the account group caches replies (gateway/cache/), a kept reply of the same model request (the
+profile's prompt, the retrieved excerpts, the history and the new message: what the model would
+read) answers instead of the chain, in the same events, and is saved and metered as a cached one.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Any
 
 from django.db import close_old_connections
 
+from gateway.cache.entry import CHAT, Entry, Recorder, replay
+from gateway.cache.reply_cache import ReplyCache, reply_cache
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import meter, usage_of
 from gateway.state.workers import in_worker
@@ -53,6 +59,9 @@ class ChatReply:
         self.cut: StreamCut | None = None
         self.failure: ApiError | None = None  # a refusal, or the chain failing before the first byte
         self.message: Message | None = None
+        self.cache: ReplyCache | None = None
+        self.entry: Entry | None = None  # the kept reply that answers, on a cache hit
+        self.recorder: Recorder | None = None  # the reply being recorded for the cache
         self._finished = False
         self._usage: dict[str, int] | None = None
 
@@ -61,6 +70,15 @@ class ChatReply:
         if self.turn.refusal is None:
             self.citations = citations_of(hits)
             await in_worker(self._start)(hits)
+            self.cache = reply_cache(group=self.turn.account.group, surface=SURFACE,
+                                     requested_model=self.turn.model_id, chain=self.turn.chain, body=self.body,
+                                     cache_control_header=self.request.headers.get("Cache-Control"))
+            if self.cache is not None:
+                self.entry = await self.cache.lookup()
+
+    def cache_headers(self) -> dict[str, str]:
+        """`X-Cache` when the group caches replies and the cache was asked."""
+        return self.cache.headers() if self.cache is not None else {}
 
     def _start(self, hits: list[dict[str, Any]]) -> None:
         try:
@@ -88,27 +106,38 @@ class ChatReply:
                 yield self._event("error", codigo=QUOTA_REACHED, message=self.failure.message)
                 yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
                 return
-            try:
-                opened = await open_reply(self.turn.chain, self.body, refusals_fall_through=False)
-            except ApiError as exc:
-                self.failure = exc
-                yield self._meta()
-                codigo = UNAVAILABLE if exc.status >= 500 else REFUSED
-                yield self._event("error", codigo=codigo, message=exc.message)
-                yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
-                return
-            self.answered, self.model = True, opened.target.public_id
+            if self.entry is not None:
+                chunks, self.model, self._usage = replay(self.entry), self.entry.model, self.entry.usage
+            else:
+                try:
+                    opened = await open_reply(self.turn.chain, self.body, refusals_fall_through=False)
+                except ApiError as exc:
+                    self.failure = exc
+                    yield self._meta()
+                    codigo = UNAVAILABLE if exc.status >= 500 else REFUSED
+                    yield self._event("error", codigo=codigo, message=exc.message)
+                    yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
+                    return
+                chunks, self.model = opened.chunks, opened.target.public_id
+                self.recorder = self.cache.record(CHAT) if self.cache is not None else None
+            self.answered = True
             yield self._meta()
+            whole = False
             try:
-                async for chunk in opened.chunks:
+                async for chunk in chunks:
                     self.reply.feed(chunk)
+                    if self.recorder is not None:
+                        self.recorder.add(chunk)
                     for choice in chunk.get("choices") or ():
                         text = (choice.get("delta") or {}).get("content") if choice.get("index", 0) == 0 else None
                         if text:
                             yield self._event("delta", text=text)
+                whole = True
             except StreamCut as cut:
                 self.cut = cut
             await self._finish()
+            if whole and self.recorder is not None:  # kept before `done`: a client with the whole reply finds it
+                await self.cache.keep(self.recorder, model=self.model, usage=self.usage())
             if self.cut is not None:
                 yield self._event("error", codigo=INTERRUPTED, message=self.cut.message)
             yield self._event("done", message_id=self.message.pk if self.message else None, usage=self.usage(),
@@ -139,7 +168,7 @@ class ChatReply:
                 usage = self.usage()
                 meter(account_id=self.turn.account.pk, model=self.model, surface=SURFACE,
                       input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-                      request_id=self.request.request_id)
+                      request_id=self.request.request_id, cached=self.entry is not None)
         finally:
             close_old_connections()
 

@@ -60,6 +60,7 @@ class Turn:
     chain: list[Target]
     context_window: int
     stream: bool
+    model_id: str = ""  # the model asked for (else the profile's or the default's): the response cache's key
     history: list[Message] = field(default_factory=list)
     refusal: ApiError | None = None  # a used-up token quota, sent inside the stream
 
@@ -87,7 +88,8 @@ def chat_turn_prepare(request) -> Turn:
             raise ApiError(404, "Collection not found.", code="not_found")
         collections = [own, *(c for c in collections if c.pk != own.pk)]
 
-    chain = plan_chain(_model_id(data.get("model"), profile), group=account.group)
+    model_id = _model_id(data.get("model"), profile)
+    chain = plan_chain(model_id, group=account.group)
     refusal = None
     try:
         quota_check(account_id=account.pk, group=account.group, used=request.quota_used)
@@ -96,7 +98,7 @@ def chat_turn_prepare(request) -> Turn:
     windows = Model.objects.filter(pk__in=[t.id for t in chain]).values_list("context_window", flat=True)
     return Turn(
         account=account, message=data["message"], attachments=attachments, conversation=conversation,
-        profile=profile, collections=collections, chain=chain, stream=data["stream"],
+        profile=profile, collections=collections, chain=chain, stream=data["stream"], model_id=model_id,
         context_window=min(windows, default=Model._meta.get_field("context_window").default),
         history=conversation_history(conversation) if refusal is None else [], refusal=refusal,
     )

@@ -40,28 +40,32 @@ def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
 
 
 def meter(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
-          request_id: str = "", key: str | None = None) -> None:
+          request_id: str = "", key: str | None = None, cached: bool = False) -> None:
     """Record a call's usage once. `key` makes the record the same record however often it is
     metered (a run: `run-<pk>`); without it each call to meter is a record of its own (an agent
-    turn meters each of its rounds under one request id). Never raises."""
-    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key)) is not None:
+    turn meters each of its rounds under one request id). `cached`: a reply given from the
+    response cache (gateway/cache/), its tokens those it delivered; it counts against the token
+    quotas like any other (docs/decisions.md, "Response cache"). Never raises."""
+    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached)) is not None:
         quota_add(account_id=account_id, tokens=input_tokens + output_tokens, now=now)  # never raises
 
 
 async def meter_async(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
-                      request_id: str = "", key: str | None = None) -> None:
+                      request_id: str = "", key: str | None = None, cached: bool = False) -> None:
     """`meter` from the event loop: the spool append is one write(); the quota counters are
     added to from the loop (gateway/state/loop_redis.py), so no thread is needed. Never raises."""
-    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key)) is not None:
+    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached)) is not None:
         await quota_add_async(account_id=account_id, tokens=input_tokens + output_tokens, now=now)
 
 
-def _record(account_id, model, surface, input_tokens, output_tokens, request_id, key):
+def _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached):
     """Append the usage record to the spool; its time, or None when there is nothing to count."""
     total = input_tokens + output_tokens
     if total <= 0:
         return None
     metrics.tokens(model, input_tokens, output_tokens)
+    if cached:
+        metrics.cache_hit(model, input_tokens, output_tokens)
     if (exchange := current.get()) is not None:  # the request's log line names them
         exchange.metered(model, input_tokens, output_tokens)
     now = timezone.now()
@@ -69,7 +73,7 @@ def _record(account_id, model, surface, input_tokens, output_tokens, request_id,
         usage_writer.submit(UsageRecord(
             account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
             output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],
-            created_at=now,
+            cached=cached, created_at=now,
         ))
     except Exception:  # submit keeps what it can and logs; this is the last guard of an answered call
         logger.exception("usage of account %s not recorded (%s, %s tokens)", account_id, model, total)

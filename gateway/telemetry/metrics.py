@@ -48,6 +48,12 @@ FALL_THROUGHS = Counter("gateway_fall_throughs", "Models that failed before thei
                         ["server", "model", "reason"], registry=None)
 TOKENS = Counter("gateway_tokens", "Tokens metered, by model and direction (input, output).",
                  ["model", "direction"], registry=None)
+CACHE_HITS = Counter("gateway_cache_hits", "Chat replies given from the response cache (no model server called), "
+                     "by the model that made the cached reply.", ["model"], registry=None)
+CACHE_SAVED_TOKENS = Counter("gateway_cache_saved_tokens", "Tokens of the replies given from the response cache, "
+                             "which no model server had to read or write, by model and direction (input, output). "
+                             "They are also in gateway_tokens: a hit is metered like any call.",
+                             ["model", "direction"], registry=None)
 RATE_LIMIT_REFUSALS = Counter("gateway_rate_limit_refusals", "Requests refused 429 by a request ceiling, by the "
                               "counter that refused (shared, general, login, hooks, collection_*).", ["limit"],
                               registry=None)
@@ -96,6 +102,14 @@ def tokens(model: str, input_tokens: int, output_tokens: int) -> None:
         _child(TOKENS, model, "input").inc(input_tokens)
     if output_tokens:
         _child(TOKENS, model, "output").inc(output_tokens)
+
+
+def cache_hit(model: str, input_tokens: int, output_tokens: int) -> None:
+    _child(CACHE_HITS, model).inc()
+    if input_tokens:
+        _child(CACHE_SAVED_TOKENS, model, "input").inc(input_tokens)
+    if output_tokens:
+        _child(CACHE_SAVED_TOKENS, model, "output").inc(output_tokens)
 
 
 def rate_limit_refused(limit: str) -> None:

@@ -43,23 +43,38 @@ BACKOFF_MAX_SECONDS = 2.0
 
 
 def record_to_line(record: UsageRecord) -> dict:
-    return {"k": record.key, "a": record.account_id, "m": record.model, "s": record.surface,
+    """The spool's line of a record. `c` (answered from the response cache) only when true: a line
+    without it, as every line spooled before it existed, is a record not cached."""
+    line = {"k": record.key, "a": record.account_id, "m": record.model, "s": record.surface,
             "i": record.input_tokens, "o": record.output_tokens, "r": record.request_id,
             "t": record.created_at.isoformat()}
+    if record.cached:
+        line["c"] = 1
+    return line
 
 
 def record_from_line(line: dict) -> UsageRecord:
-    return UsageRecord(**dict(zip(COLUMNS, row_from_line(line))))
+    return UsageRecord(**dict(zip(COLUMNS, full_row_from_line(line))))
 
 
 # The row of a record as the INSERT takes it; `key` is unique, so a row written twice is written once.
-COLUMNS = ("key", "account_id", "model", "surface", "input_tokens", "output_tokens", "request_id", "created_at")
-POSTGRESQL_TYPES = ("varchar", "bigint", "varchar", "varchar", "integer", "integer", "varchar", "timestamptz")
+# `cached` last: a row without it (the shape before it existed) is a record not cached.
+COLUMNS = ("key", "account_id", "model", "surface", "input_tokens", "output_tokens", "request_id", "created_at",
+           "cached")
+POSTGRESQL_TYPES = ("varchar", "bigint", "varchar", "varchar", "integer", "integer", "varchar", "timestamptz",
+                    "boolean")
+AT = COLUMNS.index("created_at")  # written as text
 
 
 def row_from_line(line: dict) -> tuple:
+    """The record's row without its `cached` flag (what the quota rebuild reads, gateway/limits/quotas.py)."""
     return (line["k"], int(line["a"]), line["m"], line["s"], int(line["i"]), int(line["o"]), line.get("r", ""),
             datetime.fromisoformat(line["t"]))
+
+
+def full_row_from_line(line: dict) -> tuple:
+    """The record's row in COLUMNS' order."""
+    return (*row_from_line(line), bool(line.get("c", False)))
 
 
 def insert(records: list[UsageRecord]) -> None:
@@ -72,12 +87,14 @@ NEVER_TAKEN = (DataError, OverflowError)
 
 
 def insert_rows(rows: list[tuple]) -> None:
-    """Write rows (in COLUMNS' order) once each: a key already in the database is skipped; a row
-    whose account is gone is dropped with a warning, one the database can never take (DataError;
-    on SQLite, whose columns take text of any length, the OverflowError of a number past 64 bits)
-    with an error. Raises a DatabaseError when the database cannot take them now (down, read-only)."""
+    """Write rows (in COLUMNS' order; one without `cached` is not cached) once each: a key already in
+    the database is skipped; a row whose account is gone is dropped with a warning, one the database
+    can never take (DataError; on SQLite, whose columns take text of any length, the OverflowError of
+    a number past 64 bits) with an error. Raises a DatabaseError when the database cannot take them
+    now (down, read-only)."""
     if not rows:
         return
+    rows = [row if len(row) == len(COLUMNS) else (*row, False) for row in rows]
     Account = account_model()
     accounts = set(Account.objects.filter(pk__in={row[1] for row in rows}).values_list("pk", flat=True))
     kept = []
@@ -115,18 +132,19 @@ def _write_rows(rows: list[tuple]) -> None:
         if connection.vendor == "postgresql":
             values = ", ".join(f"(e->>{i})::{kind}" for i, kind in enumerate(POSTGRESQL_TYPES))
             cursor.execute(f"INSERT INTO {table} ({names}) SELECT {values} FROM jsonb_array_elements(%s::jsonb) AS e "
-                           "ON CONFLICT DO NOTHING", [json.dumps([[*row[:-1], row[-1].isoformat()] for row in rows])])
+                           "ON CONFLICT DO NOTHING",
+                           [json.dumps([[*row[:AT], row[AT].isoformat(), *row[AT + 1:]] for row in rows])])
         else:
             adapt = connection.ops.adapt_datetimefield_value
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
-                               "ON CONFLICT DO NOTHING", [(*row[:-1], adapt(row[-1])) for row in rows])
+                               "ON CONFLICT DO NOTHING", [(*row[:AT], adapt(row[AT]), *row[AT + 1:]) for row in rows])
 
 
 def _insert_lines(lines: list[dict]) -> None:
     rows = []
     for line in lines:
         try:
-            rows.append(row_from_line(line))
+            rows.append(full_row_from_line(line))
         except (KeyError, TypeError, ValueError):
             logger.warning("usage spool: a record that cannot be read is skipped: %r", line)
     insert_rows(rows)
