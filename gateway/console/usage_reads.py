@@ -1,14 +1,15 @@
 """The usage console's reads (the admin page of gateway/console/usage_views.py): its filters and
 the queries behind it.
 
-Every figure but the CSV export and the start of the quota week comes from UsageDaily, the usage
-records added up per UTC day, account and model by database triggers (migration 0007): the page
-runs the same fixed number of queries whatever the number of records
-(tests/gateway/console/test_usage_console.py counts them), each over days rather than calls
-(bench/usage_console.py times them at a million records). Aggregates group by the account's id
-alone and read the few names shown afterwards (`account_names`): grouping by e-mail addresses
-made PostgreSQL sort every row on disk. It reads the database, not the quota counters: a record still in a process's
-spool shows up within USAGE_FLUSH_SECONDS."""
+Every figure but the CSV export, the start of the quota week and the response cache's hits (read
+from the cached records alone) comes from UsageDaily, the usage records added up per UTC day,
+account and model by database triggers (migration 0007): the page runs the same fixed number of
+queries whatever the number of records (tests/gateway/console/test_usage_console.py counts them),
+each over days rather than calls (bench/usage_console.py times them at a million records).
+Aggregates group by the account's id alone and read the few names shown afterwards
+(`account_names`): grouping by e-mail addresses made PostgreSQL sort every row on disk. It reads
+the database, not the quota counters: a record still in a process's spool shows up within
+USAGE_FLUSH_SECONDS."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-from django.db.models import F, Q, Sum
+from django.db.models import Count, F, Q, Sum
 
 from gateway.limits.quotas import windows_at
 from gateway.models import CallFailureDaily, UsageDaily, UsageRecord, account_model
@@ -148,6 +149,20 @@ def top_accounts(f: Filters, limit: int = TOP_ACCOUNTS) -> list[dict]:
     return list(rows.values("account_id").annotate(tokens=Sum(TOKENS))  # before the sums named like columns
                 .annotate(calls=Sum("calls"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"))
                 .order_by("-tokens", "account_id")[:limit])
+
+
+def cache_hits(f: Filters) -> list[dict]:
+    """Per model, every model: the calls answered from the response cache (gateway/cache/) in the
+    range, group and account filtered on, and the tokens they delivered, which no model server read or
+    wrote (one query over the cached records alone: a partial index, migration 0009). The model filter
+    is the caller's to apply. Read from the records, not the roll-up, which does not tell hits apart."""
+    rows = UsageRecord.objects.filter(cached=True, created_at__gte=f.since, created_at__lt=f.until)
+    if f.group:
+        rows = rows.filter(account__group=f.group)
+    if f.account:
+        rows = rows.filter(account=f.account)
+    return list(rows.values("model").annotate(hits=Count("id"), input_tokens=Sum("input_tokens"),
+                                              output_tokens=Sum("output_tokens")).order_by("model"))
 
 
 def account_names(ids) -> dict[int, tuple[str, str]]:

@@ -21,6 +21,7 @@ from gateway.console.usage_chart import chart_series, stacked_bars
 from gateway.console.usage_reads import (
     Filters,
     account_names,
+    cache_hits,
     ceiling_use,
     failure_counts,
     parse_filters,
@@ -52,9 +53,13 @@ def usage_console(request, admin_site):
 def _figures(f: Filters, now: datetime) -> dict:
     every_model = usage_by_day_and_model(f)
     failures_of_every_model = failure_counts(f)
+    hits_of_every_model = cache_hits(f)
     models = {r["model"] for r in every_model} | {r["model"] for r in failures_of_every_model} | {f.model} - {""}
     rows = [r for r in every_model if r["model"] == f.model] if f.model else every_model
     failures = [r for r in failures_of_every_model if r["model"] == f.model] if f.model else failures_of_every_model
+    hits = [r for r in hits_of_every_model if r["model"] == f.model] if f.model else hits_of_every_model
+    for r in hits:
+        r["tokens"] = r["input_tokens"] + r["output_tokens"]
     tokens: dict = {}
     calls: dict = {}
     by_model: dict[str, int] = {}
@@ -88,6 +93,9 @@ def _figures(f: Filters, now: datetime) -> dict:
         "ceiling_accounts": ceiling_accounts,
         "failures": failures,
         "failure_totals": {kind: sum(r[kind] for r in failures) for kind in CallFailureDaily.Kind.values},
+        "cache_hits": hits,
+        "cache_totals": {name: sum(r[name] for r in hits) for name in ("hits", "input_tokens", "output_tokens",
+                                                                       "tokens")},
         "models": sorted(models),
         "query": f.query_string(),
         "query_without_account": f.query_string(account=False),
