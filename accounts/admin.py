@@ -14,7 +14,7 @@ class AccountGroupAdmin(admin.ModelAdmin):
                     "remote_servers_allowed", "attachments_per_message", "response_cache_ttl"]
     list_filter = ["api_access", "all_models", "remote_servers_allowed"]
     search_fields = ["name"]
-    filter_horizontal = ["allowed_models"]
+    filter_horizontal = ["allowed_models", "allowed_aliases"]
 
 
 class ApiKeyInline(admin.StackedInline):

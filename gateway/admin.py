@@ -1,12 +1,14 @@
-"""The operator console for the model registry. A server's API key is write-only."""
+"""The operator console for the model registry: servers, models, aliases. A server's API key is write-only."""
 
 from django import forms
 from django.contrib import admin, messages
+from django.utils.html import format_html, format_html_join
 
 from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
 from gateway.console.server_admin import HEALTH_FIELDS, ServerHealthAdmin
-from gateway.models import Model, ModelFallback, ModelServer, UsageRecord
+from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer, UsageRecord
 from gateway.registry import discovery
+from gateway.state import loads
 
 # The console's "View site" link pointed at "/", which nothing answers: no link.
 admin.site.site_url = None
@@ -79,6 +81,64 @@ class ModelAdmin(admin.ModelAdmin):
         names = [name for name, on in (("chat", model.supports_chat), ("embeddings", model.supports_embeddings),
                                        ("audio", model.supports_audio)) if on]
         return ", ".join(names) or "none"
+
+
+class AliasDeploymentInline(admin.TabularInline):
+    model = AliasDeployment
+    fields = ["model", "weight"]
+    autocomplete_fields = ["model"]
+    extra = 0
+
+
+class AliasFallbackInline(admin.TabularInline):
+    model = AliasFallback
+    fk_name = "alias"
+    fields = ["position", "fallback"]
+    autocomplete_fields = ["fallback"]
+    extra = 0
+    verbose_name_plural = "fallbacks (after every deployment, before the default model)"
+
+
+@admin.register(Alias)
+class AliasAdmin(admin.ModelAdmin):
+    """An alias, its weighted deployments and its fallbacks; beside them, each deployment's share of
+    the calls, calls in flight and moving time to first byte, as every process told them
+    (gateway/state/loads.py)."""
+
+    list_display = ["name", "policy", "affinity", "enabled", "deployment_count"]
+    list_filter = ["policy", "affinity", "enabled"]
+    search_fields = ["name"]
+    fields = ["name", "policy", "affinity", "enabled", "deployments_now"]
+    readonly_fields = ["deployments_now"]
+    inlines = [AliasDeploymentInline, AliasFallbackInline]
+
+    def get_queryset(self, request):
+        from django.db.models import Count
+
+        return super().get_queryset(request).annotate(deployment_total=Count("deployments"))
+
+    @admin.display(description="Deployments", ordering="deployment_total")
+    def deployment_count(self, alias):
+        return alias.deployment_total
+
+    @admin.display(description="Deployments now")
+    def deployments_now(self, alias):
+        """Share of the calls (this quarter of an hour and the one before), calls in flight, and the
+        moving time to first byte, per deployment."""
+        rows = list(alias.deployments.select_related("model__server")) if alias.pk else []
+        if not rows:
+            return "No deployment yet."
+        board = loads.board([row.model_id for row in rows])
+        total = sum(board[row.model_id].recent_calls for row in rows)
+        cells = []
+        for row in rows:
+            load = board[row.model_id]
+            share = f"{100 * load.recent_calls / total:.0f} % ({load.recent_calls})" if total else "no calls"
+            latency = f"{load.latency_ms:.0f} ms" if load.latency_ms is not None else "not measured"
+            cells.append((row.model.public_id, row.weight, share, load.in_flight, latency))
+        body = format_html_join("", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", cells)
+        return format_html("<table><thead><tr><th>Deployment</th><th>Weight</th><th>Share of calls</th>"
+                           "<th>In flight</th><th>Time to first byte</th></tr></thead><tbody>{}</tbody></table>", body)
 
 
 @admin.register(UsageRecord)

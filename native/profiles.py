@@ -1,4 +1,5 @@
-"""Profiles a caller may use (DESIGN.md, Profiles; docs/decisions.md, "Profiles").
+"""Profiles a caller may use (DESIGN.md, Profiles; docs/decisions.md, "Profiles"), and the aliases
+it may chat with (issue 24: `aliases_for`).
 
 A profile is listed to the members of the groups it is granted to, while it is enabled. Its
 `available` says whether its model (or the default model, when the profile names none) can
@@ -13,7 +14,7 @@ from typing import Any
 
 from gateway.models import Model
 from gateway.registry.discovery import discover_models
-from gateway.registry.routing import group_may_use
+from gateway.registry.routing import group_may_use, usable_aliases
 from gateway.registry.snapshot import Registry, registry
 from native.models import Profile
 
@@ -40,6 +41,22 @@ def profiles_refresh(*, account) -> dict[str, Any]:
     """Discover the models of every enabled server, then list the caller's profiles afresh."""
     reports = discover_models()
     return {"profiles": profiles_for(account=account), "servers": [r.as_dict() for r in reports]}
+
+
+def aliases_for(*, account) -> list[dict[str, Any]]:
+    """The aliases the caller's group may chat with (issue 24), by name, each with its policy and
+    whether it is `available`: one of its deployments the group may reach was listed by its server
+    at the last discovery, and that discovery did not fail (as a profile's model)."""
+    reg = registry()
+    aliases = usable_aliases(account.group, reg=reg)
+    ids = {d.target.id for pool in aliases for d in pool.deployments}
+    listed = set(Model.objects.filter(pk__in=ids, unlisted_since__isnull=True, server__discovery_error="")
+                 .values_list("pk", flat=True))
+    return [{"name": pool.name, "policy": pool.policy,
+             "available": any(d.target.id in listed and "chat" in d.target.capabilities
+                              and (account.group.remote_servers_allowed or not d.target.server.is_remote)
+                              for d in pool.deployments)}
+            for pool in aliases]
 
 
 def model_available(model: Model | None, *, group, reg: Registry) -> bool:

@@ -14,14 +14,14 @@ deployment before any fallback (gateway/registry/routing.py builds the chain aro
 - `weighted`: at random, by weight (each healthy deployment's chance is its share of the weights).
 - `least-busy`: the fewest calls in flight for its weight, across every process (gateway/state/loads.py);
   ties at random by weight.
-- `latency`: the lowest moving time to first byte. The deployments within LATENCY_TOLERANCE of the
-  fastest share the calls by weight, so the fastest is not flooded on a difference of noise; one not
-  tried for LATENCY_PROBE_SECONDS (or never measured) gets the next call, so a deployment that was
-  slow can show it is fast again.
-- Affinity: with a key (the session, or the `user` field), the healthy deployment the key hashes
-  to comes first (rendezvous hashing over the healthy deployments, by weight: no state; when that
-  deployment goes down the key moves to another, and back when it returns), so a server's prefix
-  cache is reused. The rest follow in the policy's order.
+- `latency`: the lowest moving time to first byte. The deployments within LATENCY_TOLERANCE (or
+  LATENCY_SLACK_SECONDS) of the fastest share the calls by weight, so the fastest is not flooded on
+  a difference of noise; one not tried for LATENCY_PROBE_SECONDS (or never measured) gets the next
+  call, so a deployment that was slow can show it is fast again.
+- Affinity: with a key (the session, or the `user` field), the healthy deployments come in the
+  order the key prefers them (rendezvous hashing by weight: no state): the first is the key's home
+  while it is healthy, so a server's prefix cache is reused; when it goes down the key moves to its
+  next one, and back when it returns. The policy orders the calls that have no key.
 
 All of it is arithmetic on this process's copies: no I/O on the call's way.
 """
@@ -42,7 +42,8 @@ from gateway.state import loads
 
 WEIGHTED, LEAST_BUSY, LATENCY = "weighted", "least-busy", "latency"  # gateway.models.Alias.Policy
 NO_AFFINITY, SESSION, USER = "none", "session", "user"  # gateway.models.Alias.Affinity
-LATENCY_TOLERANCE = 0.2
+LATENCY_TOLERANCE = 0.2  # within 20 % of the fastest...
+LATENCY_SLACK_SECONDS = 0.010  # ...or 10 ms: on a fast network the difference is noise
 LATENCY_PROBE_SECONDS = 30.0
 AFFINITY_KEY_CHARS = 256  # of a longer key, this much is hashed
 
@@ -82,14 +83,9 @@ def order(pool: Pool, deployments: Sequence[Deployment], affinity: Affinity = NO
         else:
             standby.append(deployment)
     loads.watch(tuple(d.target.id for d in deployments))
-    first = []
     key = affinity.key_for(pool.affinity)
-    if key and healthy:
-        chosen = affine(key, healthy)
-        healthy = [d for d in healthy if d is not chosen]
-        first = [chosen]
-    ranked = [*first, *POLICIES.get(pool.policy, weighted)(healthy), *standby, *failing, *cooling]
-    return [d.target for d in ranked]
+    healthy = affine(key, healthy) if key else POLICIES.get(pool.policy, weighted)(healthy)
+    return [d.target for d in (*healthy, *standby, *failing, *cooling)]
 
 
 def weighted(deployments: list[Deployment]) -> list[Deployment]:
@@ -112,8 +108,8 @@ def least_busy(deployments: list[Deployment]) -> list[Deployment]:
 
 
 def fastest(deployments: list[Deployment]) -> list[Deployment]:
-    """The `latency` policy: a probe first when one is due, then those within LATENCY_TOLERANCE of the
-    fastest (by weight), then the slower ones, then those still unmeasured."""
+    """The `latency` policy: a probe first when one is due, then those near the fastest (by weight),
+    then the slower ones, then those still unmeasured."""
     if len(deployments) < 2:
         return deployments
     now = time.time()
@@ -136,7 +132,8 @@ def fastest(deployments: list[Deployment]) -> list[Deployment]:
     measured.sort(key=lambda pair: pair[0])
     if not measured:
         return [*probe, *weighted(waiting)]
-    limit = measured[0][0] * (1 + LATENCY_TOLERANCE)
+    best = measured[0][0]
+    limit = max(best * (1 + LATENCY_TOLERANCE), best + LATENCY_SLACK_SECONDS)
     near = [d for seconds, d in measured if seconds <= limit]
     slower = [d for seconds, d in measured if seconds > limit]
     return [*probe, *weighted(near), *slower, *weighted(waiting)]
@@ -145,10 +142,11 @@ def fastest(deployments: list[Deployment]) -> list[Deployment]:
 POLICIES = {WEIGHTED: weighted, LEAST_BUSY: least_busy, LATENCY: fastest}
 
 
-def affine(key: str, deployments: list[Deployment]) -> Deployment:
-    """The deployment `key` belongs to among `deployments`: weighted rendezvous hashing (the highest
-    -weight / ln(u), u the key and the deployment's hash in (0, 1)). Only the keys of a deployment
-    that leaves move, and they come back when it returns."""
+def affine(key: str, deployments: list[Deployment]) -> list[Deployment]:
+    """`deployments` in the order `key` prefers them: weighted rendezvous hashing (by -weight / ln(u),
+    u the key and the deployment's hash in (0, 1)). The first is the key's home; when it leaves, only
+    its keys move (each to its own next one, which was already its fall-through), and they come back
+    when it returns."""
     key = key[:AFFINITY_KEY_CHARS]
 
     def score(deployment: Deployment) -> float:
@@ -156,4 +154,4 @@ def affine(key: str, deployments: list[Deployment]) -> Deployment:
         u = (int.from_bytes(digest, "big") + 0.5) / 2.0 ** 64
         return -deployment.weight / math.log(u)
 
-    return max(deployments, key=score)
+    return sorted(deployments, key=score, reverse=True)

@@ -32,16 +32,17 @@ def usable_targets(group, *, capability: str | None = None) -> list[Target]:
     )
 
 
-def usable_aliases(group, *, capability: str = "chat", reg: Registry | None = None) -> list[Pool]:
-    """The aliases a group may use, by name: allowed to it, with a deployment of `capability` it
-    may reach (a group kept off remote servers needs a local one)."""
+def usable_aliases(group, *, capability: str | None = "chat", reg: Registry | None = None) -> list[Pool]:
+    """The aliases a group may use, by name: allowed to it, with a deployment (of `capability`, unless
+    None) it may reach (a group kept off remote servers needs a local one)."""
     reg = reg or registry()
     return [pool for pool in reg.aliases if alias_allowed(group, pool, reg)
             and any(_reachable(group, d.target, capability) for d in pool.deployments)]
 
 
-def _reachable(group, target: Target, capability: str) -> bool:
-    return capability in target.capabilities and (group.remote_servers_allowed or not target.server.is_remote)
+def _reachable(group, target: Target, capability: str | None) -> bool:
+    return ((capability is None or capability in target.capabilities)
+            and (group.remote_servers_allowed or not target.server.is_remote))
 
 
 def resolve(model_id: str, reg: Registry) -> Target | Pool:

@@ -40,6 +40,7 @@ CAUSE_CHARS = 300
 
 _ok: dict[int, float] = {}  # server id → time of this process's last success
 _failed: dict[int, tuple[float, str]] = {}  # server id → (time, cause) of its last failure
+_forgiven: dict[int, float] = {}  # server id → when an operator last changed it (gateway/registry/signals.py)
 _written_ok: dict[int, float] = {}  # what this process last wrote, so that only news is written
 _written_failed: dict[int, float] = {}
 _start_lock = threading.Lock()
@@ -74,14 +75,19 @@ FAILING_SECONDS = 10.0
 
 
 def failing(server_id: int) -> bool:
-    """Whether this process's last call to the server failed, after its last success, within
-    FAILING_SECONDS: a pool tries its other deployments first meanwhile (gateway/registry/pools.py).
-    Two dictionary reads."""
+    """Whether this process's last call to the server failed, after its last success (or the
+    operator's last change), within FAILING_SECONDS: a pool tries its other deployments first
+    meanwhile (gateway/registry/pools.py). A few dictionary reads."""
     failure = _failed.get(server_id)
     if failure is None:
         return False
     at = failure[0]
-    return at > _ok.get(server_id, 0.0) and time.time() - at < FAILING_SECONDS
+    return at > _ok.get(server_id, 0.0) and at > _forgiven.get(server_id, 0.0) and time.time() - at < FAILING_SECONDS
+
+
+def forgive(server_id: int) -> None:
+    """An operator changed the server: it gets a fresh chance (its failures stay on record)."""
+    _forgiven[server_id] = time.time()
 
 
 # --- Writing what changed -----------------------------------------------------------------------
@@ -155,6 +161,7 @@ def forget_all() -> None:
     """Drop this process's record (tests)."""
     _ok.clear()
     _failed.clear()
+    _forgiven.clear()
     _written_ok.clear()
     _written_failed.clear()
 

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer
-from gateway.registry import cooldown
+from gateway.registry import cooldown, server_health
 from gateway.registry.snapshot import forget_noted_stamps, registry_changed
 
 
@@ -18,6 +18,7 @@ def server_changed(sender, instance, **kwargs) -> None:
     """An operator changed a server (its address, key, timeouts): it gets a fresh chance."""
     registry_changed()
     transaction.on_commit(lambda: cooldown.clear(instance.pk), robust=True)
+    server_health.forgive(instance.pk)  # this process's own record; a pool no longer avoids it
 
 
 def allowed_models_changed(sender, action, **kwargs) -> None:
