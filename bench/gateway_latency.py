@@ -5,6 +5,7 @@ side by side with LiteLLM's proxy.
     .venv/bin/python bench/gateway_latency.py --quick       # small sanity run (about 1.5 minutes)
     .venv/bin/python bench/gateway_latency.py --no-litellm  # direct and gateway only (as before issue 13)
     .venv/bin/python bench/gateway_latency.py --profile     # c=1 non-stream under py-spy -> results/profile.txt
+    .venv/bin/python bench/gateway_latency.py --pool 3      # the gateway's model is a pool of three deployments
     .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE,
                                                             # --tag, --rounds
 
@@ -59,7 +60,7 @@ def run_benchmark(args, stack: Stack) -> None:
                    "gateway": (stack.gateway, "bench-an/claude-echo", stack.api_key)}
     else:
         targets = {"direct": (stack.upstream, "echo-1", stack.api_key),
-                   "gateway": (stack.gateway, "bench/echo-1", stack.api_key)}
+                   "gateway": (stack.gateway, stack.model, stack.api_key)}
     litellm = None
     if not args.no_litellm:
         from litellm_proxy import MODEL, LiteLLM
@@ -131,6 +132,9 @@ def main() -> int:
     p.add_argument("--surface", choices=("chat", "messages"), default="chat",
                    help="chat completions to an OpenAI-kind server (default), or /v1/messages to an Anthropic-kind "
                         "one (with --no-litellm)")
+    p.add_argument("--pool", type=int, default=1, metavar="N",
+                   help="N servers hold echo-1 on the one upstream and the gateway is asked for the bare name: a pool "
+                        "of N deployments (issue 24; before pools, the first server answered it)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the gateway process (e.g. DB_CONN_MAX_AGE=60); repeatable")
     args = p.parse_args()
@@ -140,7 +144,7 @@ def main() -> int:
 
     harness.install_signal_handlers()
     git_commit(args.commit)  # the code the run starts with
-    stack = Stack(extra_env, REDIS_URL)
+    stack = Stack(extra_env, REDIS_URL, pool=args.pool)
     if args.server == "granian":
         stack.use_granian()
     try:

@@ -25,8 +25,9 @@ class Stack:
     """Everything a benchmark runs; `close()` undoes it all and is safe to call twice."""
 
     def __init__(self, extra_env: dict[str, str], redis_url: str, db_prefix: str = "bench_gateway_",
-                 redis_patterns: tuple[str, ...] = ("gw:*",)):
+                 redis_patterns: tuple[str, ...] = ("gw:*",), pool: int = 1):
         self.pid = os.getpid()
+        self.pool = pool  # servers holding echo-1 on the one upstream: more than one makes the bare name a pool
         self.db_prefix = db_prefix
         self.db_name = f"{db_prefix}{self.pid}"
         self.db_url = harness.PG_URL_TEMPLATE.format(name=self.db_name)
@@ -101,6 +102,11 @@ class Stack:
         httpx.post(self.upstream + "/_control", json={"reply": REPLY, "tokens_per_second": 0, "latency_ms": 0},
                    timeout=5).raise_for_status()
 
+    @property
+    def model(self) -> str:
+        """The model the gateway is asked for: `bench/echo-1`, or with a pool the bare name its servers share."""
+        return "echo-1" if self.pool > 1 else "bench/echo-1"
+
     def configure(self) -> None:
         config = self.tmp / "bench.yaml"
         config.write_text(
@@ -115,7 +121,9 @@ class Stack:
             f"    base_url: http://127.0.0.1:{self.upstream_port}\n"
             "    models:\n"
             "      - name: claude-echo\n"
-            "default_model: bench/echo-1\n"
+            + "".join(f"  - name: bench{n}\n    kind: openai\n    base_url: http://127.0.0.1:{self.upstream_port}/v1\n"
+                      "    models:\n      - name: echo-1\n" for n in range(2, self.pool + 1))
+            + "default_model: bench/echo-1\n"
             "groups:\n"
             "  - name: bench\n"
             "    api_access: true\n"

@@ -14,12 +14,20 @@ import sys
 
 
 def base(spec: dict) -> dict:
-    from gateway.models import Model, ModelServer
+    """The default model `ref/echo-1`, and a second server `ref2` on the same upstream holding
+    `echo-1` too: the bare name is a pool (issue 24), and so is the alias `ref-pool` over both."""
+    from gateway.models import Alias, AliasDeployment, Model, ModelServer
 
     server, _ = ModelServer.objects.update_or_create(
         name="ref", defaults={"base_url": spec["upstream"], "connect_timeout": 2.0, "read_timeout": 20.0})
     model, _ = Model.objects.update_or_create(server=server, name="echo-1", defaults={"is_default": True})
-    return {"default": f"{server.name}/{model.name}"}
+    twin_server, _ = ModelServer.objects.update_or_create(
+        name="ref2", defaults={"base_url": spec["upstream"], "connect_timeout": 2.0, "read_timeout": 20.0})
+    twin, _ = Model.objects.update_or_create(server=twin_server, name="echo-1", defaults={})
+    alias, _ = Alias.objects.update_or_create(name="ref-pool", defaults={"policy": Alias.Policy.LEAST_BUSY})
+    for deployment in (model, twin):
+        AliasDeployment.objects.update_or_create(alias=alias, model=deployment, defaults={"weight": 1})
+    return {"default": f"{server.name}/{model.name}", "pool": "echo-1", "alias": alias.name}
 
 
 def server(spec: dict) -> dict:
