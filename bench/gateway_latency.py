@@ -6,6 +6,7 @@ side by side with LiteLLM's proxy.
     .venv/bin/python bench/gateway_latency.py --no-litellm  # direct and gateway only (as before issue 13)
     .venv/bin/python bench/gateway_latency.py --profile     # c=1 non-stream under py-spy -> results/profile.txt
     .venv/bin/python bench/gateway_latency.py --pool 3      # the gateway's model is a pool of three deployments
+    .venv/bin/python bench/gateway_latency.py --cache 3600  # a response cache hit at c=1 and 16 -> latest-cache.md
     .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE,
                                                             # --tag, --rounds
 
@@ -26,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import harness
-from harness import RESULTS, git_commit
+from harness import PY, RESULTS, git_commit, run_checked
 from loadgen import CLIENTS, measure, summarize
 from report import cell_row, write_report
 from stack import Stack
@@ -53,6 +54,8 @@ def run_benchmark(args, stack: Stack) -> None:
     plan = QUICK if args.quick else FULL
     if args.rounds:
         plan = Plan(plan.name, args.rounds, plan.seconds, plan.warmup_seconds, plan.counts)
+    if args.cache:
+        plan = Plan(plan.name, plan.rounds, plan.seconds, plan.warmup_seconds, plan.counts, concurrencies=(1, 16))
     stack.settings_line = stack.effective_settings()
     stack.start_gateway()
     if args.surface == "messages":  # an Anthropic server behind /v1/messages
@@ -84,7 +87,8 @@ def run_benchmark(args, stack: Stack) -> None:
                     before = harness.backend_snapshot(stack.db_name, stack.redis_url) if gateway else None
                     cpu_before = stack.cpu_snapshot()
                     run = asyncio.run(measure(args.client, base, model, key, stream, c, plan.counts[c],
-                                              plan.seconds, plan.warmup_seconds, args.surface))
+                                              plan.seconds, plan.warmup_seconds, args.surface,
+                                              require_hit=gateway and bool(args.cache)))
                     if gateway:
                         time.sleep(0.2)  # let the last replies' metering finish
                     cpu_after = stack.cpu_snapshot()
@@ -115,6 +119,15 @@ def run_benchmark(args, stack: Stack) -> None:
                  litellm)
 
 
+def keep_replies(stack: Stack, seconds: int) -> None:
+    """--cache: the bench group keeps its replies `seconds` (the response cache, gateway/cache/), set
+    through the model's own save, before the gateway starts."""
+    run_checked([PY, "manage.py", "shell", "-c",
+                 "from accounts.models import AccountGroup; group = AccountGroup.objects.get(name='bench'); "
+                 f"group.response_cache_ttl = {int(seconds)}; group.save()"], stack.env)
+    print(f"bench: the bench group keeps its replies {seconds} s (response cache)", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a small run (about 1.5 minutes) as a sanity check")
@@ -132,12 +145,19 @@ def main() -> int:
     p.add_argument("--surface", choices=("chat", "messages"), default="chat",
                    help="chat completions to an OpenAI-kind server (default), or /v1/messages to an Anthropic-kind "
                         "one (with --no-litellm)")
+    p.add_argument("--cache", type=int, default=0, metavar="SECONDS",
+                   help="a response cache hit: the bench group keeps its replies SECONDS, every measured gateway reply "
+                        "must be a hit (X-Cache: hit) of the one request repeated; c=1 and 16, against the direct "
+                        "call only (implies --no-litellm; result files tagged 'cache')")
     p.add_argument("--pool", type=int, default=1, metavar="N",
                    help="N servers hold echo-1 on the one upstream and the gateway is asked for the bare name: a pool "
                         "of N deployments (issue 24; before pools, the first server answered it)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the gateway process (e.g. DB_CONN_MAX_AGE=60); repeatable")
     args = p.parse_args()
+    if args.cache:
+        args.no_litellm = True
+        args.tag = args.tag or "cache"
     if args.surface == "messages" and not args.no_litellm:
         p.error("--surface messages measures the gateway against the direct call only: add --no-litellm")
     extra_env = dict(item.split("=", 1) for item in args.env)
@@ -149,6 +169,8 @@ def main() -> int:
         stack.use_granian()
     try:
         stack.prepare(args.commit)
+        if args.cache:
+            keep_replies(stack, args.cache)
         if args.profile:
             from pyspy_profile import run_profile
 

@@ -28,6 +28,7 @@ class RawConnection:
     def __init__(self, host: str, port: int):
         self.host, self.port = host, port
         self.reader = self.writer = None
+        self.headers: dict[bytes, bytes] = {}  # of the last reply, names lowercased
 
     async def _open(self) -> None:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port, limit=1 << 20)
@@ -75,13 +76,17 @@ class RawConnection:
             raise HttpError("reply without length")
         if headers.get(b"connection") == b"close":
             await self.close()
+        self.headers = headers
         return status, body, first
 
-    async def request(self, payload: bytes, stream: bool) -> float | None:
-        """A chat completion: checked whole (status 200, text, a stream's [DONE]). Returns the first token's time."""
+    async def request(self, payload: bytes, stream: bool, require_hit: bool = False) -> float | None:
+        """A chat completion: checked whole (status 200, text, a stream's [DONE]; with `require_hit`, an
+        answer from the gateway's response cache, `X-Cache: hit`). Returns the first token's time."""
         status, body, first = await self.exchange(payload, stream)
         if status != 200:
             raise HttpError(f"status {status}: {body[:200]!r}")
+        if require_hit and self.headers.get(b"x-cache") != b"hit":
+            raise HttpError(f"not a cache hit: X-Cache {self.headers.get(b'x-cache')!r}")
         if stream and not STREAM_END.search(body[-64:]):
             raise HttpError(f"stream without its end: {body[-200:]!r}")
         if not stream and b'"content"' not in body:
@@ -104,10 +109,10 @@ class RawClient:
     def build(self, path: str, body: bytes, headers: dict) -> bytes:
         return build_request(self.host, path, body, headers)
 
-    async def call(self, payload: bytes, stream: bool) -> float | None:
+    async def call(self, payload: bytes, stream: bool, require_hit: bool = False) -> float | None:
         conn = self.free.pop()
         try:
-            return await conn.request(payload, stream)
+            return await conn.request(payload, stream, require_hit)
         except BaseException:
             await conn.close()  # a failed exchange leaves the socket in an unknown state
             raise
@@ -131,12 +136,13 @@ class HttpxClient:
     def build(self, path: str, body: bytes, headers: dict):
         return path, body, {"Content-Type": "application/json", **headers}
 
-    async def call(self, payload, stream: bool) -> float | None:
+    async def call(self, payload, stream: bool, require_hit: bool = False) -> float | None:
         path, body, headers = payload
         if not stream:
             r = await self.client.post(path, content=body, headers=headers)
             if r.status_code != 200 or b'"content"' not in r.content:
                 raise HttpError(f"status {r.status_code}: {r.content[:200]!r}")
+            _check_hit(r, require_hit)
             return None
         first, tail = None, b""
         async with self.client.stream("POST", path, content=body, headers=headers) as r:
@@ -146,10 +152,16 @@ class HttpxClient:
                 tail = (tail + chunk)[-64:]
             if r.status_code != 200 or not STREAM_END.search(tail):
                 raise HttpError(f"status {r.status_code}: {tail!r}")
+        _check_hit(r, require_hit)
         return first
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _check_hit(response, require_hit: bool) -> None:
+    if require_hit and response.headers.get("x-cache") != "hit":
+        raise HttpError(f"not a cache hit: X-Cache {response.headers.get('x-cache')!r}")
 
 
 CLIENTS = {"raw": RawClient, "httpx": HttpxClient}
@@ -223,9 +235,11 @@ SURFACES = {  # surface -> (path, the credential's header and prefix)
 
 
 async def measure(kind: str, base: str, model: str, key: str, stream: bool, concurrency: int, count: int,
-                  seconds: float, warmup_seconds: float, surface: str = "chat") -> RunResult:
+                  seconds: float, warmup_seconds: float, surface: str = "chat", require_hit: bool = False) -> RunResult:
     """One measured run of chat completions (or Anthropic messages) against one target: warm-up
-    (discarded), then the run, on one client."""
+    (discarded), then the run, on one client. Every run sends one request over and over; with
+    `require_hit` (bench/gateway_latency.py --cache) a measured reply that is not the gateway's
+    response cache's (`X-Cache: hit`) is an error: the warm-up's first call keeps the reply."""
     client = CLIENTS[kind](base, concurrency)
     body = json.dumps({"model": model, "messages": MESSAGES, "stream": stream, "max_tokens": 64}).encode()
     path, header, prefix = SURFACES[surface]
@@ -234,6 +248,9 @@ async def measure(kind: str, base: str, model: str, key: str, stream: bool, conc
     def call(_i: int):
         return client.call(payload, stream)
 
+    def hit(_i: int):
+        return client.call(payload, stream, True)
+
     try:
         warm = await closed_loop(call, concurrency, max(20, 4 * concurrency), warmup_seconds)
         if warm.errors and not warm.latencies:
@@ -241,7 +258,7 @@ async def measure(kind: str, base: str, model: str, key: str, stream: bool, conc
         gc.collect()
         gc.disable()
         try:
-            run = await closed_loop(call, concurrency, count, seconds)
+            run = await closed_loop(hit if require_hit else call, concurrency, count, seconds)
             run.warmup_requests = len(warm.latencies) + warm.errors
             return run
         finally:
