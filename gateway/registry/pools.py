@@ -45,7 +45,6 @@ NO_AFFINITY, SESSION, USER = "none", "session", "user"  # gateway.models.Alias.A
 LATENCY_TOLERANCE = 0.2  # within 20 % of the fastest...
 LATENCY_SLACK_SECONDS = 0.010  # ...or 10 ms: on a fast network the difference is noise
 LATENCY_PROBE_SECONDS = 30.0
-AFFINITY_KEY_CHARS = 256  # of a longer key, this much is hashed
 
 
 @dataclass(frozen=True)
@@ -147,8 +146,6 @@ def affine(key: str, deployments: list[Deployment]) -> list[Deployment]:
     u the key and the deployment's hash in (0, 1)). The first is the key's home; when it leaves, only
     its keys move (each to its own next one, which was already its fall-through), and they come back
     when it returns."""
-    key = key[:AFFINITY_KEY_CHARS]
-
     def score(deployment: Deployment) -> float:
         digest = hashlib.blake2b(f"{key}\x00{deployment.target.public_id}".encode(), digest_size=8).digest()
         u = (int.from_bytes(digest, "big") + 0.5) / 2.0 ** 64

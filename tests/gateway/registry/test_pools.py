@@ -133,6 +133,7 @@ def test_an_alias_is_allowed_to_a_restricted_group_only_when_it_is_among_its_ali
     # allowed as an alias, whatever its deployments' models; the default is not the group's
     assert sorted(ids(plan_chain("team-llama", group=group))) == ["gpu1/llama", "gpu2/llama"]
     assert [p.name for p in usable_aliases(group)] == ["team-llama"]
+    assert "team-llama" in registry().by_name  # a name the registry knows (native/agent_chain.py asks)
 
 
 def test_an_implicit_pool_gives_a_restricted_group_only_the_deployments_it_may_use(world):
