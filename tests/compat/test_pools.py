@@ -195,6 +195,18 @@ def test_a_reply_cut_midway_in_a_pool_is_504_with_its_partial_and_is_not_retried
     assert sum(reached(pool).values()) == 1  # a failure after the first byte moves nowhere
 
 
+def test_a_pool_stream_cut_midway_ends_with_the_error_item_then_done_and_is_not_retried(pool):
+    for up in pool.ups:
+        up.configure(cut_after_tokens=2)
+    alias("team", pool.models)
+    reply = post(pool.world.base, pool.world.key, "team", stream=True)
+    assert reply.status_code == 200 and reply.headers["X-Inference-Request-Id"]
+    frames = [f for f in reply.text.split("\n\n") if f]
+    assert frames[-1] == "data: [DONE]"
+    assert '"error"' in frames[-2] and '"code":"disconnected"' in frames[-2]
+    assert sum(reached(pool).values()) == 1
+
+
 def test_a_used_up_quota_refuses_an_alias_before_any_call(pool):
     alias("team", pool.models)
     AccountGroup.objects.filter(pk=pool.world.group.pk).update(daily_tokens=0)
