@@ -5,12 +5,13 @@ the shared counter, not on the 300 one). Errors are `{detail}`."""
 from accounts.endpoints import endpoint
 from gateway.limits import ratelimit
 from gateway.web.output import respond
-from native.profiles import profiles_for, profiles_refresh
+from native.profiles import aliases_for, profiles_for, profiles_refresh
 
 
 @endpoint("GET", limit=ratelimit.PROFILES)
 def profile_list(request):
-    return respond({"profiles": profiles_for(account=request.principal.account)})
+    account = request.principal.account
+    return respond({"profiles": profiles_for(account=account), "aliases": aliases_for(account=account)})
 
 
 @endpoint("POST", limit=ratelimit.PROFILES)

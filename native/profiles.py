@@ -40,7 +40,8 @@ def profiles_for(*, account) -> list[dict[str, Any]]:
 def profiles_refresh(*, account) -> dict[str, Any]:
     """Discover the models of every enabled server, then list the caller's profiles afresh."""
     reports = discover_models()
-    return {"profiles": profiles_for(account=account), "servers": [r.as_dict() for r in reports]}
+    return {"profiles": profiles_for(account=account), "aliases": aliases_for(account=account),
+            "servers": [r.as_dict() for r in reports]}
 
 
 def aliases_for(*, account) -> list[dict[str, Any]]:

@@ -21,6 +21,11 @@ CONVERSATION_FIELDS = {"id": {"type": "integer"}, "title": {"type": ["string", "
                        "profile": NULLABLE_STRING, "model": NULLABLE_STRING,
                        "created_at": TIMESTAMP, "updated_at": TIMESTAMP}
 
+# The aliases a group may chat with (issue 24), beside its profiles
+ALIASES = {"type": "array", "items": obj({"name": {"type": "string"},
+                                          "policy": {"enum": ["weighted", "least-busy", "latency"]},
+                                          "available": {"type": "boolean"}}, closed=True)}
+
 SCHEMAS = {
     "Version": obj({"service": {"type": "string"}, "version": {"type": "string"},
                     "api_version": {"type": "string"}}, closed=True),
@@ -62,8 +67,8 @@ SCHEMAS = {
                     "tools": {"type": "array", "items": {"type": "string"}},
                     "collections": {"type": "array", "items": {"type": "integer"}},
                     "available": {"type": "boolean"}}, closed=True),
-    "Profiles": obj({"profiles": {"type": "array", "items": ref("Profile")}}, closed=True),
-    "ProfilesRefreshed": obj({"profiles": {"type": "array", "items": ref("Profile")},
+    "Profiles": obj({"profiles": {"type": "array", "items": ref("Profile")}, "aliases": ALIASES}, closed=True),
+    "ProfilesRefreshed": obj({"profiles": {"type": "array", "items": ref("Profile")}, "aliases": ALIASES,
                               "servers": {"type": "array", "items": obj({
                                   "server": {"type": "string"}, "models": {"type": ["integer", "null"]},
                                   "added": {"type": "integer"}, "unlisted": {"type": "integer"},

@@ -41,3 +41,14 @@ def test_it_lists_the_groups_aliases_with_their_policy_and_whether_they_can_answ
     narrow.allowed_aliases.add(AliasFactory(name="none-deployed"), Alias.objects.get(name="team"))
     assert aliases_for(account=AccountFactory(group=narrow)) == [{"name": "team", "policy": "latency",
                                                                   "available": True}]
+
+
+def test_the_profiles_endpoints_list_the_aliases_beside_the_profiles(client, db):
+    from tests.factories import api_key_for
+
+    alias = AliasFactory(name="team", policy="least-busy")
+    AliasDeploymentFactory(alias=alias, model=ModelFactory(server=ModelServerFactory(name="local"), name="llama"))
+    key = api_key_for(AccountFactory(group=AccountGroupFactory(name="everyone", api_access=True)))
+    listed = client.get("/api/v1/profiles", headers={"Authorization": f"Bearer {key}"})
+    assert listed.status_code == 200
+    assert listed.json()["aliases"] == [{"name": "team", "policy": "least-busy", "available": True}]

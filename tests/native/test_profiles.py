@@ -87,7 +87,7 @@ def test_it_lists_the_callers_enabled_profiles(client, presets, upstream):  # no
          "tools": ["web_search"], "collections": [presets.docs.pk], "available": True},
         {"name": "writer", "title": "Writer", "description": "Drafts text.", "model": "oa/echo-1",
          "temperature": 0.7, "tools": [], "collections": [], "available": True},
-    ]}
+    ], "aliases": []}  # no alias defined (tests/native/test_profile_aliases.py lists them)
     assert upstream.requests == []  # listing never calls a model server
 
 
