@@ -234,7 +234,9 @@ class Call:
 def _cache_of(request: HttpRequest, prepared: Prepared, surface: str) -> ReplyCache | None:
     """The call's response cache (None when its group keeps no replies), keyed on the request as the
     client sent it and, for a request passed through untranslated, the headers and query string sent
-    on with it."""
+    on with it. A group that keeps no replies costs the call one attribute read."""
+    if request.principal.account.group.response_cache_ttl <= 0:
+        return None
     native = prepared.native
     extra = {"headers": native.headers, "query": native.query} if native is not None else None
     return reply_cache(group=request.principal.account.group, surface=surface,
