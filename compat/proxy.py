@@ -21,7 +21,7 @@ from gateway.cache.entry import ANTHROPIC, CHAT, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache, reply_cache
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import AfterSendResponse, meter, meter_async, usage_of
-from gateway.calls.plan import call_plan, check_chat_size
+from gateway.calls.plan import affinity_of, call_plan, check_chat_size
 from gateway.formats.anthropic.events import MessageAccumulator
 from gateway.registry.snapshot import Target
 from gateway.upstream.providers import Native
@@ -61,7 +61,7 @@ def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]],
         chat = to_chat(body, lost=lost) if wire is not None and wire.lossy else to_chat(body)
         check_chat_size(chat)
         chain = call_plan(account=request.principal.account, model_id=chat.get("model"),
-                          quota_used=request.quota_used)
+                          quota_used=request.quota_used, affinity=affinity_of(request, body))
         native = None
         if wire is not None:
             headers = {name: value for name in wire.headers if (value := request.headers.get(name)) is not None}

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
+from gateway.calls.plan import affinity_of
 from gateway.calls.tokens import REPLY_PRIMER, count_chat_request
 from gateway.limits.quotas import quota_check
 from gateway.models import Model
@@ -89,7 +90,8 @@ def chat_turn_prepare(request) -> Turn:
         collections = [own, *(c for c in collections if c.pk != own.pk)]
 
     model_id = _model_id(data.get("model"), profile)
-    chain = plan_chain(model_id, group=account.group)
+    chain = plan_chain(model_id, group=account.group,
+                       affinity=affinity_of(request, conversation_id=conversation.pk if conversation else None))
     refusal = None
     try:
         quota_check(account_id=account.pk, group=account.group, used=request.quota_used)

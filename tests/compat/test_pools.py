@@ -250,3 +250,20 @@ def test_a_conversation_stays_on_one_deployment_while_it_is_up_and_moves_when_it
     finally:
         loop.close()
         loads.forget_all()  # this process's picks: nothing left for its trader to send
+
+
+@pytest.mark.parametrize("field", ["header", "user"])
+def test_a_session_or_a_user_stays_on_one_deployment_over_http(pool, field):
+    """/v1 passes the request's affinity (X-Session-Id, or the `user` field) to the plan."""
+    alias("sticky", pool.models, affinity="session" if field == "header" else "user")
+    answered = set()
+    for i in range(8):
+        extra = {"user": "user-7"} if field == "user" else {}
+        headers = {"Authorization": f"Bearer {pool.world.key}"}
+        if field == "header":
+            headers["X-Session-Id"] = "session-7"
+        r = httpx.post(f"{pool.world.base}/v1/chat/completions", timeout=30, headers=headers,
+                       json={"model": "sticky", "messages": HELLO, **extra})
+        assert r.status_code == 200, r.text
+        answered.add(r.json()["model"])
+    assert len(answered) == 1, answered

@@ -47,7 +47,7 @@ SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote"
 MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
 MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", "fallbacks")
 GROUP_KEYS = ("name", "api_access", "allowed_models", "allowed_aliases", "daily_tokens", "weekly_tokens",
-              "monthly_tokens", "remote_servers_allowed", "attachments_per_message")
+              "monthly_tokens", "remote_servers_allowed", "attachments_per_message", "response_cache_ttl")
 
 # file key → model field, where they differ
 MODEL_FIELDS = {"chat": "supports_chat", "embeddings": "supports_embeddings", "audio": "supports_audio"}
@@ -188,8 +188,8 @@ def _apply_group(entry, where: str, known: KnownModels, summary: Summary) -> Non
         wanted[key] = boolean(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}")
     for key in ("daily_tokens", "weekly_tokens", "monthly_tokens"):
         wanted[key] = whole(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}", -1)
-    key = "attachments_per_message"
-    wanted[key] = whole(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}", 0)
+    for key in ("attachments_per_message", "response_cache_ttl"):
+        wanted[key] = whole(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}", 0)
     allowed: list[int] = []
     if "allowed_models" in entry:
         for i, model_id in enumerate(list_of(entry["allowed_models"], f"{where}.allowed_models")):

@@ -323,3 +323,9 @@ def test_a_bad_translation_choice_is_refused_by_name(apply, line, message):
         apply(SAMPLE.replace("    is_remote: true\n", f"    is_remote: true\n    {line}\n"))
     assert message in str(caught.value)
     assert ModelServer.objects.count() == 0
+
+
+def test_a_groups_response_cache_ttl_is_set_and_off_by_default(apply):
+    apply(SAMPLE.replace("    daily_tokens: 200000\n", "    daily_tokens: 200000\n    response_cache_ttl: 600\n"))
+    assert AccountGroup.objects.get(name="staff").response_cache_ttl == 600
+    assert AccountGroup.objects.get(name="interns").response_cache_ttl == 0
