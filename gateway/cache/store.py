@@ -11,7 +11,6 @@ is not kept; either is logged at WARNING, once until the store answers again."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import weakref
@@ -21,7 +20,7 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from gateway.state import backend
-from gateway.state.loop_redis import LoopRedis
+from gateway.state.loop_redis import LoopRedis, loop_client
 from gateway.state.redis_client import KEY_PREFIX
 from gateway.state.workers import in_worker
 
@@ -35,14 +34,7 @@ _failing = False
 
 def _client() -> LoopRedis:
     """The running loop's connection of the cache to the chosen Redis (a new one when the choice moved)."""
-    loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
-    url = backend.current.url
-    if client is None or client.url != url:
-        if client is not None:
-            client.close()
-        client = _clients[loop] = LoopRedis(url)
-    return client
+    return loop_client(_clients)
 
 
 async def fetch(key: str) -> bytes | None:

@@ -200,13 +200,20 @@ class LoopRedis:
 
 def _client() -> LoopRedis:
     """The running loop's client of the chosen Redis (a new one when the choice moved to another)."""
+    return loop_client(_clients)
+
+
+def loop_client(clients: weakref.WeakKeyDictionary) -> LoopRedis:
+    """The running loop's client in `clients` (one per event loop) of the chosen Redis: a new one
+    when there is none yet or the choice moved to another Redis. The counters keep one such set,
+    the response cache another (gateway/cache/store.py), so neither waits behind the other's replies."""
     loop = asyncio.get_running_loop()
-    client = _clients.get(loop)
+    client = clients.get(loop)
     url = backend.current.url
     if client is None or client.url != url:
         if client is not None:
             client.close()
-        client = _clients[loop] = LoopRedis(url)
+        client = clients[loop] = LoopRedis(url)
     return client
 
 
