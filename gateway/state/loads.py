@@ -104,7 +104,8 @@ def first_byte(model_id: int, seconds: float) -> None:
         if before is None:
             book.ewma[model_id] = seconds
         else:
-            weight = max(ALPHA, 1 - math.exp(-(now - book.moved.get(model_id, now)) / DECAY_SECONDS))
+            gap = max(0.0, now - book.moved.get(model_id, now))  # the wall clock may step back (NTP)
+            weight = max(ALPHA, 1 - math.exp(-gap / DECAY_SECONDS))
             book.ewma[model_id] = before + (seconds - before) * weight
         book.moved[model_id] = now
         total, count = book.samples.get(model_id, (0.0, 0))

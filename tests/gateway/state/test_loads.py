@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -120,3 +121,14 @@ def test_the_dispatcher_ends_a_call_in_flight_when_its_reply_ends_or_is_dropped_
         assert loads.in_flight(target_id) == 0
     finally:
         loop.close()
+
+
+def test_a_wall_clock_that_steps_back_does_not_break_the_moving_latency(monkeypatch):
+    """The times are wall-clock (shared between hosts): after a step back (NTP, a test's time
+    travel) the gap reads as none, and the new time weighs ALPHA, never an overflow on a call's way."""
+    model_id = 987654
+    clock = iter([1_000_000.0, 999_000.0])
+    monkeypatch.setattr(loads, "time", SimpleNamespace(time=lambda: next(clock), monotonic=time.monotonic))
+    loads.first_byte(model_id, 0.2)
+    loads.first_byte(model_id, 1.2)
+    assert loads.latency(model_id) == pytest.approx(0.2 + (1.2 - 0.2) * loads.ALPHA)
