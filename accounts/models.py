@@ -13,6 +13,10 @@ from django.utils import timezone
 DEFAULT_GROUP = "default"
 
 
+BUDGET_HELP = "Spend per account in the window, in the installation's currency; -1 = no budget."
+OVERRIDE_HELP = "This account's own budget, in place of its group's; empty = the group's; -1 = none."
+
+
 class AccountGroup(models.Model):
     """What the operator allows per group (spec 1, 8.4, 8.5). A ceiling of -1 means none."""
 
@@ -29,6 +33,11 @@ class AccountGroup(models.Model):
     daily_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
     weekly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
     monthly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
+    # Budgets in money per account and window (issue 25), in settings.CURRENCY; -1 = none. Windows as the
+    # token quotas': UTC day, week from Wednesday 14:00, month. An account may have its own (Account).
+    daily_budget = models.DecimalField(max_digits=14, decimal_places=4, default=-1, help_text=BUDGET_HELP)
+    weekly_budget = models.DecimalField(max_digits=14, decimal_places=4, default=-1, help_text=BUDGET_HELP)
+    monthly_budget = models.DecimalField(max_digits=14, decimal_places=4, default=-1, help_text=BUDGET_HELP)
     remote_servers_allowed = models.BooleanField(default=True, help_text="Members may use cloud providers.")
     attachments_per_message = models.PositiveIntegerField(default=10)
     response_cache_ttl = models.PositiveIntegerField(
@@ -79,6 +88,10 @@ class Account(AbstractBaseUser, PermissionsMixin):
     date_joined = models.DateTimeField(default=timezone.now)
     failed_logins = models.PositiveIntegerField(default=0, help_text="Consecutive failed logins.")
     locked_until = models.DateTimeField(null=True, blank=True)
+    daily_budget = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True, help_text=OVERRIDE_HELP)
+    weekly_budget = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True, help_text=OVERRIDE_HELP)
+    monthly_budget = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True,
+                                         help_text=OVERRIDE_HELP)
 
     objects = AccountManager()
 

@@ -72,6 +72,14 @@ class ModelServer(models.Model):
         return self.name
 
 
+PRICE_HELP = {
+    "input": "Per million input tokens, in the installation's currency; empty = no price (costs nothing).",
+    "cached": "Per million input tokens read from the provider's prompt cache; empty = the input price.",
+    "output": "Per million output tokens; empty = no price.",
+}
+DEPLOYMENT_PRICE_HELP = "Per million tokens through this alias; empty = the model's own price."
+
+
 class Model(models.Model):
     server = models.ForeignKey(ModelServer, on_delete=models.CASCADE, related_name="models")
     name = models.CharField(max_length=200, help_text="The name the server knows the model by.")
@@ -90,6 +98,14 @@ class Model(models.Model):
         null=True, blank=True,
         help_text="Set by model discovery while the server does not list this model (nothing else changes).",
     )
+    # Prices per million tokens, in settings.CURRENCY (issue 25); none set: the model costs nothing and
+    # the usage console says it has no price. A change applies to the calls metered from then on.
+    input_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                      validators=[MinValueValidator(0)], help_text=PRICE_HELP["input"])
+    cached_input_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                             validators=[MinValueValidator(0)], help_text=PRICE_HELP["cached"])
+    output_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                       validators=[MinValueValidator(0)], help_text=PRICE_HELP["output"])
     fallbacks = models.ManyToManyField(
         "self", through="ModelFallback", through_fields=("model", "fallback"), symmetrical=False, blank=True
     )
@@ -177,6 +193,13 @@ class AliasDeployment(models.Model):
     alias = models.ForeignKey(Alias, on_delete=models.CASCADE, related_name="deployments")
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="alias_deployments")
     weight = models.PositiveIntegerField(default=1, help_text="Its share of the calls; 0 = only when the others fail.")
+    # Its own prices (issue 25), per million tokens; a price left empty is the model's.
+    input_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                      validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
+    cached_input_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                             validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
+    output_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                       validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
 
     class Meta:
         ordering = ["id"]
@@ -217,6 +240,12 @@ class UsageRecord(models.Model):
     # those the cached reply delivered. A database default too: a writer of an older release (mid-deploy)
     # still inserts.
     cached = models.BooleanField(default=False, db_default=False)
+    # Input tokens the provider read from its prompt cache (part of input_tokens), priced at the
+    # cached input price (issue 25).
+    cached_input_tokens = models.PositiveIntegerField(default=0, db_default=0)
+    # What the call cost when it was metered, in COST_UNITS of settings.CURRENCY (an integer, exact on
+    # SQLite too: gateway/registry/prices.py). A price changed later never rewrites it.
+    cost_units = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(db_index=True)
 
     class Meta:
@@ -245,6 +274,7 @@ class UsageDaily(models.Model):
     calls = models.BigIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
+    cost_units = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         verbose_name_plural = "usage per day"

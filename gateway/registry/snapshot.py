@@ -18,6 +18,7 @@ signals (raw SQL, `QuerySet.update`) and for a stamp that could not be read or m
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import logging
 import threading
 import time
@@ -29,6 +30,7 @@ from django.db import transaction
 
 from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer
 from gateway.registry import cooldown
+from gateway.registry.prices import NO_PRICE, Price, price_of
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ class Target:
     capabilities: frozenset[str]
     fallback_ids: tuple[int, ...]
     created: int
+    price: Price = NO_PRICE  # an alias deployment's own prices where it has them (issue 25)
 
 
 @dataclass(frozen=True)
@@ -273,7 +276,7 @@ def load() -> Registry:
         server = servers[m.server_id]
         caps = frozenset(c for c in CAPABILITIES if getattr(m, f"supports_{c}"))
         by_id[m.id] = Target(m.id, f"{server.name}/{m.name}", m.name, server, caps, tuple(fallbacks.get(m.id, ())),
-                             int(m.created_at.timestamp()))
+                             int(m.created_at.timestamp()), _price(m))
         if m.is_default:
             default_id = m.id
     by_name: dict[str, Target] = {}
@@ -299,6 +302,24 @@ def load() -> Registry:
     )
 
 
+def _price(row) -> Price:
+    return price_of(input_price=row.input_price, cached_input_price=row.cached_input_price,
+                    output_price=row.output_price)
+
+
+def _priced_through(target: Target, deployment: AliasDeployment) -> Target:
+    """The target as an alias deployment reaches it: with the deployment's own prices where it has
+    them (each price left empty is the model's). The same model by every other way keeps its own."""
+    own = _price(deployment)
+    if own == NO_PRICE:
+        return target
+    model = target.price
+    price = Price(model.input if own.input is None else own.input,
+                  model.cached_input if own.cached_input is None else own.cached_input,
+                  model.output if own.output is None else own.output)
+    return dataclasses.replace(target, price=price)
+
+
 def _pools(by_id: dict[int, Target], by_name: dict[str, Target]) -> dict[str, Pool]:
     """The implicit pools (a bare name on several enabled servers), then the enabled aliases with at
     least one enabled deployment, each over its implicit pool of the same name. An alias's name is
@@ -312,9 +333,9 @@ def _pools(by_id: dict[int, Target], by_name: dict[str, Target]) -> dict[str, Po
     }
     deployments: dict[int, list[Deployment]] = {}
     rows = AliasDeployment.objects.filter(alias__enabled=True).order_by("id")
-    for alias_id, model_id, weight in rows.values_list("alias_id", "model_id", "weight"):
-        if (target := by_id.get(model_id)) is not None:
-            deployments.setdefault(alias_id, []).append(Deployment(target, weight))
+    for row in rows:
+        if (target := by_id.get(row.model_id)) is not None:
+            deployments.setdefault(row.alias_id, []).append(Deployment(_priced_through(target, row), row.weight))
     fallbacks: dict[int, list[int]] = {}
     for alias_id, model_id in AliasFallback.objects.order_by("position", "id").values_list("alias_id", "fallback_id"):
         fallbacks.setdefault(alias_id, []).append(model_id)

@@ -370,6 +370,11 @@ USAGE_BATCH_SIZE = env.int("USAGE_BATCH_SIZE", default=500)
 USAGE_SPOOL_DIR = Path(env.str("USAGE_SPOOL_DIR", default=str(VAR_DIR / "spool")))
 USAGE_ORPHAN_SCAN_SECONDS = env.float("USAGE_ORPHAN_SCAN_SECONDS", default=5.0)
 
+# The installation's one currency (issue 25): what model prices and budgets are in, as an ISO 4217 code.
+CURRENCY = env.str("CURRENCY", default="USD").strip().upper()
+if not (len(CURRENCY) == 3 and CURRENCY.isalpha()):
+    raise ImproperlyConfigured(f"CURRENCY must be a three-letter ISO 4217 code such as USD, not {CURRENCY!r}.")
+
 # Seconds a process keeps who a credential belongs to; a change to the key, session, account or
 # group is seen at once anyway (see accounts/principal_cache.py). 0 turns the cache off.
 CREDENTIAL_CACHE_SECONDS = env.float("CREDENTIAL_CACHE_SECONDS", default=10.0)
