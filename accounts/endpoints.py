@@ -87,8 +87,7 @@ def endpoint(
             outcome = _counted(request, identity)
         principal, quota_keys, result = outcome
         # a quota window whose counter is missing (Redis restarted) is rebuilt from the usage records
-        request.quota_used = quota_readings(account_id=principal.account.pk, group=principal.account.group,
-                                            keyed=quota_keys, amounts=result.amounts)
+        request.quota_used = quota_readings(account=principal.account, keyed=quota_keys, amounts=result.amounts)
         return _admitted(request, principal, identity, result)
 
     async def admit_from_loop(request: HttpRequest) -> dict[str, str]:
@@ -115,10 +114,8 @@ def endpoint(
             identity = await in_worker(identify)(request, use_cache=False)
             outcome = await _counted_from_loop(request, identity)
         principal, quota_keys, result = outcome
-        group = principal.account.group
-        readings = partial(quota_readings, account_id=principal.account.pk, group=group, keyed=quota_keys,
-                           amounts=result.amounts)
-        rebuild = quota_missing(group=group, keyed=quota_keys, amounts=result.amounts)
+        readings = partial(quota_readings, account=principal.account, keyed=quota_keys, amounts=result.amounts)
+        rebuild = quota_missing(account=principal.account, keyed=quota_keys, amounts=result.amounts)
         request.quota_used = await in_worker(readings)() if rebuild else readings()
         return _admitted(request, principal, identity, result)
 
@@ -130,7 +127,7 @@ def endpoint(
 
     def _counted(request: HttpRequest, identity: Identity):
         """The refusal rules, then one atomic counter step (the ceilings, the identity's
-        versions, and the token-quota windows read for the call that follows). None when a
+        versions, and the token-quota and budget windows read for the call that follows). None when a
         cached identity must be read again."""
         plan = _count_plan(request, identity)
         if plan is None:
@@ -161,7 +158,7 @@ def endpoint(
         # the model registry's stamps ride along (any value expected): the request's registry()
         # calls use them instead of a round trip of their own (gateway/registry/routing.py)
         guards = [*zip(identity.version_keys, expected), *((key, None) for key in stamp_keys())]
-        hit_args = (counters, settings.RATE_WINDOW_SECONDS, guards, [key for key, _window in quota_keys])
+        hit_args = (counters, settings.RATE_WINDOW_SECONDS, guards, [counted.key for counted in quota_keys])
         return principal, hit_args, quota_keys
 
     def _outcome(plan, result):

@@ -107,7 +107,7 @@ def _reply(request, target: Target, upstream, surface: str, *, input_tokens: int
 
     def record() -> None:
         meter(account_id=account_id, model=target.public_id, surface=surface, input_tokens=input_tokens,
-              output_tokens=output_tokens, request_id=request.request_id)
+              output_tokens=output_tokens, request_id=request.request_id, price=target.price)
 
     response = AfterSendResponse(upstream.content, after_send=record,
                                  content_type=upstream.headers.get("content-type", "application/octet-stream"))

@@ -77,7 +77,7 @@ async def embeddings(request):
 
     def record() -> None:
         meter(account_id=account_id, model=model, surface=SURFACE, input_tokens=result.prompt_tokens,
-              output_tokens=0, request_id=request.request_id)
+              output_tokens=0, request_id=request.request_id, price=result.target.price)
 
     if encoding == "base64":
         vectors: list[Any] = [base64.b64encode(blob).decode("ascii") for blob in float32_blobs(result.vectors)]

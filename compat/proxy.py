@@ -20,7 +20,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from gateway.cache.entry import ANTHROPIC, CHAT, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache, reply_cache
 from gateway.calls.dispatch import open_reply
-from gateway.calls.metering import AfterSendResponse, meter, meter_async, usage_of
+from gateway.calls.metering import AfterSendResponse, cached_input_of, meter, meter_async, usage_of
 from gateway.calls.plan import affinity_of, call_plan, check_chat_size
 from gateway.formats.anthropic.events import MessageAccumulator
 from gateway.registry.snapshot import Target
@@ -182,7 +182,8 @@ class Call:
         return {"account_id": self.request.principal.account.pk, "model": self.model,
                 "surface": self.surface, "input_tokens": usage["prompt_tokens"],
                 "output_tokens": usage["completion_tokens"], "request_id": self.request.request_id,
-                "cached": self.entry is not None}
+                "cached": self.entry is not None, "price": self.target.price if self.target else None,
+                "cached_input_tokens": cached_input_of(self.reply)}
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Inference-Request-Id": self.inference_id}

@@ -20,9 +20,9 @@ from typing import Any
 
 from django.conf import settings
 
-from gateway.calls.completion import Completion, complete, cut_error, meter_completion
+from gateway.calls.completion import Completion, complete, completion_cost_units, cut_error, meter_completion
 from gateway.calls.dispatch import ChainExhausted
-from gateway.limits.quotas import Window, quota_check
+from gateway.limits.quotas import Used, quota_check
 from gateway.registry.snapshot import Target
 from gateway.web.errors import ApiError
 from native.tools.toolbox import Toolbox, ToolPlan, open_toolbox
@@ -45,10 +45,12 @@ class Ledger:
     account_id: int
     request_id: str
     rounds: list[tuple[str, dict[str, int]]] = field(default_factory=list)
+    spent_units: int = 0  # what the rounds cost, in COST_UNITS (gateway/registry/prices.py)
 
     async def add(self, completion: Completion) -> None:
         """Record and meter one round; shielded, so a cancelled request still meters it."""
         self.rounds.append((completion.model, completion.usage))
+        self.spent_units += completion_cost_units(completion)
         await meter_completion(completion, account_id=self.account_id, surface=SURFACE, request_id=self.request_id)
 
     @property
@@ -84,7 +86,7 @@ async def tool_loop(state: LoopState, request: AgentRequest, *, toolbox: Toolbox
     most = settings.AGENT_MAX_TOOL_CALLS_PER_ROUND
     while state.calls_made < max_calls:
         if state.calls_made:
-            request.check_quota(spent=state.ledger.usage["total_tokens"])
+            request.check_quota(spent=state.ledger.usage["total_tokens"], spent_units=state.ledger.spent_units)
         last = state.calls_made == max_calls - 1
         offer = bool(toolbox.tools) and not (last and answer_last)
         body: dict[str, Any] = {"messages": state.messages}
@@ -140,16 +142,16 @@ class AgentRequest:
     request_id: str
     chain: list[Target]
     tools: ToolPlan
-    group: Any  # the account's group, for its token ceilings
-    quota_used: list[tuple[Window, int]] | None  # the quota windows read with the request's ceilings
+    account: Any  # for its group's token ceilings and its budgets
+    quota_used: Used | None  # the quota and budget windows read with the request's ceilings
     max_steps: int = 0  # run only
 
-    def check_quota(self, *, spent: int) -> None:
-        """`QuotaReached` when a ceiling is reached counting the `spent` tokens of this request
-        (metered already, but not in the windows read before it)."""
-        used = None if self.quota_used is None else [(w, amount + spent) for w, amount in self.quota_used]
+    def check_quota(self, *, spent: int, spent_units: int = 0) -> None:
+        """`QuotaReached` when a ceiling or a budget is reached counting the `spent` tokens and
+        `spent_units` of money of this request (metered already, but not in the windows read before it)."""
+        used = None if self.quota_used is None else self.quota_used.plus(tokens=spent, cost_units=spent_units)
         try:
-            quota_check(account_id=self.account_id, group=self.group, used=used)
+            quota_check(account=self.account, used=used)
         except ApiError as refused:
             raise QuotaReached(refused.status, refused.message, code=refused.code) from None
 

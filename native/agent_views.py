@@ -58,7 +58,7 @@ def _prepare(request, data: dict[str, Any], messages: list[dict[str, Any]], max_
     chain = agent_chain(account=account, model_id=data.get("model"), quota_used=request.quota_used)
     tools = tool_plan(account=account, wanted=data.get("tools"), request_id=request.request_id)
     return AgentRequest(account_id=account.pk, messages=messages, request_id=request.request_id, chain=chain,
-                        tools=tools, group=account.group, quota_used=request.quota_used, max_steps=max_steps)
+                        tools=tools, account=account, quota_used=request.quota_used, max_steps=max_steps)
 
 
 def prepare_chat(request) -> AgentRequest:

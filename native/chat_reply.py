@@ -28,7 +28,7 @@ from django.db import close_old_connections
 from gateway.cache.entry import CHAT, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache, reply_cache
 from gateway.calls.dispatch import open_reply
-from gateway.calls.metering import meter, usage_of
+from gateway.calls.metering import cached_input_of, meter, usage_of
 from gateway.state.workers import in_worker
 from gateway.upstream.providers.base import StreamCut
 from gateway.upstream.replies import ReplyAccumulator
@@ -55,6 +55,7 @@ class ChatReply:
         self.citations: list[dict[str, Any]] = []
         self.reply = ReplyAccumulator()
         self.model = turn.chain[0].public_id
+        self.price = None  # the answering model's (issue 25), once one answers
         self.answered = False  # a model began its reply
         self.cut: StreamCut | None = None
         self.failure: ApiError | None = None  # a refusal, or the chain failing before the first byte
@@ -118,7 +119,7 @@ class ChatReply:
                     yield self._event("error", codigo=codigo, message=exc.message)
                     yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
                     return
-                chunks, self.model = opened.chunks, opened.target.public_id
+                chunks, self.model, self.price = opened.chunks, opened.target.public_id, opened.target.price
                 self.recorder = self.cache.record(CHAT) if self.cache is not None else None
             self.answered = True
             yield self._meta()
@@ -168,7 +169,8 @@ class ChatReply:
                 usage = self.usage()
                 meter(account_id=self.turn.account.pk, model=self.model, surface=SURFACE,
                       input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-                      request_id=self.request.request_id, cached=self.entry is not None)
+                      request_id=self.request.request_id, cached=self.entry is not None, price=self.price,
+                      cached_input_tokens=cached_input_of(self.reply))
         finally:
             close_old_connections()
 

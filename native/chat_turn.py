@@ -94,7 +94,7 @@ def chat_turn_prepare(request) -> Turn:
                        affinity=affinity_of(request, conversation_id=conversation.pk if conversation else None))
     refusal = None
     try:
-        quota_check(account_id=account.pk, group=account.group, used=request.quota_used)
+        quota_check(account=account, used=request.quota_used)
     except ApiError as exc:
         refusal = exc
     windows = Model.objects.filter(pk__in=[t.id for t in chain]).values_list("context_window", flat=True)

@@ -29,7 +29,7 @@ async def embeddings(request):
 
     def record() -> None:
         meter(account_id=account_id, model=model, surface=SURFACE, input_tokens=result.prompt_tokens,
-              output_tokens=0, request_id=request.request_id)
+              output_tokens=0, request_id=request.request_id, price=result.target.price)
 
     body = {
         "object": "list",

@@ -59,7 +59,7 @@ def _query_model(collection: Collection, account, quota_used) -> Target:
 def _rank_and_meter(collection: Collection, account, matrix: vector_store.Matrix, query_vector: list[float], k: int,
                     target: Target, tokens: int, request_id: str) -> list[dict]:
     meter(account_id=account.pk if account is not None else collection.account_id, model=target.public_id,
-          surface=SURFACE, input_tokens=tokens, output_tokens=0, request_id=request_id)
+          surface=SURFACE, input_tokens=tokens, output_tokens=0, request_id=request_id, price=target.price)
     ranked = vector_store.top_k(matrix, query_vector, k)
     chunks = {
         c.pk: c for c in Chunk.objects.filter(pk__in=[chunk_id for chunk_id, _ in ranked]).select_related("document")

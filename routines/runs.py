@@ -175,7 +175,8 @@ def _meter(run: Run, completion: Completion) -> None:
         usage = completion.usage
         meter(account_id=run.routine.account_id, model=completion.model, surface=SURFACE,
               input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-              request_id=usage_key(run.pk), key=usage_key(run.pk))
+              request_id=usage_key(run.pk), key=usage_key(run.pk), price=completion.target.price,
+              cached_input_tokens=completion.cached_input_tokens)
     except Exception:
         log.exception("run %s: its usage could not be metered", run.pk)
 

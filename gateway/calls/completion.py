@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.calls.dispatch import open_reply
-from gateway.calls.metering import meter, usage_of
+from gateway.calls.metering import cached_input_of, cost_units_of, meter, usage_of
 from gateway.registry.snapshot import Target
 from gateway.state.workers import in_worker
 from gateway.upstream.providers.base import StreamCut
@@ -35,6 +35,7 @@ class Completion:
     finish_reason: str
     usage: dict[str, int]  # prompt_tokens, completion_tokens, total_tokens
     cut: StreamCut | None = None  # set when the reply stopped midway
+    cached_input_tokens: int = 0  # of the input, what the provider's prompt cache read (priced apart)
 
     @property
     def model(self) -> str:
@@ -71,7 +72,7 @@ def _completion(target: Target, reply: ReplyAccumulator, body: dict[str, Any], c
         call["id"] = call["id"] or f"call_{index}"
     return Completion(target=target, text=reply.text, tool_calls=calls,
                       finish_reason=reply.finish_reason or ("tool_calls" if calls else "stop"),
-                      usage=usage_of(reply, body), cut=cut)
+                      usage=usage_of(reply, body), cut=cut, cached_input_tokens=cached_input_of(reply))
 
 
 async def meter_completion(completion: Completion, *, account_id: int, surface: str, request_id: str,
@@ -82,7 +83,15 @@ async def meter_completion(completion: Completion, *, account_id: int, surface: 
 
     await asyncio.shield(in_worker(meter)(
         account_id=account_id, model=completion.model, surface=surface, input_tokens=usage["prompt_tokens"],
-        output_tokens=usage["completion_tokens"], request_id=request_id, key=key))
+        output_tokens=usage["completion_tokens"], request_id=request_id, key=key, price=completion.target.price,
+        cached_input_tokens=completion.cached_input_tokens))
+
+
+def completion_cost_units(completion: Completion) -> int:
+    """What a completion costs at its model's price (as `meter_completion` records it)."""
+    usage = completion.usage
+    return cost_units_of(model=completion.model, price=completion.target.price, input_tokens=usage["prompt_tokens"],
+                         output_tokens=usage["completion_tokens"], cached_input_tokens=completion.cached_input_tokens)
 
 
 def cut_error(completion: Completion) -> ApiError:

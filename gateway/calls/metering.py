@@ -1,6 +1,8 @@
-"""Usage of a call, counted after the reply (never before it): a usage record, appended to this
-process's spool (gateway/usage/writer.py) and so kept whatever dies next, then the account's
-quota counters, and the tokens in the metrics and the request's log line (gateway/telemetry/logjson.py).
+"""Usage of a call, counted after the reply (never before it): a usage record with the call's cost
+(its tokens at the answering model's price, issue 25), appended to this process's spool
+(gateway/usage/writer.py) and so kept whatever dies next, then the account's quota and budget
+counters, and the tokens and spend in the metrics and the request's log line
+(gateway/telemetry/logjson.py).
 Metering never raises: the call was answered, and what could not be counted now is counted
 later (the spool is written when the database answers; a counter that missed an addition is
 rebuilt from the records)."""
@@ -17,6 +19,8 @@ from django.utils import timezone
 from gateway.calls.tokens import count_chat_request, count_text
 from gateway.limits.quotas import quota_add, quota_add_async
 from gateway.models import UsageRecord
+from gateway.registry.prices import NO_PRICE, Price
+from gateway.registry.snapshot import registry
 from gateway.telemetry import metrics
 from gateway.telemetry.logjson import current
 from gateway.upstream.replies import ReplyAccumulator
@@ -39,45 +43,82 @@ def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
             "total_tokens": int(prompt) + int(completion)}
 
 
+def cached_input_of(reply) -> int:
+    """The input tokens the provider read from its prompt cache, as its usage says (chat form:
+    `prompt_tokens_details.cached_tokens`, which an Anthropic server's `cache_read_input_tokens` becomes)."""
+    details = (reply.usage or {}).get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0
+
+
 def meter(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
-          request_id: str = "", key: str | None = None, cached: bool = False) -> None:
-    """Record a call's usage once. `key` makes the record the same record however often it is
-    metered (a run: `run-<pk>`); without it each call to meter is a record of its own (an agent
-    turn meters each of its rounds under one request id). `cached`: a reply given from the
+          request_id: str = "", key: str | None = None, cached: bool = False, price: Price | None = None,
+          cached_input_tokens: int = 0) -> None:
+    """Record a call's usage once, with its cost. `key` makes the record the same record however
+    often it is metered (a run: `run-<pk>`); without it each call to meter is a record of its own (an
+    agent turn meters each of its rounds under one request id). `cached`: a reply given from the
     response cache (gateway/cache/), its tokens those it delivered; it counts against the token
-    quotas like any other (docs/decisions.md, "Response cache"). Never raises."""
-    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached)) is not None:
-        quota_add(account_id=account_id, tokens=input_tokens + output_tokens, now=now)  # never raises
+    quotas like any other (docs/decisions.md, "Response cache") and costs nothing. `price`: the
+    answering target's (an alias deployment's own where it has one); None: the model's, from this
+    process's registry. `cached_input_tokens`: of the input, those the provider's prompt cache read.
+    Never raises."""
+    if (record := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
+                          cached_input_tokens)) is not None:
+        quota_add(account_id=account_id, tokens=input_tokens + output_tokens, cost_units=record.cost_units,
+                  now=record.created_at)  # never raises
 
 
 async def meter_async(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
-                      request_id: str = "", key: str | None = None, cached: bool = False) -> None:
+                      request_id: str = "", key: str | None = None, cached: bool = False,
+                      price: Price | None = None, cached_input_tokens: int = 0) -> None:
     """`meter` from the event loop: the spool append is one write(); the quota counters are
     added to from the loop (gateway/state/loop_redis.py), so no thread is needed. Never raises."""
-    if (now := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached)) is not None:
-        await quota_add_async(account_id=account_id, tokens=input_tokens + output_tokens, now=now)
+    if (record := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
+                          cached_input_tokens)) is not None:
+        await quota_add_async(account_id=account_id, tokens=input_tokens + output_tokens,
+                              cost_units=record.cost_units, now=record.created_at)
 
 
-def _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached):
-    """Append the usage record to the spool; its time, or None when there is nothing to count."""
+def cost_units_of(*, model: str, price: Price | None, input_tokens: int, output_tokens: int,
+                  cached_input_tokens: int = 0) -> int:
+    """A call's cost in COST_UNITS at `price`, or, when None, at the model's price in this process's
+    registry (a model it does not hold costs nothing). Never raises."""
+    if price is None:
+        try:
+            target = registry().by_public_id.get(model)
+        except Exception:  # the registry cannot be read now: the call is still metered, at no price
+            logger.exception("the price of %s could not be read; its call is metered at no cost", model)
+            target = None
+        price = target.price if target is not None else NO_PRICE
+    return price.cost_units(input_tokens=input_tokens, output_tokens=output_tokens,
+                            cached_input_tokens=cached_input_tokens)
+
+
+def _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
+            cached_input_tokens) -> UsageRecord | None:
+    """Append the usage record to the spool; the record, or None when there is nothing to count."""
     total = input_tokens + output_tokens
     if total <= 0:
         return None
+    cached_input_tokens = min(max(int(cached_input_tokens or 0), 0), input_tokens)
+    cost_units = 0 if cached else cost_units_of(model=model, price=price, input_tokens=input_tokens,
+                                                output_tokens=output_tokens, cached_input_tokens=cached_input_tokens)
     metrics.tokens(model, input_tokens, output_tokens)
+    metrics.spend(model, cost_units)
     if cached:
         metrics.cache_hit(model, input_tokens, output_tokens)
     if (exchange := current.get()) is not None:  # the request's log line names them
         exchange.metered(model, input_tokens, output_tokens)
-    now = timezone.now()
+    record = UsageRecord(
+        account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
+        output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],
+        cached=cached, cached_input_tokens=cached_input_tokens, cost_units=cost_units, created_at=timezone.now(),
+    )
     try:
-        usage_writer.submit(UsageRecord(
-            account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
-            output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],
-            cached=cached, created_at=now,
-        ))
+        usage_writer.submit(record)
     except Exception:  # submit keeps what it can and logs; this is the last guard of an answered call
         logger.exception("usage of account %s not recorded (%s, %s tokens)", account_id, model, total)
-    return now
+    return record
 
 
 class AfterSendResponse(HttpResponse):

@@ -1,5 +1,6 @@
 """The checks of a model call that need the database or the counters, in one synchronous step:
-the chain (model exists, allowed to the group, remote servers; a pool's pick) and the token quota."""
+the chain (model exists, allowed to the group, remote servers; a pool's pick), the token quota and the
+budgets in money."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ MAX_AFFINITY_CHARS = 512  # a longer session or user is no key (a pool spreads s
 
 def call_plan(*, account, model_id: Any, capability: str = "chat", quota_used=None,
               affinity: Affinity = NO_KEYS) -> list[Target]:
-    """`quota_used`: the windows read with the request's ceilings, when the caller has them.
+    """`quota_used`: the token and spend windows read with the request's ceilings, when the caller has them.
     `affinity`: what ties the call to others (`affinity_of`), for a pool that keeps them together."""
     chain = plan_chain(model_id, group=account.group, capability=capability, affinity=affinity)
-    quota_check(account_id=account.pk, group=account.group, used=quota_used)
+    quota_check(account=account, used=quota_used)
     return chain
 
 

@@ -1,6 +1,8 @@
 """Token quotas (spec 8.4): daily, weekly and monthly ceilings per account group, counted per
 account in UTC windows. The day starts at midnight, the month on its first day, the week every
-Wednesday at 14:00. Ceilings of -1 mean none. Reaching a ceiling is a 403, never a 429.
+Wednesday at 14:00. Ceilings of -1 mean none. Reaching a ceiling is a 403, never a 429. Budgets in
+money (issue 25, gateway/limits/budgets.py) are counted the same way, in the same windows, read in the
+same step and refused in the same shapes: each window has a token counter and a spend counter.
 
 The counters (gateway/state/counters.py, in Redis or the Django cache) are a cache of the usage records.
 A window's counter that is missing (Redis restarted, the key expired, never used) is rebuilt before
@@ -25,10 +27,11 @@ from datetime import datetime, timedelta, timezone
 from django.conf import settings
 from django.db.models import F, Q, Sum
 
+from gateway.limits.budgets import budget_refusal, budgets_of
 from gateway.models import UsageRecord
 from gateway.state.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
 from gateway.telemetry import metrics
-from gateway.usage.writer import row_from_line, usage_writer
+from gateway.usage.writer import amounts_from_line, usage_writer
 from gateway.web.errors import ApiError
 from gateway.web.output import timestamp
 
@@ -69,6 +72,7 @@ def quota_forget_unsure() -> bool:
 WEEK_START_WEEKDAY = 2  # Wednesday
 WEEK_START_HOUR = 14
 ADJECTIVE = {"day": "daily", "week": "weekly", "month": "monthly"}
+TOKENS, SPEND = "tokens", "spend"  # what a window counts: tokens, or money in COST_UNITS (issue 25)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,27 @@ class Window:
     period: str
     starts_at: datetime
     resets_at: datetime
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One window's counter of an account: its key, its window and what it counts."""
+
+    key: str
+    window: Window
+    kind: str
+
+
+@dataclass(frozen=True)
+class Used:
+    """What an account has used in each current window: tokens, and spend in COST_UNITS."""
+
+    tokens: tuple[tuple[Window, int], ...] = ()
+    spend: tuple[tuple[Window, int], ...] = ()
+
+    def plus(self, *, tokens: int = 0, cost_units: int = 0) -> Used:
+        """As if `tokens` and `cost_units` more had been counted (an agent's rounds so far)."""
+        return Used(tuple((w, n + tokens) for w, n in self.tokens), tuple((w, n + cost_units) for w, n in self.spend))
 
 
 def windows_at(now: datetime) -> list[Window]:
@@ -97,79 +122,93 @@ def ceilings_of(group) -> dict[str, int]:
     return {"day": group.daily_tokens, "week": group.weekly_tokens, "month": group.monthly_tokens}
 
 
-def _key(account_id: int, window: Window) -> str:
-    return f"tokens:{account_id}:{window.period}:{int(window.starts_at.timestamp())}"
+def limits_of(account) -> dict[tuple[str, str], int]:
+    """(kind, period) → the account's limit: its group's token ceilings and its budgets (-1: none)."""
+    limits = {(TOKENS, period): ceiling for period, ceiling in ceilings_of(account.group).items()}
+    limits.update({(SPEND, period): budget for period, budget in budgets_of(account).items()})
+    return limits
 
 
-def quota_window_keys(*, account_id: int, now: datetime | None = None) -> list[tuple[str, Window]]:
-    """The counter key of each current window (read along with the request's ceilings)."""
-    return [(_key(account_id, w), w) for w in windows_at(now or datetime.now(timezone.utc))]
+def quota_window_keys(*, account_id: int, now: datetime | None = None) -> list[Counted]:
+    """The counters of each current window, tokens then spend (read along with the request's ceilings)."""
+    windows = windows_at(now or datetime.now(timezone.utc))
+    return [Counted(f"{kind}:{account_id}:{w.period}:{int(w.starts_at.timestamp())}", w, kind)
+            for kind in (TOKENS, SPEND) for w in windows]
 
 
-def quota_used(*, account_id: int, group=None, now: datetime | None = None) -> list[tuple[Window, int]]:
-    """What each current window has used; a missing counter is rebuilt from the usage records
-    (with `group`, only the windows it has a ceiling for; the others read 0 when missing)."""
+def quota_used(*, account_id: int, now: datetime | None = None) -> Used:
+    """What each current window has used; a missing counter is rebuilt from the usage records."""
     keyed = quota_window_keys(account_id=account_id, now=now)
-    return quota_readings(account_id=account_id, group=group, keyed=keyed,
-                          amounts=amounts_get([key for key, _ in keyed]))
+    amounts = amounts_get([c.key for c in keyed])
+    missing = [c for c, amount in zip(keyed, amounts) if amount is None]
+    rebuilt = quota_rebuild(account_id=account_id, missing=missing) if missing else {}
+    return _used(keyed, amounts, rebuilt)
 
 
-def quota_readings(*, account_id: int, group, keyed: list[tuple[str, Window]],
-                   amounts: tuple | list) -> list[tuple[Window, int]]:
-    """The windows' amounts as read (None: missing), with each missing one rebuilt from the
-    usage records first (with `group`, only those it has a ceiling for). Empty when nothing was
-    read (a refused request)."""
+def quota_readings(*, account, keyed: list[Counted], amounts: tuple | list) -> Used:
+    """The windows' amounts as read with the request's ceilings (None: missing), each missing one
+    that has a limit rebuilt from the usage records first (the others read 0). Empty when nothing
+    was read (a refused request)."""
     if not amounts:
-        return []
-    missing = quota_missing(group=group, keyed=keyed, amounts=amounts)
-    rebuilt = quota_rebuild(account_id=account_id, windows=missing) if missing else {}
-    return [(window, rebuilt.get(key, amount or 0)) for (key, window), amount in zip(keyed, amounts)]
+        return Used()
+    missing = quota_missing(account=account, keyed=keyed, amounts=amounts)
+    rebuilt = quota_rebuild(account_id=account.pk, missing=missing) if missing else {}
+    return _used(keyed, amounts, rebuilt)
 
 
-def quota_missing(*, group, keyed: list[tuple[str, Window]], amounts: tuple | list) -> list[tuple[str, Window]]:
-    """The windows `quota_readings` must rebuild from the database: read as missing, and (with
-    `group`) with a ceiling."""
-    ceilings = ceilings_of(group) if group is not None else None
-    return [(key, window) for (key, window), amount in zip(keyed, amounts)
-            if amount is None and (ceilings is None or ceilings[window.period] >= 0)]
+def _used(keyed: list[Counted], amounts, rebuilt: dict[str, int]) -> Used:
+    readings = {TOKENS: [], SPEND: []}
+    for counted, amount in zip(keyed, amounts):
+        readings[counted.kind].append((counted.window, rebuilt.get(counted.key, amount or 0)))
+    return Used(tuple(readings[TOKENS]), tuple(readings[SPEND]))
 
 
-def quota_rebuild(*, account_id: int, windows: list[tuple[str, Window]]) -> dict[str, int]:
-    """Set each missing window's counter to what the account's usage records add up to in it:
-    those in the database and those spooled on this host but not yet written (a record in both
-    counts once, from the spool, so one that is written meanwhile is not lost nor doubled); set
-    only where still missing (SET NX). Returns the totals the counters hold."""
-    since = min(window.starts_at for _, window in windows)
-    spooled: dict[str, tuple[datetime, int]] = {}
+def quota_missing(*, account, keyed: list[Counted], amounts: tuple | list) -> list[Counted]:
+    """The windows `quota_readings` must rebuild from the database: read as missing, with a limit."""
+    limits = limits_of(account)
+    return [c for c, amount in zip(keyed, amounts) if amount is None and limits[(c.kind, c.window.period)] >= 0]
+
+
+def quota_rebuild(*, account_id: int, missing: list[Counted]) -> dict[str, int]:
+    """Set each missing window's counter to what the account's usage records add up to in it (tokens,
+    or cost): those in the database and those spooled on this host but not yet written (a record in
+    both counts once, from the spool, so one that is written meanwhile is not lost nor doubled); set
+    only where still missing (SET NX). One aggregate query for all of them. Returns the totals the
+    counters hold."""
+    since = min(c.window.starts_at for c in missing)
+    spooled: dict[str, tuple[datetime, int, int]] = {}
     for line in usage_writer.spooled():
         try:
-            key, account, _model, _surface, input_tokens, output_tokens, _request, at = row_from_line(line)
+            key, account, at, tokens, cost_units = amounts_from_line(line)
         except (KeyError, TypeError, ValueError):
             continue  # a line the drainer will set aside as well
         if account == account_id and at >= since:
-            spooled[key] = (at, input_tokens + output_tokens)
+            spooled[key] = (at, tokens, cost_units)
     not_spooled = ~Q(key__in=list(spooled)) if spooled else Q()
-    tokens = F("input_tokens") + F("output_tokens")
+    amount_of = {TOKENS: F("input_tokens") + F("output_tokens"), SPEND: F("cost_units")}
     sums = UsageRecord.objects.filter(account_id=account_id, created_at__gte=since).aggregate(**{
-        f"w{i}": Sum(tokens, filter=Q(created_at__gte=window.starts_at, created_at__lt=window.resets_at) & not_spooled)
-        for i, (_, window) in enumerate(windows)
+        f"w{i}": Sum(amount_of[c.kind], filter=Q(created_at__gte=c.window.starts_at,
+                                                  created_at__lt=c.window.resets_at) & not_spooled)
+        for i, c in enumerate(missing)
     })
     entries = []
-    for i, (key, window) in enumerate(windows):
-        total = (sums[f"w{i}"] or 0) + sum(n for at, n in spooled.values() if window.starts_at <= at < window.resets_at)
-        entries.append((key, window.resets_at.timestamp(), total))
-    return dict(zip([key for key, _ in windows], amounts_seed(entries)))
+    for i, c in enumerate(missing):
+        part = 1 if c.kind == TOKENS else 2
+        in_spool = sum(v[part] for v in spooled.values() if c.window.starts_at <= v[0] < c.window.resets_at)
+        entries.append((c.key, c.window.resets_at.timestamp(), (sums[f"w{i}"] or 0) + in_spool))
+    return dict(zip([c.key for c in missing], amounts_seed(entries)))
 
 
-def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None = None) -> None:
-    """Refuse with 403 when any ceiling of the group is reached for this account. `used` is
-    what was read already (with the request's ceilings); otherwise it is read here."""
-    ceilings = ceilings_of(group)
-    if all(c < 0 for c in ceilings.values()):
+def quota_check(*, account, used: Used | None = None) -> None:
+    """Refuse with 403 when a token ceiling of the account's group, or one of the account's budgets,
+    is reached. `used` is what was read already (with the request's ceilings); otherwise it is read
+    here."""
+    limits = limits_of(account)
+    if all(limit < 0 for limit in limits.values()):
         return
-    readings = used if used is not None else quota_used(account_id=account_id, group=group)
-    for window, amount in readings:
-        ceiling = ceilings[window.period]
+    used = used if used is not None else quota_used(account_id=account.pk)
+    for window, amount in used.tokens:
+        ceiling = limits[(TOKENS, window.period)]
         if ceiling >= 0 and amount >= ceiling:
             metrics.quota_refused(window.period)
             raise ApiError(
@@ -178,40 +217,49 @@ def quota_check(*, account_id: int, group, used: list[tuple[Window, int]] | None
                 f"until {timestamp(window.resets_at)}.",
                 code="permission_denied",
             )
+    for window, amount in used.spend:
+        budget = limits[(SPEND, window.period)]
+        if budget >= 0 and amount >= budget:
+            raise budget_refusal(window.period, budget, timestamp(window.resets_at))
 
 
-def quota_add(*, account_id: int, tokens: int, now: datetime | None = None) -> bool:
-    """Add a call's tokens to the account's current windows that have a counter (a missing one is
-    rebuilt from the records when next read). Never raises: when the addition fails, the counters
-    are remembered as unsure and dropped once they can be (False is returned)."""
-    keys = [key for key, _ in quota_window_keys(account_id=account_id, now=now)]
+def quota_add(*, account_id: int, tokens: int, cost_units: int = 0, now: datetime | None = None) -> bool:
+    """Add a call's tokens and cost to the account's current windows that have a counter (a missing
+    one is rebuilt from the records when next read), in one step. Never raises: when the addition
+    fails, the counters are remembered as unsure and dropped once they can be (False is returned)."""
+    additions = _additions(account_id, tokens, cost_units, now)
     try:
         if unsure_counters and not settings.USAGE_BATCHED:  # else the usage drainer drops them
             quota_forget_unsure()
-        amounts_add(keys, tokens)
+        amounts_add(additions)
         return True
     except Exception as exc:
-        return _addition_failed(account_id, keys, tokens, exc)
+        return _addition_failed(account_id, additions, exc)
 
 
-async def quota_add_async(*, account_id: int, tokens: int, now: datetime | None = None) -> bool:
+async def quota_add_async(*, account_id: int, tokens: int, cost_units: int = 0,
+                          now: datetime | None = None) -> bool:
     """`quota_add` from the event loop: with Redis, one round trip from the loop (no thread)."""
     from gateway.state import loop_redis
     from gateway.state.workers import in_worker
 
     if not loop_redis.available() or (unsure_counters and not settings.USAGE_BATCHED):
-        return await in_worker(quota_add)(account_id=account_id, tokens=tokens, now=now)
-    keys = [key for key, _ in quota_window_keys(account_id=account_id, now=now)]
+        return await in_worker(quota_add)(account_id=account_id, tokens=tokens, cost_units=cost_units, now=now)
+    additions = _additions(account_id, tokens, cost_units, now)
     try:
-        await loop_redis.amounts_add(keys, tokens)
+        await loop_redis.amounts_add(additions)
         return True
     except Exception as exc:
-        return _addition_failed(account_id, keys, tokens, exc)
+        return _addition_failed(account_id, additions, exc)
 
 
-def _addition_failed(account_id: int, keys: list[str], tokens: int, exc: Exception) -> bool:
-    quota_counters_unsure(keys)
-    logger.warning("quota counters of account %s not added to (%s tokens): %s; they are dropped "
-                   "and rebuilt from the usage records once they can be", account_id, tokens, exc)
+def _additions(account_id: int, tokens: int, cost_units: int, now: datetime | None) -> list[tuple[str, int]]:
+    return [(c.key, tokens if c.kind == TOKENS else cost_units)
+            for c in quota_window_keys(account_id=account_id, now=now)]
+
+
+def _addition_failed(account_id: int, additions: list[tuple[str, int]], exc: Exception) -> bool:
+    quota_counters_unsure([key for key, amount in additions if amount > 0])
+    logger.warning("quota counters of account %s not added to (%s): %s; they are dropped and rebuilt from "
+                   "the usage records once they can be", account_id, dict(additions), exc)
     return False
-

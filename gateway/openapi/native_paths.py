@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from gateway.openapi.components import (
     ANY_OBJECT,
+    MONEY,
+    NULLABLE_MONEY,
     NULLABLE_STRING,
     TIMESTAMP,
     id_param,
@@ -49,13 +51,16 @@ SCHEMAS = {
                           "model": NULLABLE_STRING, "usage": ref("AgentUsage"),
                           "skipped_servers": {"type": "array"}}, closed=True),
     "QuotaWindow": obj({"limit": {"type": "integer"}, "used": {"type": "integer", "minimum": 0},
-                        "remaining": {"type": ["integer", "null"], "minimum": 0}, "resets_at": TIMESTAMP},
+                        "remaining": {"type": ["integer", "null"], "minimum": 0}, "resets_at": TIMESTAMP,
+                        "spend": MONEY, "budget": NULLABLE_MONEY, "budget_remaining": NULLABLE_MONEY},
                        closed=True),
     "Usage": obj({"day": ref("QuotaWindow"), "week": ref("QuotaWindow"), "month": ref("QuotaWindow"),
+                  "currency": {"type": "string", "pattern": "^[A-Z]{3}$",
+                               "description": "ISO 4217 code of every amount"},
                   "month_by_model": {"type": "array", "items": obj({
                       "model": {"type": "string"}, "requests": {"type": "integer"},
                       "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"},
-                      "total_tokens": {"type": "integer"}}, closed=True)}}, closed=True),
+                      "total_tokens": {"type": "integer"}, "spend": MONEY}, closed=True)}}, closed=True),
     "Embeddings": obj({"object": {"const": "list"}, "model": {"type": "string"},
                        "data": {"type": "array", "items": obj({
                            "object": {"const": "embedding"}, "index": {"type": "integer"},

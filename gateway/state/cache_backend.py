@@ -98,12 +98,12 @@ class CacheBackend:
         stored = cache.get_many(full)
         return [_live_amount(stored.get(k), now) for k in full]
 
-    def amounts_add(self, keys, amount: int) -> None:
-        full = [KEY_PREFIX + key for key in keys]
+    def amounts_add(self, additions) -> None:
+        full = [(KEY_PREFIX + key, amount) for key, amount in additions]
         now = time.time()
         with cache_step():
-            stored = cache.get_many(full)
-            for key in full:
+            stored = cache.get_many([key for key, _ in full])
+            for key, amount in full:
                 value = stored.get(key)
                 if _live_amount(value, now) is not None:
                     total, expires_at = value

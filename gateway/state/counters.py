@@ -60,10 +60,11 @@ def amounts_get(keys: list[str]) -> list[int | None]:
     return backend.current.amounts_get(keys)
 
 
-def amounts_add(keys: list[str], amount: int) -> None:
-    """Add `amount` to each of `keys` that exists (one atomic step); a missing one stays missing."""
-    if keys and amount > 0:
-        backend.current.amounts_add(keys, amount)
+def amounts_add(additions: list[tuple[str, int]]) -> None:
+    """Add each `(key, amount)` to its key where the key exists, all in one atomic step; a missing key
+    stays missing. Amounts of 0 or less are left out."""
+    if additions := [(key, amount) for key, amount in additions if amount > 0]:
+        backend.current.amounts_add(additions)
 
 
 def amounts_seed(entries: list[tuple[str, float, int]]) -> list[int]:

@@ -224,8 +224,8 @@ async def window_hit(counters: list[tuple[str, int]], window: int, *, guards=(),
     return hit_script_result(await _client().script(HIT_SCRIPT, keys, args), counters, len(guards))
 
 
-async def amounts_add(keys: list[str], amount: int) -> None:
+async def amounts_add(additions: list[tuple[str, int]]) -> None:
     """`gateway.state.counters.amounts_add` from the loop."""
-    if not keys or amount <= 0:
-        return
-    await _client().script(ADD_SCRIPT, [KEY_PREFIX + key for key in keys], [amount])
+    if additions := [(key, amount) for key, amount in additions if amount > 0]:
+        await _client().script(ADD_SCRIPT, [KEY_PREFIX + key for key, _ in additions],
+                               [amount for _, amount in additions])

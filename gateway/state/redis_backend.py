@@ -65,8 +65,8 @@ class RedisBackend:
         values = self.client.mget([KEY_PREFIX + key for key in keys])
         return [int(v) if v is not None else None for v in values]
 
-    def amounts_add(self, keys, amount: int) -> None:
-        self.add_script(keys=[KEY_PREFIX + key for key in keys], args=[amount])
+    def amounts_add(self, additions) -> None:
+        self.add_script(keys=[KEY_PREFIX + key for key, _ in additions], args=[amount for _, amount in additions])
 
     def amounts_seed(self, entries) -> list[int]:
         now = time.time()

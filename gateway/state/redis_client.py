@@ -62,10 +62,11 @@ for k = 1, r do out[#out + 1] = tonumber(redis.call('GET', KEYS[n + g + k]) or '
 return out
 """
 
-# KEYS: the amounts. ARGV: the amount. Adds to each key that exists; the others stay missing.
+# KEYS: the amounts. ARGV: what to add to each, in order. Adds to each key that exists; the others
+# stay missing.
 ADD_SCRIPT = """
 for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('INCRBY', KEYS[i], ARGV[1]) end
+  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('INCRBY', KEYS[i], ARGV[i]) end
 end
 return 0
 """

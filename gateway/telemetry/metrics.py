@@ -59,6 +59,11 @@ RATE_LIMIT_REFUSALS = Counter("gateway_rate_limit_refusals", "Requests refused 4
                               registry=None)
 QUOTA_REFUSALS = Counter("gateway_quota_refusals", "Calls refused 403 because a token quota was used up, by "
                          "window (day, week, month).", ["window"], registry=None)
+BUDGET_REFUSALS = Counter("gateway_budget_refusals", "Calls refused 403 because a budget in money was spent, by "
+                          "window (day, week, month).", ["window"], registry=None)
+SPEND = Counter("gateway_spend", "What the metered calls cost, in the installation's currency (the currency label), "
+                "by the model that answered: its price times its tokens; a reply from the response cache costs "
+                "nothing.", ["model", "currency"], registry=None)
 ROUTINE_RUNS = Counter("gateway_routine_runs", "Routine runs ended, by outcome (succeeded, failed).", ["outcome"],
                        registry=None)
 ROUTINE_RUN_SECONDS = Histogram("gateway_routine_run_duration_seconds", "Time from a run's start to its end.",
@@ -110,6 +115,16 @@ def cache_hit(model: str, input_tokens: int, output_tokens: int) -> None:
         _child(CACHE_SAVED_TOKENS, model, "input").inc(input_tokens)
     if output_tokens:
         _child(CACHE_SAVED_TOKENS, model, "output").inc(output_tokens)
+
+
+def spend(model: str, cost_units: int) -> None:
+    """A call's cost (COST_UNITS, gateway/registry/prices.py), added in the currency; a float here only."""
+    if cost_units:
+        _child(SPEND, model, settings.CURRENCY).inc(cost_units / 10**10)
+
+
+def budget_refused(window: str) -> None:
+    _child(BUDGET_REFUSALS, window).inc()
 
 
 def rate_limit_refused(limit: str) -> None:

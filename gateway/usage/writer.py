@@ -43,13 +43,18 @@ BACKOFF_MAX_SECONDS = 2.0
 
 
 def record_to_line(record: UsageRecord) -> dict:
-    """The spool's line of a record. `c` (answered from the response cache) only when true: a line
-    without it, as every line spooled before it existed, is a record not cached."""
+    """The spool's line of a record. `c` (answered from the response cache), `ci` (cached input tokens)
+    and `$` (cost, in COST_UNITS) only when set: a line without them, as every line spooled before
+    they existed, is a record not cached that cost nothing."""
     line = {"k": record.key, "a": record.account_id, "m": record.model, "s": record.surface,
             "i": record.input_tokens, "o": record.output_tokens, "r": record.request_id,
             "t": record.created_at.isoformat()}
     if record.cached:
         line["c"] = 1
+    if record.cached_input_tokens:
+        line["ci"] = record.cached_input_tokens
+    if record.cost_units:
+        line["$"] = record.cost_units
     return line
 
 
@@ -58,23 +63,31 @@ def record_from_line(line: dict) -> UsageRecord:
 
 
 # The row of a record as the INSERT takes it; `key` is unique, so a row written twice is written once.
-# `cached` last: a row without it (the shape before it existed) is a record not cached.
+# The columns after `created_at` came later: a row without them (an older shape) takes LATER_DEFAULTS.
 COLUMNS = ("key", "account_id", "model", "surface", "input_tokens", "output_tokens", "request_id", "created_at",
-           "cached")
+           "cached", "cached_input_tokens", "cost_units")
 POSTGRESQL_TYPES = ("varchar", "bigint", "varchar", "varchar", "integer", "integer", "varchar", "timestamptz",
-                    "boolean")
+                    "boolean", "integer", "bigint")
 AT = COLUMNS.index("created_at")  # written as text
+LATER_DEFAULTS = (False, 0, 0)
 
 
 def row_from_line(line: dict) -> tuple:
-    """The record's row without its `cached` flag (what the quota rebuild reads, gateway/limits/quotas.py)."""
+    """The record's row up to its time (the shape the records had first)."""
     return (line["k"], int(line["a"]), line["m"], line["s"], int(line["i"]), int(line["o"]), line.get("r", ""),
             datetime.fromisoformat(line["t"]))
 
 
 def full_row_from_line(line: dict) -> tuple:
     """The record's row in COLUMNS' order."""
-    return (*row_from_line(line), bool(line.get("c", False)))
+    return (*row_from_line(line), bool(line.get("c", False)), int(line.get("ci", 0)), int(line.get("$", 0)))
+
+
+def amounts_from_line(line: dict) -> tuple[str, int, datetime, int, int]:
+    """What a spooled record adds to its account's quota and budget windows (the rebuild,
+    gateway/limits/quotas.py): key, account, time, tokens, cost in COST_UNITS."""
+    return (line["k"], int(line["a"]), datetime.fromisoformat(line["t"]), int(line["i"]) + int(line["o"]),
+            int(line.get("$", 0)))
 
 
 def insert(records: list[UsageRecord]) -> None:
@@ -87,14 +100,14 @@ NEVER_TAKEN = (DataError, OverflowError)
 
 
 def insert_rows(rows: list[tuple]) -> None:
-    """Write rows (in COLUMNS' order; one without `cached` is not cached) once each: a key already in
+    """Write rows (in COLUMNS' order; one of an older, shorter shape takes LATER_DEFAULTS) once each: a key already in
     the database is skipped; a row whose account is gone is dropped with a warning, one the database
     can never take (DataError; on SQLite, whose columns take text of any length, the OverflowError of
     a number past 64 bits) with an error. Raises a DatabaseError when the database cannot take them
     now (down, read-only)."""
     if not rows:
         return
-    rows = [row if len(row) == len(COLUMNS) else (*row, False) for row in rows]
+    rows = [row if len(row) == len(COLUMNS) else (*row, *LATER_DEFAULTS[len(row) - AT - 1:]) for row in rows]
     Account = account_model()
     accounts = set(Account.objects.filter(pk__in={row[1] for row in rows}).values_list("pk", flat=True))
     kept = []

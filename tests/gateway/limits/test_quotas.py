@@ -3,6 +3,7 @@ the counters as a cache of the usage records (issue 11 rule 2): rebuilt when mis
 when an addition failed."""
 
 from datetime import datetime, timezone
+from decimal import Decimal
 
 import pytest
 import time_machine
@@ -59,16 +60,16 @@ def test_the_daily_ceiling_refuses_at_the_ceiling_and_resets_at_midnight(owner):
     set_ceilings(owner.group, day=100)
     with time_machine.travel(utc("2026-11-24T23:59:00"), tick=False) as traveller:
         spend(owner, 99)
-        quota_check(account_id=owner.pk, group=owner.group)  # 99 of 100: the last call allowed
+        quota_check(account=owner)  # 99 of 100: the last call allowed
         spend(owner, 1)
         with pytest.raises(ApiError) as exc:
-            quota_check(account_id=owner.pk, group=owner.group)
+            quota_check(account=owner)
         assert exc.value.status == 403 and "daily" in exc.value.message
         traveller.move_to(utc("2026-11-24T23:59:59"))
         with pytest.raises(ApiError):
-            quota_check(account_id=owner.pk, group=owner.group)
+            quota_check(account=owner)
         traveller.move_to(utc("2026-11-25T00:00:00"))
-        quota_check(account_id=owner.pk, group=owner.group)
+        quota_check(account=owner)
 
 
 def test_the_weekly_ceiling_resets_on_wednesday_at_1400(owner):
@@ -77,10 +78,10 @@ def test_the_weekly_ceiling_resets_on_wednesday_at_1400(owner):
         spend(owner, 50)
         traveller.move_to(utc("2026-11-25T13:59:59"))
         with pytest.raises(ApiError) as exc:
-            quota_check(account_id=owner.pk, group=owner.group)
+            quota_check(account=owner)
         assert "weekly" in exc.value.message
         traveller.move_to(utc("2026-11-25T14:00:00"))
-        quota_check(account_id=owner.pk, group=owner.group)
+        quota_check(account=owner)
 
 
 def test_the_monthly_ceiling_resets_on_the_first(owner):
@@ -88,14 +89,14 @@ def test_the_monthly_ceiling_resets_on_the_first(owner):
     with time_machine.travel(utc("2026-11-30T23:59:59"), tick=False) as traveller:
         spend(owner, 10)
         with pytest.raises(ApiError):
-            quota_check(account_id=owner.pk, group=owner.group)
+            quota_check(account=owner)
         traveller.move_to(utc("2026-12-01T00:00:00"))
-        quota_check(account_id=owner.pk, group=owner.group)
+        quota_check(account=owner)
 
 
 def test_minus_one_means_no_ceiling(owner):
     spend(owner, 10**9)
-    quota_check(account_id=owner.pk, group=owner.group)
+    quota_check(account=owner)
 
 
 def test_quotas_are_per_account(owner, outsider):
@@ -103,13 +104,15 @@ def test_quotas_are_per_account(owner, outsider):
     set_ceilings(outsider.group, day=5)
     spend(owner, 5)
     with pytest.raises(ApiError):
-        quota_check(account_id=owner.pk, group=owner.group)
-    quota_check(account_id=outsider.pk, group=outsider.group)
+        quota_check(account=owner)
+    quota_check(account=outsider)
 
 
 def test_usage_reports_each_window_and_the_months_models(client, owner, outsider):
     set_ceilings(owner.group, day=1000, month=5000)
-    model = ModelFactory()
+    owner.group.daily_budget = Decimal("1")
+    owner.group.save()
+    model = ModelFactory(input_price=Decimal("2.5"), output_price=Decimal("10"))  # per million tokens
     with time_machine.travel(utc("2026-11-24T10:00:00"), tick=False):
         meter(account_id=owner.pk, model=model.public_id, surface="chat.completions", input_tokens=30,
               output_tokens=12)
@@ -118,11 +121,17 @@ def test_usage_reports_each_window_and_the_months_models(client, owner, outsider
         r = client.get("/api/v1/usage", headers=bearer(api_key_for(owner)))
     assert r.status_code == 200
     body = r.json()
-    assert body["day"] == {"limit": 1000, "used": 50, "remaining": 950, "resets_at": "2026-11-25T00:00:00.000000Z"}
-    assert body["week"] == {"limit": -1, "used": 50, "remaining": None, "resets_at": "2026-11-25T14:00:00.000000Z"}
-    assert body["month"] == {"limit": 5000, "used": 50, "remaining": 4950, "resets_at": "2026-12-01T00:00:00.000000Z"}
+    # 38 input tokens at 2.5 and 12 output tokens at 10 per million: 0.000095 + 0.00012
+    spend = {"spend": "0.000215"}
+    assert body["day"] == {"limit": 1000, "used": 50, "remaining": 950, "resets_at": "2026-11-25T00:00:00.000000Z",
+                           **spend, "budget": "1.000000", "budget_remaining": "0.999785"}
+    assert body["week"] == {"limit": -1, "used": 50, "remaining": None, "resets_at": "2026-11-25T14:00:00.000000Z",
+                            **spend, "budget": None, "budget_remaining": None}
+    assert body["month"] == {"limit": 5000, "used": 50, "remaining": 4950, "resets_at": "2026-12-01T00:00:00.000000Z",
+                             **spend, "budget": None, "budget_remaining": None}
+    assert body["currency"] == "USD"
     assert body["month_by_model"] == [{"model": model.public_id, "requests": 2, "input_tokens": 38,
-                                       "output_tokens": 12, "total_tokens": 50}]
+                                       "output_tokens": 12, "total_tokens": 50, "spend": "0.000215"}]
     assert r["X-RateLimit-Limit"] == "300"
 
 
@@ -151,7 +160,7 @@ def spooling(settings, tmp_path, monkeypatch):
 
 
 def day_used(account):
-    return dict((w.period, used) for w, used in quota_used(account_id=account.pk))["day"]
+    return dict((w.period, used) for w, used in quota_used(account_id=account.pk).tokens)["day"]
 
 
 def test_a_lost_counter_is_rebuilt_from_the_records_before_the_check(backend, owner):
@@ -160,7 +169,7 @@ def test_a_lost_counter_is_rebuilt_from_the_records_before_the_check(backend, ow
     spend(owner, 40)
     forget_counters()  # Redis restarted: the counters are gone, the records are not
     with pytest.raises(ApiError) as exc:
-        quota_check(account_id=owner.pk, group=owner.group)
+        quota_check(account=owner)
     assert exc.value.status == 403 and "daily" in exc.value.message
     assert day_used(owner) == 100
 
@@ -187,7 +196,7 @@ def test_a_rebuild_counts_each_window_from_its_own_records(backend, owner):
         traveller.move_to(utc("2026-11-24T10:00:00"))
         spend(owner, 7)  # today
         forget_counters()
-        used = {w.period: amount for w, amount in quota_used(account_id=owner.pk)}
+        used = {w.period: amount for w, amount in quota_used(account_id=owner.pk).tokens}
     assert used == {"day": 7, "week": 57, "month": 457}
 
 
@@ -226,7 +235,7 @@ def test_a_rebuild_counts_the_records_still_in_the_spool_once(backend, spooling,
     spend(owner, 30)
     forget_counters()
     with pytest.raises(ApiError):
-        quota_check(account_id=owner.pk, group=owner.group)
+        quota_check(account=owner)
     assert day_used(owner) == 100
     # written to the database while still in a spool file (a drainer killed between the commit
     # and the unlink): still counted once

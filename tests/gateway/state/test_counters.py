@@ -76,13 +76,13 @@ def test_an_amount_is_missing_until_seeded_and_an_addition_does_not_create_it(ba
     amounts_forget(["t:q"])
     with time_machine.travel(1_800_000_000, tick=False) as traveller:
         assert amounts_get(["t:q"]) == [None]
-        amounts_add(["t:q"], 5)  # no total to add to: it stays missing, to be rebuilt
+        amounts_add([("t:q", 5)])  # no total to add to: it stays missing, to be rebuilt
         assert amounts_get(["t:q"]) == [None]
         hit = window_hit([("t:r", 10)], 60, reads=["t:q"])
         assert hit.allowed and hit.amounts == (None,)
         assert amounts_seed([("t:q", 1_800_000_100, 40)]) == [40]
         assert amounts_seed([("t:q", 1_800_000_100, 99)]) == [40]  # set only where missing
-        amounts_add(["t:q"], 5)
+        amounts_add([("t:q", 5)])
         assert amounts_get(["t:q"]) == [45]
         assert window_hit([("t:r", 10)], 60, reads=["t:q"]).amounts == (45,)
         traveller.move_to(1_800_000_100)  # its window is over

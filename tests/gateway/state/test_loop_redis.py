@@ -28,9 +28,9 @@ def test_the_loop_steps_count_as_the_synchronous_ones(settings, redis_url):
 
     async def steps():
         first = await loop_redis.window_hit([("t:loop", 2)], 60)
-        await loop_redis.amounts_add(["t:amount"], 5)  # missing: stays missing
+        await loop_redis.amounts_add([("t:amount", 5)])  # missing: stays missing
         counters.amounts_seed([("t:amount", time.time() + 60, 10)])
-        await loop_redis.amounts_add(["t:amount"], 5)
+        await loop_redis.amounts_add([("t:amount", 5)])
         return first
 
     first = asyncio.run(steps())
