@@ -300,6 +300,34 @@ class CallFailureDaily(models.Model):
         constraints = [models.UniqueConstraint(fields=["day", "model", "kind"], name="call_failure_daily_key")]
 
 
+class IdempotentRequest(models.Model):
+    """The first answer to a request sent with an `Idempotency-Key` (accounts/idempotency.py), kept per
+    account for IDEMPOTENCY_TTL_SECONDS: the same key with the same request gets it again instead of a
+    second call. While the first request is being answered the row is its claim (`status` null), held
+    until `held_until`; a retry takes over a claim whose process died after that. Expired rows are
+    swept (accounts/tasks.py); until then they count as absent."""
+
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the method, the path and the body.")
+    # the claim of the request answering the key: a settle or release by a request whose claim was taken over
+    # changes nothing
+    claim = models.CharField(max_length=32)
+    status = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Null while being answered.")
+    content_type = models.CharField(max_length=255, blank=True)
+    headers = models.JSONField(default=dict, blank=True)  # the identifying headers of the first answer
+    body = models.BinaryField(default=bytes, blank=True)
+    created_at = models.DateTimeField()
+    held_until = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account", "key"], name="idempotent_request_once")]
+
+    def __str__(self) -> str:
+        return f"{self.account_id}: {self.key}"
+
+
 def account_model() -> type[models.Model]:
     """The accounts app's Account, found through the usage record's relation: the gateway's tables
     point at the accounts', and its code reads them without importing the app above it."""
