@@ -152,7 +152,7 @@ class Call:
                 result["usage"] = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
         else:
             completion = self.reply.completion(completion_id=reply_id, model=self.model, created=self.created,
-                                               usage=self.usage())
+                                               usage=self.reply_usage())
             result = shape(completion) if shape else completion
         return self.cut_response(result) if self.cut else self.json_response(result)
 
@@ -164,6 +164,12 @@ class Call:
         if self._ended:
             self._usage = usage
         return usage
+
+    def reply_usage(self) -> dict[str, Any]:
+        """The usage a whole reply gives: the counts metered, with the details the server's usage had
+        beside them (`prompt_tokens_details.cached_tokens`, `completion_tokens_details`...)."""
+        server = self.reply.usage if isinstance(self.reply.usage, dict) and self.entry is None else {}
+        return {**server, **self.usage()}
 
     def meter_now(self) -> None:
         if (fields := self._meter_fields()) is not None:

@@ -121,6 +121,8 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     finish = "tool_calls" if tool else ("length" if truncated else "stop")
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
              "total_tokens": prompt_tokens + completion_tokens} if knobs["usage"] else None
+    if usage and knobs["cached_tokens"]:
+        usage["prompt_tokens_details"] = {"cached_tokens": min(knobs["cached_tokens"], prompt_tokens)}
     cid = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
 
