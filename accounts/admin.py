@@ -1,20 +1,53 @@
 """The operator console for accounts: groups, accounts, locks, and key previews (never a secret)."""
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.forms import UserChangeForm, UserCreationForm
 from django.utils import timezone
+from django.utils.html import format_html
 
 from accounts.models import Account, AccountGroup, ApiKey
+from gateway.console.money_fields import (
+    ACCOUNT_BUDGET_HELP,
+    BUDGET_FIELDS,
+    BUDGET_WINDOWS,
+    MoneyFormMixin,
+    budgets_summary,
+    currency,
+    plain,
+)
+
+WINDOWS_HELP = "Per account, in windows of a UTC day, a week from Wednesday 14:00 UTC and a calendar month."
+
+
+class AccountGroupForm(MoneyFormMixin, forms.ModelForm):
+    class Meta:
+        model = AccountGroup
+        fields = "__all__"
 
 
 @admin.register(AccountGroup)
 class AccountGroupAdmin(admin.ModelAdmin):
+    form = AccountGroupForm
     list_display = ["name", "api_access", "all_models", "daily_tokens", "weekly_tokens", "monthly_tokens",
-                    "remote_servers_allowed", "attachments_per_message", "response_cache_ttl"]
+                    "budgets", "remote_servers_allowed", "attachments_per_message", "response_cache_ttl"]
     list_filter = ["api_access", "all_models", "remote_servers_allowed"]
     search_fields = ["name"]
     filter_horizontal = ["allowed_models", "allowed_aliases"]
+
+    def get_fieldsets(self, request, obj=None):
+        """The token quotas and the budgets side by side, in a section named with the currency."""
+        limits = ["daily_tokens", "weekly_tokens", "monthly_tokens", *BUDGET_FIELDS]
+        others = [name for name in self.get_fields(request, obj) if name not in limits]
+        return [(None, {"fields": others}),
+                (f"Token quotas and budgets ({currency()})", {"fields": limits, "description": f"{WINDOWS_HELP} "
+                 "-1 = none. Reaching one refuses the account's calls until its window ends; an account may "
+                 "have budgets of its own."})]
+
+    @admin.display(description="Budgets")
+    def budgets(self, group):
+        return budgets_summary(group)
 
 
 class ApiKeyInline(admin.StackedInline):
@@ -52,7 +85,9 @@ class AccountCreationForm(UserCreationForm):
         fields = ["email", "full_name", "group", "role"]
 
 
-class AccountChangeForm(UserChangeForm):
+class AccountChangeForm(MoneyFormMixin, UserChangeForm):
+    money_help = dict.fromkeys(BUDGET_FIELDS, ACCOUNT_BUDGET_HELP)
+
     class Meta:
         model = Account
         fields = "__all__"
@@ -79,6 +114,19 @@ class AccountAdmin(UserAdmin):
         (None, {"classes": ["wide"], "fields": ["email", "full_name", "group", "role", "password1", "password2"]}),
     ]
     filter_horizontal = []
+
+    def get_fieldsets(self, request, obj=None):
+        """The account's own budgets after its status, with its group's beside them."""
+        if obj is None:
+            return super().get_fieldsets(request, obj)
+        group = obj.group
+        described = ", ".join(f"{window} {plain(getattr(group, name)) if getattr(group, name) >= 0 else 'none'}"
+                              for name, window in BUDGET_WINDOWS.items())
+        return [*self.fieldsets, (f"Budgets ({currency()})", {
+            "fields": list(BUDGET_FIELDS),
+            # the admin shows a description as markup: the group's name is escaped
+            "description": format_html("{} Empty: the group's ({}: {}); -1: none, whatever the group's; an amount: "
+                                       "this account's own.", WINDOWS_HELP, group.name, described)})]
 
     def get_inline_instances(self, request, obj=None):
         if obj is None or not ApiKey.objects.filter(account=obj).exists():

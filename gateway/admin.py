@@ -4,10 +4,19 @@ from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
+from gateway.console.money_fields import (
+    DEPLOYMENT_PRICE_HELP,
+    PRICE_FIELDS,
+    MoneyFormMixin,
+    currency,
+    price_summary,
+    prices_title,
+)
 from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
 from gateway.console.server_admin import HEALTH_FIELDS, ServerHealthAdmin
 from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer, UsageRecord
 from gateway.registry import discovery
+from gateway.registry.prices import money_text
 from gateway.state import loads
 
 # The console's "View site" link pointed at "/", which nothing answers: no link.
@@ -66,15 +75,34 @@ class FallbackInline(admin.TabularInline):
     extra = 0
 
 
+class ModelForm(MoneyFormMixin, forms.ModelForm):
+    class Meta:
+        model = Model
+        fields = "__all__"
+
+
 @admin.register(Model)
 class ModelAdmin(admin.ModelAdmin):
     # Few, narrow columns: beside the navigation and the filters, one column per capability (and the
-    # server again, already in the id) made the list scroll sideways.
-    list_display = ["__str__", "capabilities", "enabled", "is_default"]
+    # server again, already in the id) made the list scroll sideways. The prices share one.
+    form = ModelForm
+    list_display = ["__str__", "capabilities", "enabled", "is_default", "prices"]
     list_filter = ["server", "enabled", "is_default", "supports_chat", "supports_embeddings", "supports_audio"]
     list_select_related = ["server"]
     search_fields = ["name", "server__name"]
     inlines = [FallbackInline]
+
+    def get_fieldsets(self, request, obj=None):
+        """The prices in a section of their own, named with the installation's currency."""
+        others = [name for name in self.get_fields(request, obj) if name not in PRICE_FIELDS]
+        return [(None, {"fields": others}),
+                (prices_title(), {"fields": list(PRICE_FIELDS),
+                                  "description": "A change applies to the calls metered from then on; past "
+                                                 "usage keeps the cost it was metered with."})]
+
+    @admin.display(description="Price per M tokens")
+    def prices(self, model):
+        return price_summary(model)
 
     @admin.display(description="Capabilities")
     def capabilities(self, model):
@@ -83,9 +111,20 @@ class ModelAdmin(admin.ModelAdmin):
         return ", ".join(names) or "none"
 
 
+class AliasDeploymentForm(MoneyFormMixin, forms.ModelForm):
+    money_help = dict.fromkeys(PRICE_FIELDS, DEPLOYMENT_PRICE_HELP)
+
+    class Meta:
+        model = AliasDeployment
+        fields = ["model", "weight", *PRICE_FIELDS]
+
+
 class AliasDeploymentInline(admin.TabularInline):
+    """A deployment's weight, and its own prices per million tokens (each left empty is its model's)."""
+
     model = AliasDeployment
-    fields = ["model", "weight"]
+    form = AliasDeploymentForm
+    fields = ["model", "weight", *PRICE_FIELDS]
     autocomplete_fields = ["model"]
     extra = 0
 
@@ -145,11 +184,16 @@ class AliasAdmin(admin.ModelAdmin):
 class UsageRecordAdmin(admin.ModelAdmin):
     """Read-only: usage is written by the gateway, never by hand."""
 
-    list_display = ["created_at", "account", "model", "surface", "input_tokens", "output_tokens", "request_id"]
+    list_display = ["created_at", "account", "model", "surface", "input_tokens", "output_tokens", "cost", "request_id"]
     list_filter = ["surface", "model"]
     search_fields = ["account__email", "model", "request_id"]
     date_hierarchy = "created_at"
     list_select_related = ["account"]
+
+    @admin.display(description="Cost", ordering="cost_units")
+    def cost(self, record):
+        """What the call cost when it was metered (exact; a later price change never rewrites it)."""
+        return f"{money_text(record.cost_units)} {currency()}"
 
     def get_urls(self):
         """The usage console and its CSV export (gateway/console/usage_views.py), staff only."""

@@ -1,7 +1,9 @@
-"""The operator console (/admin/): pages answer, secrets stay hidden, locks and write-only keys work."""
+"""The operator console (/admin/): pages answer, secrets stay hidden, locks and write-only keys work,
+budgets (issue 25) are set per group and per account."""
 
 import re
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -188,3 +190,61 @@ def test_usage_is_listed_and_read_only(admin_client):
     assert listing.status_code == 200
     assert "metered@example.test" in listing.content.decode()
     assert admin_client.get(reverse("admin:gateway_usagerecord_add")).status_code == 403
+
+
+def group_form(group, **budgets) -> dict:
+    data = {"name": group.name, "api_access": "on", "all_models": "on", "daily_tokens": -1, "weekly_tokens": -1,
+            "monthly_tokens": -1, "daily_budget": -1, "weekly_budget": -1, "monthly_budget": -1,
+            "remote_servers_allowed": "on", "attachments_per_message": 10, "response_cache_ttl": 0}
+    return {**data, **budgets}
+
+
+def test_a_groups_budgets_are_set_beside_its_token_quotas_in_the_currency(admin_client, settings):
+    settings.CURRENCY = "EUR"
+    group = AccountGroupFactory(name="research", weekly_budget="12.5")
+    url = reverse("admin:accounts_accountgroup_change", args=[group.pk])
+    html = admin_client.get(url).content.decode()
+    section = re.search(r">Token quotas and budgets \(EUR\)</h2>(.*?)</fieldset>", html, re.S).group(1)
+    assert re.findall(r'name="(\w+)"', section) == ["daily_tokens", "weekly_tokens", "monthly_tokens",
+                                                   "daily_budget", "weekly_budget", "monthly_budget"]
+    assert '<label class="required" for="id_weekly_budget">Weekly budget (EUR):</label>' in section
+    assert 'name="weekly_budget" value="12.5"' in section and 'name="daily_budget" value="-1"' in section
+
+    response = admin_client.post(url, group_form(group, daily_budget="2.75", monthly_budget="100"))
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    group.refresh_from_db()
+    assert (group.daily_budget, group.weekly_budget, group.monthly_budget) == (
+        Decimal("2.75"), Decimal("-1"), Decimal("100"))
+    listing = admin_client.get(reverse("admin:accounts_accountgroup_changelist")).content.decode()
+    assert '<td class="field-budgets">day 2.75 · month 100 EUR</td>' in listing
+
+
+def test_a_budget_below_zero_other_than_minus_one_is_refused(admin_client):
+    group = AccountGroupFactory(name="research")
+    response = admin_client.post(reverse("admin:accounts_accountgroup_change", args=[group.pk]),
+                                 group_form(group, weekly_budget="-2"))
+    assert response.status_code == 200
+    assert "A budget is -1 (none) or an amount of at least 0." in response.content.decode()
+    group.refresh_from_db()
+    assert group.weekly_budget == -1
+
+
+def test_an_accounts_own_budgets_override_its_groups(admin_client):
+    group = AccountGroupFactory(name="<b>research</b>", daily_budget=5, monthly_budget="99.5")
+    account = AccountFactory(email="own@example.test", group=group)
+    url = reverse("admin:accounts_account_change", args=[account.pk])
+    html = admin_client.get(url).content.decode()
+    assert ">Budgets (USD)</h2>" in html
+    assert "Empty: the group's (&lt;b&gt;research&lt;/b&gt;: day 5, week none, month 99.5)" in html
+    data = {"email": account.email, "full_name": account.full_name, "group": group.pk, "role": account.role,
+            "is_active": "on", "daily_budget": "0.5", "weekly_budget": "", "monthly_budget": "-1"}
+
+    response = admin_client.post(url, data)
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    account.refresh_from_db()
+    assert (account.daily_budget, account.weekly_budget, account.monthly_budget) == (
+        Decimal("0.5"), None, Decimal("-1"))
+    response = admin_client.post(url, {**data, "daily_budget": "-0.5"})
+    assert "A budget is -1 (none) or an amount of at least 0." in response.content.decode()

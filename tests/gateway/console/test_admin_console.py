@@ -1,5 +1,6 @@
 """The console's rough edges (issue 14): help texts shown as written, a model list that fits
-beside the navigation and the filters, and no "View site" link to a page nothing answers."""
+beside the navigation and the filters (its prices in one column, issue 25), and no "View site" link
+to a page nothing answers."""
 
 import re
 
@@ -26,16 +27,17 @@ def test_the_server_name_help_text_shows_the_model_id_form(admin_client):
         assert "Used in model ids: <server>" not in html  # markup the browser would swallow: "/."
 
 
-def test_the_model_list_has_four_narrow_columns(admin_client):
+def test_the_model_list_has_five_narrow_columns(admin_client):
     ModelFactory(server=ModelServerFactory(name="gpu-box"), name="llama3.1:8b", supports_chat=True,
-                 supports_embeddings=True, supports_audio=False)
+                 supports_embeddings=True, supports_audio=False, input_price="0.15", output_price="0.6")
     ModelFactory(server=ModelServerFactory(name="tts-box"), name="voice", supports_chat=False,
                  supports_embeddings=False, supports_audio=False)
     html = admin_client.get(reverse("admin:gateway_model_changelist")).content.decode()
     headers = re.findall(r'<th scope="col" class="(?:sortable )?column-(\w+)', html)
-    assert headers == ["__str__", "capabilities", "enabled", "is_default"]
+    assert headers == ["__str__", "capabilities", "enabled", "is_default", "prices"]
     cells = re.findall(r'<td class="field-capabilities">([^<]*)</td>', html)
     assert sorted(cells) == ["chat, embeddings", "none"]
+    assert sorted(re.findall(r'<td class="field-prices">([^<]*)</td>', html)) == ["in 0.15 · out 0.6 USD", "no price"]
     assert "gpu-box/llama3.1:8b" in html
 
 

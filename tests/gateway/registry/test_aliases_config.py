@@ -225,8 +225,8 @@ def test_the_group_admin_sets_the_aliases_a_group_may_use(admin_client):
     assert 'name="allowed_aliases"' in admin_client.get(url).content.decode()
     response = admin_client.post(url, {
         "name": "interns", "api_access": "on", "allowed_aliases": [alias.pk], "daily_tokens": -1,
-        "weekly_tokens": -1, "monthly_tokens": -1, "remote_servers_allowed": "on", "attachments_per_message": 10,
-        "response_cache_ttl": 0})
+        "weekly_tokens": -1, "monthly_tokens": -1, "daily_budget": -1, "weekly_budget": -1, "monthly_budget": -1,
+        "remote_servers_allowed": "on", "attachments_per_message": 10, "response_cache_ttl": 0})
     assert response.status_code == 302, response.content.decode()[:2000]
     assert list(AccountGroup.objects.get(pk=group.pk).allowed_aliases.all()) == [alias]
     assert registry().group_aliases[group.pk] == frozenset({alias.pk})

@@ -1,0 +1,92 @@
+"""Prices and budgets in the operator's forms and lists (issue 25). The labels and help texts name
+the installation's currency (settings.CURRENCY, read when the form is made, not at import), an
+amount is shown as it was written (0.15, not 0.1500), and a budget is -1 (none) or an amount of at
+least 0. Used by the model and alias admin (gateway/admin.py) and by the account and group admin
+(accounts/admin.py)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+
+PRICE_FIELDS = ("input_price", "cached_input_price", "output_price")
+BUDGET_FIELDS = ("daily_budget", "weekly_budget", "monthly_budget")
+PRICE_LABELS = {"input_price": "Input", "cached_input_price": "Cached input", "output_price": "Output"}
+BUDGET_LABELS = {"daily_budget": "Daily budget", "weekly_budget": "Weekly budget", "monthly_budget": "Monthly budget"}
+BUDGET_WINDOWS = {"daily_budget": "day", "weekly_budget": "week", "monthly_budget": "month"}
+NOT_A_BUDGET = "A budget is -1 (none) or an amount of at least 0."
+
+
+def currency() -> str:
+    return settings.CURRENCY
+
+
+def prices_title() -> str:
+    return f"Price per million tokens ({currency()})"
+
+
+def plain(value: Decimal | int | None) -> str:
+    """An amount as an operator wrote it: no trailing zeros, never an exponent (10, 0.15, -1)."""
+    if value is None:
+        return ""
+    text = f"{Decimal(value):f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def price_summary(row) -> str:
+    """A model's (or deployment's) prices on one line, for a list: "in 0.15 · cached 0.075 · out 0.6 USD"
+    (the kinds it has), or "no price"."""
+    parts = [f"{short} {plain(getattr(row, name))}"
+             for name, short in (("input_price", "in"), ("cached_input_price", "cached"), ("output_price", "out"))
+             if getattr(row, name) is not None]
+    return f"{' · '.join(parts)} {currency()}" if parts else "no price"
+
+
+def budgets_summary(row) -> str:
+    """A group's (or an account's own) budgets on one line: "day 5 · month 100 USD", or "none". An
+    account's budget left empty (its group's) is not shown."""
+    parts = [f"{window} {plain(getattr(row, name))}" for name, window in BUDGET_WINDOWS.items()
+             if getattr(row, name) is not None and getattr(row, name) >= 0]
+    return f"{' · '.join(parts)} {currency()}" if parts else "none"
+
+
+PRICE_HELP = {
+    "input_price": "Per million input tokens, in {currency}. Empty: input costs nothing (with no output "
+                   "price either, the model has no price and the usage console says so).",
+    "cached_input_price": "Per million input tokens the provider read from its prompt cache, in {currency}; "
+                          "empty = the input price.",
+    "output_price": "Per million output tokens, in {currency}; empty: output costs nothing.",
+}
+DEPLOYMENT_PRICE_HELP = "Per million tokens through this alias, in {currency}; empty = the model's own price."
+GROUP_BUDGET_HELP = "Spend per account in the window, in {currency}; -1 = no budget."
+ACCOUNT_BUDGET_HELP = ("In {currency}: this account's own budget, in place of its group's; empty = the group's; "
+                       "-1 = none.")
+
+
+class MoneyFormMixin:
+    """For a ModelForm holding prices or budgets: the currency in their labels and help texts
+    (`money_help`: a field's help, "{currency}" replaced), amounts shown as written, and a budget
+    below 0 other than -1 refused."""
+
+    money_help: dict[str, str] = {**PRICE_HELP, **dict.fromkeys(BUDGET_FIELDS, GROUP_BUDGET_HELP)}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        code = currency()
+        for name, field in self.fields.items():
+            label = PRICE_LABELS.get(name) or BUDGET_LABELS.get(name)
+            if label is None:
+                continue
+            field.label = f"{label} ({code})"
+            field.help_text = self.money_help[name].format(currency=code)
+            if isinstance(self.initial.get(name), Decimal):  # equal, so an untouched field is unchanged
+                self.initial[name] = Decimal(plain(self.initial[name]))
+
+    def clean(self):
+        cleaned = super().clean()
+        for name in BUDGET_FIELDS:
+            value = cleaned.get(name)
+            if name in self.fields and value is not None and value < 0 and value != -1:
+                self.add_error(name, NOT_A_BUDGET)
+        return cleaned
