@@ -7,6 +7,7 @@
         deployments:
           - {model: gpu1/llama3.1:8b, weight: 3}
           - model: gpu2/llama3.1:8b # weight 1
+            input_price: 0.05       # its own prices, per million tokens; each left out is the model's
         fallbacks: [cloud/gpt-4o-mini]
 
 As for every object the file names, it is authoritative for an alias: its deployments and
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from gateway.models import Alias, AliasDeployment, AliasFallback
 from gateway.registry.config_file.checks import (
+    PRICE_KEYS,
     ConfigError,
     KnownModels,
     Tally,
@@ -28,13 +30,14 @@ from gateway.registry.config_file.checks import (
     list_of,
     mapping,
     names_once,
+    price,
     save,
     string,
     whole,
 )
 
 ALIAS_KEYS = ("name", "policy", "affinity", "enabled", "deployments", "fallbacks")
-DEPLOYMENT_KEYS = ("model", "weight")
+DEPLOYMENT_KEYS = ("model", "weight", *PRICE_KEYS)
 
 
 def apply_aliases(entries, known: KnownModels) -> Tally:
@@ -66,12 +69,14 @@ def _apply_alias(entry, where: str, known: KnownModels) -> str:
 
     alias = Alias.objects.filter(name=name).first() or Alias(name=name)
     status = save(alias, wanted, where, {})
-    current = list(AliasDeployment.objects.filter(alias=alias).order_by("id").values_list("model_id", "weight"))
+    current = list(AliasDeployment.objects.filter(alias=alias).order_by("id")
+                   .values_list("model_id", "weight", *PRICE_KEYS))
     if current != deployments:
         for row in AliasDeployment.objects.filter(alias=alias):  # one by one, so the registry hears of it
             row.delete()
-        for model_id, weight in deployments:
-            AliasDeployment.objects.create(alias=alias, model_id=model_id, weight=weight)
+        for model_id, weight, *prices in deployments:
+            AliasDeployment.objects.create(alias=alias, model_id=model_id, weight=weight,
+                                           **dict(zip(PRICE_KEYS, prices, strict=True)))
         status = "updated" if status == "unchanged" else status
     links = AliasFallback.objects.filter(alias=alias).order_by("position", "id")
     if list(links.values_list("fallback_id", flat=True)) != fallbacks:
@@ -83,10 +88,10 @@ def _apply_alias(entry, where: str, known: KnownModels) -> str:
     return status
 
 
-def _deployments(entries, where: str, known: KnownModels) -> list[tuple[int, int]]:
-    """(model id, weight) of each deployment, in the file's order; a deployment may be written as
-    its model id alone (weight 1)."""
-    found: list[tuple[int, int]] = []
+def _deployments(entries, where: str, known: KnownModels) -> list[tuple]:
+    """(model id, weight, input, cached input and output price) of each deployment, in the file's
+    order; a deployment may be written as its model id alone (weight 1, the model's prices)."""
+    found: list[tuple] = []
     for i, entry in enumerate(list_of(entries, where)):
         place = f"{where}[{i}]"
         if isinstance(entry, str):
@@ -95,9 +100,10 @@ def _deployments(entries, where: str, known: KnownModels) -> list[tuple[int, int
         if "model" not in entry:
             raise ConfigError(place, "a deployment needs a model")
         model = known.get(entry["model"], f"{place}.model")
-        if any(model.pk == model_id for model_id, _ in found):
+        if any(model.pk == row[0] for row in found):
             raise ConfigError(f"{place}.model", f"{model.public_id} is listed twice")
-        found.append((model.pk, whole(entry.get("weight", 1), f"{place}.weight", 0)))
+        found.append((model.pk, whole(entry.get("weight", 1), f"{place}.weight", 0),
+                      *(price(entry.get(key), f"{place}.{key}") for key in PRICE_KEYS)))
     if not found:
         raise ConfigError(where, "an alias needs at least one deployment")
     return found

@@ -1,5 +1,6 @@
 """The operator's configuration file (`manage.py applyconfig FILE`, docs/configuration.md): model
-servers and their models, fallbacks, the default model, aliases and account groups, in one YAML file.
+servers and their models (with their prices), fallbacks, the default model, aliases and account groups
+(with their token quotas and budgets), in one YAML file.
 
 Applying is idempotent and all-or-nothing: the whole file is checked and written in one
 transaction, and any error names its place in the file (`servers[1].models[0].fallbacks[0]`)
@@ -25,15 +26,18 @@ from django.db import transaction
 from gateway.models import Model, ModelFallback, ModelServer
 from gateway.registry.config_file.aliases import apply_aliases, group_aliases
 from gateway.registry.config_file.checks import (
+    PRICE_KEYS,
     ConfigError,
     KnownModels,
     Tally,
     boolean,
+    budget,
     choice,
     default_of,
     list_of,
     mapping,
     names_once,
+    price,
     read_yaml,
     save,
     seconds,
@@ -45,9 +49,11 @@ TOP_KEYS = ("servers", "default_model", "aliases", "groups")
 SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote", "enabled", "connect_timeout",
                "read_timeout", "drop_unsupported_fields", "structured_output", "models")
 MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
-MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", "fallbacks")
+MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", *PRICE_KEYS, "fallbacks")
+BUDGET_KEYS = ("daily_budget", "weekly_budget", "monthly_budget")  # settings.CURRENCY; -1 = none
 GROUP_KEYS = ("name", "api_access", "allowed_models", "allowed_aliases", "daily_tokens", "weekly_tokens",
-              "monthly_tokens", "remote_servers_allowed", "attachments_per_message", "response_cache_ttl")
+              "monthly_tokens", *BUDGET_KEYS, "remote_servers_allowed", "attachments_per_message",
+              "response_cache_ttl")
 
 # file key → model field, where they differ
 MODEL_FIELDS = {"chat": "supports_chat", "embeddings": "supports_embeddings", "audio": "supports_audio"}
@@ -137,6 +143,8 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
         }
         wanted["context_window"] = whole(model_entry.get("context_window", default_of(Model, "context_window")),
                                         f"{place}.context_window", MIN_CONTEXT_WINDOW)
+        for key in PRICE_KEYS:  # left out: no price
+            wanted[key] = price(model_entry.get(key), f"{place}.{key}")
         model = Model.objects.filter(server=server, name=model_name).first() or Model(server=server, name=model_name)
         status = save(model, wanted, place, {v: k for k, v in MODEL_FIELDS.items()})
         written.append((model, model_entry, place, status))
@@ -188,6 +196,8 @@ def _apply_group(entry, where: str, known: KnownModels, summary: Summary) -> Non
         wanted[key] = boolean(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}")
     for key in ("daily_tokens", "weekly_tokens", "monthly_tokens"):
         wanted[key] = whole(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}", -1)
+    for key in BUDGET_KEYS:
+        wanted[key] = budget(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}")
     for key in ("attachments_per_message", "response_cache_ttl"):
         wanted[key] = whole(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}", 0)
     allowed: list[int] = []

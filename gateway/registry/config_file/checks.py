@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 
 import yaml
 from django.core.exceptions import ValidationError
@@ -115,6 +116,52 @@ def seconds(value, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ConfigError(where, "must be a number of seconds")
     return float(value)
+
+
+PRICE_KEYS = ("input_price", "cached_input_price", "output_price")  # of a model and an alias deployment
+MONEY_PLACES = 4  # as the database keeps prices and budgets (gateway/registry/prices.py)
+PRICE_BELOW = 10**8  # a price has 12 digits, 4 of them decimals
+BUDGET_BELOW = 10**10  # a budget 14
+
+
+def price(value, where: str) -> Decimal | None:
+    """A price per million tokens: a number or a decimal string, at least 0, at most 4 decimals;
+    null (or left out) is no price."""
+    if value is None:
+        return None
+    amount = _amount(value)
+    if amount is None or amount < 0 or amount >= PRICE_BELOW:
+        raise ConfigError(where, f"must be a price of at least 0 and below {PRICE_BELOW} with at most {MONEY_PLACES} "
+                                 "decimals, as a number or a decimal string (0.15, \"0.15\"), or null for none")
+    return amount
+
+
+def budget(value, where: str) -> Decimal:
+    """A budget in the currency: -1 (none), or a number or decimal string of at least 0, at most 4
+    decimals."""
+    amount = _amount(value)
+    if amount is None or (amount < 0 and amount != -1) or amount >= BUDGET_BELOW:
+        raise ConfigError(where, f"must be -1 (no budget) or an amount of at least 0 and below {BUDGET_BELOW} "
+                                 f"with at most {MONEY_PLACES} decimals, as a number or a decimal string "
+                                 "(25.5, \"25.50\")")
+    return amount
+
+
+def _amount(value) -> Decimal | None:
+    """An exact amount of YAML's number or string, with MONEY_PLACES decimals; None when it is
+    neither, is not finite or has more decimals (other than zeros). A float is read as written
+    (0.15 is 0.15, not its binary neighbour)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Decimal(value)
+    try:
+        amount = Decimal(repr(value)) if isinstance(value, float) else Decimal(value.strip())
+    except (AttributeError, InvalidOperation):
+        return None
+    if not amount.is_finite() or -min(amount.normalize().as_tuple().exponent, 0) > MONEY_PLACES:
+        return None
+    return amount.quantize(Decimal(1).scaleb(-MONEY_PLACES))  # as stored: "0.15000" has 5 places, 0.1500 4
 
 
 def choice(value, where: str, choices: list[str], what: str) -> str:

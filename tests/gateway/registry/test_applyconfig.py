@@ -1,6 +1,7 @@
 """manage.py applyconfig FILE: the operator's YAML file, applied idempotently in one transaction."""
 
 import textwrap
+from decimal import Decimal
 from io import StringIO
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from accounts.models import AccountGroup
-from gateway.models import Model, ModelFallback, ModelServer
+from gateway.models import AliasDeployment, Model, ModelFallback, ModelServer
 from tests.factories import AccountGroupFactory, ModelFactory, ModelServerFactory
 
 pytestmark = pytest.mark.django_db
@@ -300,6 +301,14 @@ def test_the_documented_example_applies(apply, monkeypatch):
     assert "servers: 4 created" in out and "models: 5 created" in out and "groups: 3 created" in out
     assert ModelServer.objects.get(name="claude").kind == "anthropic"
     assert ModelServer.objects.get(name="old-vllm").enabled is False
+    mini = model("cloud/gpt-4o-mini")
+    assert (mini.input_price, mini.cached_input_price, mini.output_price) == (
+        Decimal("0.15"), Decimal("0.075"), Decimal("0.6"))
+    assert model("local/llama3.1:8b").input_price is None
+    assert AliasDeployment.objects.get(model__name="claude-sonnet-4-5").input_price == Decimal("2.5")
+    interns = AccountGroup.objects.get(name="interns")
+    assert (interns.daily_budget, interns.weekly_budget, interns.monthly_budget) == (
+        Decimal("2"), Decimal("7.5"), Decimal("-1"))
     assert "Everything unchanged" in apply(example)
 
 
