@@ -4,10 +4,11 @@
     .venv/bin/python bench/usage_console.py --records 100000 --rounds 5 --tag quick
 
 A throwaway database `bench_usage_console_<pid>` (on BENCH_PG_ADMIN_URL's server, dropped at the
-end) is migrated and filled: 500 accounts in 5 groups (two with ceilings), 8 models, --records
-usage records spread over --days days up to now (INSERT … SELECT FROM generate_series, 100,000 a
-statement, skewed so that a few accounts and models make most of the use, as in life), and a
-year of failure counts. The roll-up the triggers keep (UsageDaily) is filled by those inserts.
+end) is migrated and filled: 500 accounts in 5 groups (two with ceilings and budgets), 8 models,
+--records usage records spread over --days days up to now (INSERT … SELECT FROM generate_series,
+100,000 a statement, skewed so that a few accounts and models make most of the use, as in life;
+each costs its tokens at 0.15 and 0.60 per million), and a year of failure counts. The roll-up
+the triggers keep (UsageDaily) is filled by those inserts.
 
 Timed, medians over --rounds (milliseconds, time.perf_counter):
 - each query of the page and the whole page (the view and its template, as the admin serves it)
@@ -116,8 +117,9 @@ def fill(args):
     from accounts.models import Account, AccountGroup
 
     groups = [AccountGroup.objects.create(name="capped", daily_tokens=200_000, weekly_tokens=1_000_000,
-                                          monthly_tokens=3_000_000),
-              AccountGroup.objects.create(name="small", daily_tokens=50_000, weekly_tokens=-1, monthly_tokens=500_000),
+                                          monthly_tokens=3_000_000, daily_budget=20, monthly_budget=300),
+              AccountGroup.objects.create(name="small", daily_tokens=50_000, weekly_tokens=-1, monthly_tokens=500_000,
+                                          weekly_budget=10),
               *(AccountGroup.objects.create(name=f"open-{i}") for i in range(3))]
     Account.objects.bulk_create([Account(email=f"user{i}@bench.test", group=groups[i % len(groups)], password="!")
                                  for i in range(args.accounts)])
@@ -129,12 +131,15 @@ def fill(args):
             high = min(low + 100_000, args.records)
             cursor.execute(
                 """INSERT INTO gateway_usagerecord
-                       (account_id, model, surface, input_tokens, output_tokens, request_id, key, created_at)
-                   SELECT (%(ids)s::bigint[])[1 + floor(%(n)s * random() ^ 3)::int],
-                          (%(models)s::text[])[1 + floor(8 * random() ^ 2)::int], 'chat_completions',
-                          20 + floor(random() * 2000)::int, 5 + floor(random() * 500)::int, '', 'bench-' || i,
-                          now() - random() * %(days)s * interval '1 day'
-                     FROM generate_series(%(low)s, %(high)s - 1) AS i""",
+                       (account_id, model, surface, input_tokens, output_tokens, request_id, key, created_at,
+                        cost_units)
+                   SELECT a, m, 'chat_completions', t_in, t_out, '', 'bench-' || i, at,
+                          t_in * 1500 + t_out * 6000  -- 0.15 and 0.60 per million tokens
+                     FROM (SELECT i, (%(ids)s::bigint[])[1 + floor(%(n)s * random() ^ 3)::int] AS a,
+                                  (%(models)s::text[])[1 + floor(8 * random() ^ 2)::int] AS m,
+                                  20 + floor(random() * 2000)::int AS t_in, 5 + floor(random() * 500)::int AS t_out,
+                                  now() - random() * %(days)s * interval '1 day' AS at
+                             FROM generate_series(%(low)s, %(high)s - 1) AS i) AS r""",
                 {"ids": ids, "n": len(ids), "models": MODELS, "days": args.days, "low": low, "high": high})
         cursor.execute(
             """INSERT INTO gateway_callfailuredaily (day, model, kind, count)
@@ -156,6 +161,7 @@ def time_page(operator, params: dict, rounds: int) -> dict:
     from accounts.models import AccountGroup
     from gateway.console import usage_reads as uc
     from gateway.console.usage_views import usage_console
+    from gateway.console.usage_windows import window_use
 
     groups = list(AccountGroup.objects.order_by("name"))
     f, errors = uc.parse_filters(params, today=dj_timezone.now().date(), groups=groups)
@@ -164,7 +170,9 @@ def time_page(operator, params: dict, rounds: int) -> dict:
     parts = {
         "rows per day and model": lambda: uc.usage_by_day_and_model(f),
         "top accounts": lambda: uc.top_accounts(f),
-        "quota use (2 queries)": lambda: uc.ceiling_use(f, now=now),
+        "quota and budget use (2 queries)": lambda: window_use(f, now=now),
+        "per group": lambda: uc.usage_by_group(f),
+        "prices": lambda: uc.model_prices(),
         "failures": lambda: uc.failure_counts(f),
         "account names": lambda: uc.account_names(range(1, 61)),
     }

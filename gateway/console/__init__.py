@@ -1,5 +1,6 @@
 """The operator's pages beyond the model admin: the usage console (`usage_views`, its reads in
-`usage_reads`, its charts in `usage_chart`), the model server admin's health and discovery
-(`server_admin`), and the write-only secret fields of admin forms (`secret_forms`).
+`usage_reads`, the panels of the current quota and budget windows in `usage_windows`, its charts in
+`usage_chart`), the model server admin's health and discovery (`server_admin`), the write-only
+secret fields of admin forms (`secret_forms`), and prices and budgets in admin forms (`money_fields`).
 
 May import: every other part of the gateway."""

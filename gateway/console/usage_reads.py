@@ -1,12 +1,14 @@
 """The usage console's reads (the admin page of gateway/console/usage_views.py): its filters and
-the queries behind it.
+the queries over the date range behind it; the panels of the current quota and budget windows are
+in gateway/console/usage_windows.py.
 
-Every figure but the CSV export, the start of the quota week and the response cache's hits (read
-from the cached records alone) comes from UsageDaily, the usage records added up per UTC day,
-account and model by database triggers (migration 0007): the page runs the same fixed number of
-queries whatever the number of records (tests/gateway/console/test_usage_console.py counts them),
-each over days rather than calls (bench/usage_console.py times them at a million records).
-Aggregates group by the account's id alone and read the few names shown afterwards
+Every figure but the CSV export and the response cache's hits (read from the cached records alone)
+comes from UsageDaily, the usage records added up per UTC day, account and model by database
+triggers (migration 0007): calls, tokens and spend (`cost_units`, the cost each record was metered
+with, in gateway/registry/prices.py's COST_UNITS; migration 0011). The page runs the same fixed
+number of queries whatever the number of records (tests/gateway/console/test_usage_console.py
+counts them), each over days rather than calls (bench/usage_console.py times them at a million
+records). Aggregates group by the account's id alone and read the few names shown afterwards
 (`account_names`): grouping by e-mail addresses made PostgreSQL sort every row on disk. It reads
 the database, not the quota counters: a record still in a process's spool shows up within
 USAGE_FLUSH_SECONDS."""
@@ -16,18 +18,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
-from typing import Any
+from decimal import Decimal
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Sum
 
-from gateway.limits.quotas import windows_at
-from gateway.models import CallFailureDaily, UsageDaily, UsageRecord, account_model
+from gateway.models import CallFailureDaily, Model, UsageDaily, UsageRecord, account_model
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
 TOP_ACCOUNTS = 10
-CEILING_ROWS = 50
 TOKENS = F("input_tokens") + F("output_tokens")
 DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]*")  # PostgreSQL refuses NUL in a text; no id holds the others
@@ -133,22 +134,46 @@ def _daily(f: Filters):
     return rows
 
 
+SUMS = {"calls": Sum("calls"), "input_tokens": Sum("input_tokens"), "output_tokens": Sum("output_tokens"),
+        "cost_units": Sum("cost_units")}
+
+
 def usage_by_day_and_model(f: Filters) -> list[dict]:
-    """Calls and tokens per day and model, of every model: the model filter is the caller's to
-    apply, so that the same rows also give the models of the range (one query)."""
-    return list(_daily(f).values("day", "model")
-                .annotate(calls=Sum("calls"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"))
-                .order_by("day", "model"))
+    """Calls, tokens and spend per day and model, of every model: the model filter is the caller's
+    to apply, so that the same rows also give the models of the range (one query)."""
+    return list(_daily(f).values("day", "model").annotate(**SUMS).order_by("day", "model"))
 
 
 def top_accounts(f: Filters, limit: int = TOP_ACCOUNTS) -> list[dict]:
-    """The ids of the accounts that used the most tokens in the range, with their sums (one
-    query, grouped by the account's id alone: the names are read for the few kept, by
+    """The ids of the accounts that used the most tokens in the range, with their sums and spend
+    (one query, grouped by the account's id alone: the names are read for the few kept, by
     `account_names`)."""
     rows = _daily(f).filter(model=f.model) if f.model else _daily(f)
     return list(rows.values("account_id").annotate(tokens=Sum(TOKENS))  # before the sums named like columns
-                .annotate(calls=Sum("calls"), input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"))
-                .order_by("-tokens", "account_id")[:limit])
+                .annotate(**SUMS).order_by("-tokens", "account_id")[:limit])
+
+
+def usage_by_group(f: Filters) -> list[dict]:
+    """Calls, tokens and spend per account group (its id: the page has every group's name), most
+    spent first, then most tokens (one query; the account's group now, as the group filter reads it)."""
+    rows = _daily(f).filter(model=f.model) if f.model else _daily(f)
+    return list(rows.values(group_id=F("account__group_id")).annotate(tokens=Sum(TOKENS))
+                .annotate(**SUMS).order_by("-cost_units", "-tokens", "group_id"))
+
+
+class ModelPrice(NamedTuple):
+    """A model's prices per million tokens now, in settings.CURRENCY; None: none of this kind."""
+
+    input_price: Decimal | None
+    cached_input_price: Decimal | None
+    output_price: Decimal | None
+
+
+def model_prices() -> dict[str, ModelPrice]:
+    """The current prices of every model by its id (`server/model`), one query. An alias
+    deployment may have prices of its own, which the calls through it were metered with."""
+    return {f"{server}/{name}": ModelPrice(*prices) for server, name, *prices in
+            Model.objects.values_list("server__name", "name", "input_price", "cached_input_price", "output_price")}
 
 
 def cache_hits(f: Filters) -> list[dict]:
@@ -182,78 +207,3 @@ def failure_counts(f: Filters) -> list[dict]:
                                     {"model": row["model"], **dict.fromkeys(CallFailureDaily.Kind.values, 0)})
         entry[row["kind"]] = row["n"]
     return list(by_model.values())
-
-
-@dataclass
-class WindowUse:
-    period: str
-    used: int
-    ceiling: int  # -1: none
-
-    @property
-    def share(self) -> float | None:
-        """The part of the ceiling used (1.0 = reached); None without a ceiling."""
-        if self.ceiling < 0:
-            return None
-        return 1.0 if self.ceiling == 0 else self.used / self.ceiling
-
-    @property
-    def percent(self) -> int | None:
-        share = self.share
-        return None if share is None else int(share * 100)
-
-
-@dataclass
-class CeilingUse:
-    account_id: int
-    windows: list[WindowUse]
-    email: str = ""
-    group: str = ""
-
-    @property
-    def highest_share(self) -> float:
-        return max((w.share for w in self.windows if w.share is not None), default=-1.0)
-
-
-def ceiling_use(f: Filters, *, now: datetime, limit: int = CEILING_ROWS) -> tuple[list[CeilingUse], int]:
-    """Each account's use of its group's daily, weekly and monthly ceilings in the current quota
-    windows (gateway/limits/quotas.py), closest to a ceiling first: the accounts with a ceiling that used
-    tokens this month or week, in the group filtered on; or the account filtered on, ceiling or
-    not (the date range and the model filter do not apply: a quota counts every model). Two
-    queries: the roll-up's days, and the records of the week's first day from the week's start
-    (Wednesday 14:00 UTC). Returns at most `limit` rows (their names left to `account_names`)
-    and how many accounts there are in all."""
-    day, week, month = windows_at(now)
-    scope = Q()
-    if f.group:
-        scope &= Q(account__group=f.group)
-    if f.account:
-        scope &= Q(account=f.account)
-    else:  # the account filtered on is shown with or without a ceiling
-        scope &= (Q(account__group__daily_tokens__gte=0) | Q(account__group__weekly_tokens__gte=0)
-                  | Q(account__group__monthly_tokens__gte=0))
-    week_first_day = week.starts_at.date()
-    rows = (UsageDaily.objects.filter(scope, day__gte=min(week_first_day, month.starts_at.date()))
-            .values("account_id", daily=F("account__group__daily_tokens"), weekly=F("account__group__weekly_tokens"),
-                    monthly=F("account__group__monthly_tokens"))
-            .annotate(day_used=Sum(TOKENS, filter=Q(day=day.starts_at.date())),
-                      week_used=Sum(TOKENS, filter=Q(day__gt=week_first_day)),
-                      month_used=Sum(TOKENS, filter=Q(day__gte=month.starts_at.date()))))
-    week_first_day_end = datetime.combine(week_first_day + timedelta(days=1), time.min, tzinfo=timezone.utc)
-    week_start_part = dict(
-        UsageRecord.objects.filter(scope, created_at__gte=week.starts_at, created_at__lt=week_first_day_end)
-        .values("account_id").annotate(tokens=Sum(TOKENS)).values_list("account_id", "tokens"))
-    uses = []
-    for row in rows:
-        week_used = (row["week_used"] or 0) + week_start_part.get(row["account_id"], 0)
-        windows = [WindowUse("day", row["day_used"] or 0, row["daily"]), WindowUse("week", week_used, row["weekly"]),
-                   WindowUse("month", row["month_used"] or 0, row["monthly"])]
-        if any(w.used for w in windows[1:]):
-            uses.append(CeilingUse(row["account_id"], windows))
-    if f.account and not uses:  # the account asked for, even when it used nothing or has no ceiling
-        group = f.account.group
-        uses.append(CeilingUse(f.account.pk, [WindowUse("day", 0, group.daily_tokens),
-                                              WindowUse("week", 0, group.weekly_tokens),
-                                              WindowUse("month", 0, group.monthly_tokens)]))
-    uses.sort(key=lambda u: (-u.highest_share, u.account_id))
-    return uses[:limit], len(uses)

@@ -17,22 +17,28 @@ from django.http import StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from gateway.console.money_fields import currency, price_summary
 from gateway.console.usage_chart import chart_series, stacked_bars
 from gateway.console.usage_reads import (
     Filters,
     account_names,
     cache_hits,
-    ceiling_use,
     failure_counts,
+    model_prices,
     parse_filters,
     top_accounts,
     usage_by_day_and_model,
+    usage_by_group,
 )
+from gateway.console.usage_windows import window_use
 from gateway.models import CallFailureDaily, UsageRecord, account_group_model
+from gateway.registry.prices import money_text
 from gateway.web.output import timestamp
 
+# cost and the cached columns (issue 25) come after the first columns, which keep their places
 CSV_COLUMNS = ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
-               "total_tokens", "request_id"]
+               "total_tokens", "request_id", "cost", "cached_input_tokens", "cached"]
+SUMMED = ("calls", "input_tokens", "output_tokens", "cost_units")
 CSV_CHUNK = 5000
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -46,11 +52,11 @@ def usage_console(request, admin_site):
     context = {**admin_site.each_context(request), "title": "Usage console", "groups": groups,
                "errors": errors, "params": request.GET, "filters": filters}
     if filters is not None:
-        context.update(_figures(filters, now))
+        context.update(_figures(filters, now, groups))
     return TemplateResponse(request, "admin/usage_console.html", context, status=400 if errors else 200)
 
 
-def _figures(f: Filters, now: datetime) -> dict:
+def _figures(f: Filters, now: datetime, groups: list) -> dict:
     every_model = usage_by_day_and_model(f)
     failures_of_every_model = failure_counts(f)
     hits_of_every_model = cache_hits(f)
@@ -62,35 +68,53 @@ def _figures(f: Filters, now: datetime) -> dict:
         r["tokens"] = r["input_tokens"] + r["output_tokens"]
     tokens: dict = {}
     calls: dict = {}
-    by_model: dict[str, int] = {}
+    per_model: dict[str, dict] = {}
     per_day: dict = {}
     for r in rows:
         total = r["input_tokens"] + r["output_tokens"]
         tokens[(r["day"], r["model"])] = total
         calls[(r["day"], r["model"])] = r["calls"]
-        by_model[r["model"]] = by_model.get(r["model"], 0) + total
-        day = per_day.setdefault(r["day"], {"day": r["day"], "calls": 0, "input_tokens": 0, "output_tokens": 0})
-        for name in ("calls", "input_tokens", "output_tokens"):
-            day[name] += r[name]
-    series = chart_series(by_model)
+        for sums in (per_day.setdefault(r["day"], _sums(day=r["day"])),
+                     per_model.setdefault(r["model"], _sums(model=r["model"]))):
+            for name in SUMMED:
+                sums[name] += r[name] or 0
+    series = chart_series({model: sums["input_tokens"] + sums["output_tokens"] for model, sums in per_model.items()})
+    prices = model_prices()
+    unpriced = {model for model in per_model if not _priced(prices.get(model))}
     top = top_accounts(f)
-    ceilings, ceiling_accounts = ceiling_use(f, now=now)
-    names = account_names([a["account_id"] for a in top] + [u.account_id for u in ceilings])
+    quotas, budgets = window_use(f, now=now)
+    names = account_names([a["account_id"] for a in top] + [u.account_id for u in quotas.rows + budgets.rows])
     for a in top:
         a["email"], a["group"] = names.get(a["account_id"], ("(deleted)", ""))
-    for u in ceilings:
+    for u in quotas.rows + budgets.rows:
         u.email, u.group = names.get(u.account_id, ("(deleted)", ""))
-    totals = {name: sum(d[name] for d in per_day.values()) for name in ("calls", "input_tokens", "output_tokens")}
-    totals["tokens"] = totals["input_tokens"] + totals["output_tokens"]
+    group_names = {g.pk: g.name for g in groups}
+    per_group = usage_by_group(f)
+    for g in per_group:
+        g["name"] = group_names.get(g["group_id"], f"(group {g['group_id']})")
+    for m in per_model.values():
+        m["price"] = price_summary(prices[m["model"]]) if m["model"] in prices else "no longer configured"
+    totals = _sums()
+    for d in per_day.values():
+        for name in SUMMED:
+            totals[name] += d[name]
+    for figures in (totals, *per_day.values(), *per_model.values(), *top, *per_group):
+        _spend(figures)
     return {
         "totals": totals,
+        "currency": currency(),
         "series": series,
+        "unpriced": unpriced,
         "charts": [stacked_bars(title="Tokens per day", unit="tokens", days=f.days, values=tokens, series=series),
                    stacked_bars(title="Calls per day", unit="calls", days=f.days, values=calls, series=series)],
         "per_day": [per_day[d] for d in sorted(per_day)],
+        "per_model": sorted(per_model.values(), key=lambda m: (-m["cost_units"], -m["tokens"], m["model"])),
+        "per_group": per_group,
         "top_accounts": top,
-        "ceilings": ceilings,
-        "ceiling_accounts": ceiling_accounts,
+        "ceilings": quotas.rows,
+        "ceiling_accounts": quotas.accounts,
+        "budgets": budgets.rows,
+        "budget_accounts": budgets.accounts,
         "failures": failures,
         "failure_totals": {kind: sum(r[kind] for r in failures) for kind in CallFailureDaily.Kind.values},
         "cache_hits": hits,
@@ -100,6 +124,21 @@ def _figures(f: Filters, now: datetime) -> dict:
         "query": f.query_string(),
         "query_without_account": f.query_string(account=False),
     }
+
+
+def _sums(**named) -> dict:
+    return {**named, **dict.fromkeys(SUMMED, 0)}
+
+
+def _spend(figures: dict) -> None:
+    """Adds a figure's tokens and its spend as exact text of the currency (at least two decimals)."""
+    figures["cost_units"] = figures["cost_units"] or 0
+    figures["tokens"] = (figures["input_tokens"] or 0) + (figures["output_tokens"] or 0)
+    figures["spend"] = money_text(figures["cost_units"], 2)
+
+
+def _priced(price) -> bool:
+    return price is not None and (price.input_price is not None or price.output_price is not None)
 
 
 def usage_csv(request, admin_site):
@@ -136,7 +175,7 @@ def csv_chunk(f: Filters, after: tuple[datetime, int] | None) -> list[tuple]:
         rows = rows.filter(Q(created_at__gt=after[0]) | Q(id__gt=after[1]), created_at__gte=after[0])
     return list(rows.order_by("created_at", "id").values_list(
         "id", "created_at", "account__email", "account__group__name", "model", "surface", "input_tokens",
-        "output_tokens", "request_id")[:CSV_CHUNK])
+        "output_tokens", "request_id", "cost_units", "cached_input_tokens", "cached")[:CSV_CHUNK])
 
 
 def csv_text(rows: list[tuple], *, header: bool = False) -> str:
@@ -144,9 +183,10 @@ def csv_text(rows: list[tuple], *, header: bool = False) -> str:
     writer = csv.writer(out)
     if header:
         writer.writerow(CSV_COLUMNS)
-    for _, at, email, group, model, surface, input_tokens, output_tokens, request_id in rows:
+    for _, at, email, group, model, surface, input_tokens, output_tokens, request_id, cost, cached_input, hit in rows:
         writer.writerow([timestamp(at), _cell(email), _cell(group), _cell(model), _cell(surface), input_tokens,
-                         output_tokens, input_tokens + output_tokens, _cell(request_id)])
+                         output_tokens, input_tokens + output_tokens, _cell(request_id), money_text(cost),
+                         cached_input, "true" if hit else "false"])
     return out.getvalue()
 
 

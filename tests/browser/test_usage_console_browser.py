@@ -1,7 +1,8 @@
 """Issue 14 item 4, as an operator sees it: headless Chromium (Debian's `chromium`, driven by
 Playwright) logs in to the admin of a running gateway, opens the usage console from the admin
-index, filters by an account, sees the charts drawn and the totals of the records made here, and
-exports them as CSV. Screenshots go to GATEWAY_VAR_DIR/screenshots (outside the repository).
+index, filters by an account, sees the charts drawn, the totals of the records made here (tokens
+and spend) and the account's day against its budget, and exports them as CSV with their cost.
+Screenshots go to GATEWAY_VAR_DIR/screenshots (outside the repository).
 
 Playwright's synchronous API runs an event loop in this thread, where Django refuses database
 queries: every row is made, and every expectation worked out, before the browser starts."""
@@ -40,7 +41,8 @@ def screenshots() -> Path:
 
 def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_gateway, screenshots):
     AccountFactory(email="operator@example.test", is_staff=True, is_superuser=True)
-    group = AccountGroupFactory(name="researchers", daily_tokens=100_000, weekly_tokens=-1, monthly_tokens=-1)
+    group = AccountGroupFactory(name="researchers", daily_tokens=100_000, weekly_tokens=-1, monthly_tokens=-1,
+                                daily_budget=1)
     alice = AccountFactory(email="alice@example.test", group=group)
     bob = AccountFactory(email="bob@example.test", group=group)
     now = timezone.now()
@@ -51,7 +53,8 @@ def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_g
                            created_at=now - timedelta(days=2, minutes=5)),
         UsageRecordFactory(account=alice, model="local/llama", input_tokens=50, output_tokens=25,
                            created_at=now - timedelta(days=1)),
-        UsageRecordFactory(account=alice, model="cloud/gpt", input_tokens=7, output_tokens=3, created_at=now),
+        UsageRecordFactory(account=alice, model="cloud/gpt", input_tokens=7, output_tokens=3, created_at=now,
+                           cost_units=2_500_000_001),  # 0.2500000001 of the currency
     ]
     UsageRecordFactory(account=bob, model="local/llama", input_tokens=99_000, output_tokens=1, created_at=now)
     tokens = sum(r.input_tokens + r.output_tokens for r in made)
@@ -88,6 +91,8 @@ def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_g
             assert box is not None and box["width"] > 600 and box["height"] > 100  # drawn, not collapsed
             expect(page.locator("#top-accounts tbody tr")).to_have_count(1)
             expect(page.locator('#ceilings td[data-period="day"]')).to_contain_text("/ 100,000")
+            expect(page.locator("#total-spend")).to_have_text("0.2500000001")
+            expect(page.locator('#budgets td[data-period="day"]')).to_have_text("0.2500000001 / 1.00 (25%)")
             page.screenshot(path=screenshots / "usage-console-alice.png", full_page=True)
 
             with page.expect_download() as download:
@@ -100,3 +105,4 @@ def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_g
     rows = list(csv.DictReader(io.StringIO(saved.read_text())))
     assert {r["account"] for r in rows} == {"alice@example.test"}
     assert sorted((r["created_at"], r["model"], r["input_tokens"], r["output_tokens"]) for r in rows) == expected_csv
+    assert sorted(r["cost"] for r in rows) == ["0.000000", "0.000000", "0.000000", "0.2500000001"]
