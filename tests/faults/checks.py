@@ -19,6 +19,9 @@ USAGE_SECONDS = 30.0  # spooled usage records reach the database
 TERMINAL = ("succeeded", "failed")
 EVENT_ID = re.compile(r'"id": "([a-z0-9]+-[0-9a-f]{6}-\d+)"')
 CHAT_MARKER = re.compile(r"hello ([a-z0-9]+-[0-9a-f]{6}-\d+)")
+# The seeded models' price (tests/faults/seed.py): 2.5 and 10 per million input and output tokens, in
+# COST_UNITS (10^-10 of the currency) per token.
+INPUT_UNITS, OUTPUT_UNITS = 25_000, 100_000
 
 
 def summary(answers: list[Answer]) -> str:
@@ -151,6 +154,7 @@ def check_events(stack: Stack, account: dict, answers: list[Answer], *, targets:
     if len(twice) > twice_allowed:
         problems.append(f"{len(twice)} runs called the model twice (at most {twice_allowed} were in flight at the "
                         f"kill): {twice[:10]}")
+    problems += mispriced(stack, account_id)
     strays = set(stored) - accepted
     refused = {a.ident for a in answers if a.kind == "event" and not a.queued and a.status is not None}
     if strays & refused:
@@ -176,42 +180,63 @@ def check_chats(stack: Stack, account: dict, answers: list[Answer]) -> dict:
         problems.append(f"{len(missing)} of {len(answered)} answered calls have no usage record, e.g. {missing[:5]}")
     if doubled:
         problems.append(f"{len(doubled)} answered calls have more than one usage record, e.g. {doubled[:5]}")
+    problems += mispriced(stack, account_id)
     fail_if(problems, f"{len(answered)} answered chat calls ({summary(answers)})")
     return {"answered": len(answered)}
+
+
+def mispriced(stack: Stack, account_id: int) -> list[str]:
+    """Each of the account's usage records costs its tokens at the seeded price: with every record
+    there once (the checks above), the spend is neither lost nor doubled."""
+    rows = stack.pg.query(
+        "SELECT request_id, input_tokens, output_tokens, cost_units FROM gateway_usagerecord WHERE account_id = %s "
+        "AND cost_units <> input_tokens * %s + output_tokens * %s", (account_id, INPUT_UNITS, OUTPUT_UNITS))
+    return [f"usage record {request}: {i} + {o} tokens cost {cost} units, not {i * INPUT_UNITS + o * OUTPUT_UNITS}"
+            for request, i, o, cost in rows[:10]]
 
 
 # --- quotas -----------------------------------------------------------------------------------------
 
 def check_quota_counters(stack: Stack, account: dict) -> None:
-    """`GET /api/v1/usage` (and the Redis counters behind it) equal the sums of the records."""
+    """`GET /api/v1/usage` (and the Redis counters behind it) equal the sums of the records: tokens
+    against the token quotas, cost against the budgets."""
     import httpx
 
     from gateway.limits.quotas import windows_at
+    from gateway.registry.prices import money_text
 
     account_id = account["account_id"]
     windows = {w.period: w for w in windows_at(datetime.now(timezone.utc))}
 
-    def sums() -> dict[str, int]:
+    def sums() -> dict[str, tuple[int, int]]:
         out = {}
         for period, window in windows.items():
-            out[period] = stack.pg.query(
-                "SELECT coalesce(sum(input_tokens + output_tokens), 0) FROM gateway_usagerecord "
-                "WHERE account_id = %s AND created_at >= %s", (account_id, window.starts_at))[0][0]
+            out[period] = tuple(stack.pg.query(
+                "SELECT coalesce(sum(input_tokens + output_tokens), 0), coalesce(sum(cost_units), 0) "
+                "FROM gateway_usagerecord WHERE account_id = %s AND created_at >= %s",
+                (account_id, window.starts_at))[0])
         return out
 
     response = httpx.get(f"{stack.url}/api/v1/usage", headers={"Authorization": f"Bearer {account['key']}"},
                          timeout=10)
     assert response.status_code == 200, f"GET /api/v1/usage: {response.status_code} {response.text[:300]}"
-    used = {period: response.json()[period]["used"] for period in windows}
+    body = response.json()
     expected = sums()
-    problems = [f"{period}: /api/v1/usage says {used[period]}, the records sum to {expected[period]}"
-                for period in windows if used[period] != expected[period]]
+    problems = []
+    for period in windows:
+        tokens, cost = expected[period]
+        if body[period]["used"] != tokens:
+            problems.append(f"{period}: /api/v1/usage says {body[period]['used']} tokens, the records sum to {tokens}")
+        if body[period]["spend"] != money_text(cost):
+            problems.append(f"{period}: /api/v1/usage says {body[period]['spend']} spent, the records sum to "
+                            f"{money_text(cost)}")
     client = stack.redis.client()
     try:
         for period, window in windows.items():
-            raw = client.get(f"gw:tokens:{account_id}:{period}:{int(window.starts_at.timestamp())}")
-            if raw is not None and int(raw) != expected[period]:
-                problems.append(f"{period}: the Redis counter holds {int(raw)}, the records sum to {expected[period]}")
+            for kind, total in zip(("tokens", "spend"), expected[period]):
+                raw = client.get(f"gw:{kind}:{account_id}:{period}:{int(window.starts_at.timestamp())}")
+                if raw is not None and int(raw) != total:
+                    problems.append(f"{period}: the Redis {kind} counter holds {int(raw)}, the records sum to {total}")
     finally:
         client.close()
-    fail_if(problems, "quota counters")
+    fail_if(problems, "quota and budget counters")

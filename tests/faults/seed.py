@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+PRICE = {"input_price": "2.5", "output_price": "10"}  # per million tokens (tests/faults/checks.py INPUT_UNITS)
+
 
 def base(spec: dict) -> dict:
     """The default model `ref/echo-1`, and a second server `ref2` on the same upstream holding
@@ -20,10 +22,10 @@ def base(spec: dict) -> dict:
 
     server, _ = ModelServer.objects.update_or_create(
         name="ref", defaults={"base_url": spec["upstream"], "connect_timeout": 2.0, "read_timeout": 20.0})
-    model, _ = Model.objects.update_or_create(server=server, name="echo-1", defaults={"is_default": True})
+    model, _ = Model.objects.update_or_create(server=server, name="echo-1", defaults={"is_default": True, **PRICE})
     twin_server, _ = ModelServer.objects.update_or_create(
         name="ref2", defaults={"base_url": spec["upstream"], "connect_timeout": 2.0, "read_timeout": 20.0})
-    twin, _ = Model.objects.update_or_create(server=twin_server, name="echo-1", defaults={})
+    twin, _ = Model.objects.update_or_create(server=twin_server, name="echo-1", defaults=PRICE)
     alias, _ = Alias.objects.update_or_create(name="ref-pool", defaults={"policy": Alias.Policy.LEAST_BUSY})
     for deployment in (model, twin):
         AliasDeployment.objects.update_or_create(alias=alias, model=deployment, defaults={"weight": 1})
@@ -49,7 +51,8 @@ def account(spec: dict) -> dict:
     from routines.routine_writes import new_secret, new_token
 
     name = spec["name"]
-    ceilings = {f"{p}_tokens": spec.get(f"{p}_tokens", -1) for p in ("daily", "weekly", "monthly")}
+    ceilings = {f"{p}_{kind}": spec.get(f"{p}_{kind}", -1) for p in ("daily", "weekly", "monthly")
+                for kind in ("tokens", "budget")}
     group, _ = AccountGroup.objects.update_or_create(
         name=f"faults-{name}", defaults={"api_access": True, "all_models": spec.get("all_models", True), **ceilings})
     if "allowed_models" in spec:

@@ -22,6 +22,9 @@ DOWN_SECONDS = 5.0
 # The Procfile's worker runs Celery's default concurrency: one pool process per CPU.
 WORKER_CONCURRENCY = os.cpu_count() or 1
 QUOTA = 10**9  # a ceiling, so that quota windows are counted and checked, never reached
+BUDGET = 10**6  # a budget in money, the same way
+LIMITS = {f"{period}_{kind}": limit for period in ("daily", "weekly", "monthly")
+          for kind, limit in (("tokens", QUOTA), ("budget", BUDGET))}
 
 
 def _account(stack: Stack, name: str, **spec) -> dict:
@@ -50,7 +53,7 @@ def test_worker_sigkill_mid_load(live: Stack):
     succeeded run, with one usage record, one delivery, and one model call (two at most for
     the runs that were in flight at the kill)."""
     live.upstream_control(latency_ms=200)  # runs spend most of their time inside the model call
-    account = _account(live, "wkill", routines=3)
+    account = _account(live, "wkill", routines=3, **LIMITS)
     load = Load(live.url, event_maker(account["routines"], "wkill"), 150, rate=15, concurrency=4).start()
     load.wait_answered(50)
     wait_for(lambda: live.pg.query("SELECT count(*) FROM routines_run WHERE status = 'running'")[0][0] > 0, 10,
@@ -60,12 +63,13 @@ def test_worker_sigkill_mid_load(live: Stack):
     answers = load.join()
     checks.check_answers(answers, outage=False)
     checks.check_events(live, account, answers, twice_allowed=WORKER_CONCURRENCY)
+    checks.check_quota_counters(live, account)
 
 
 def test_web_worker_sigkill_mid_load(live: Stack):
     """Rule 1: SIGKILL of one gunicorn worker under chat calls; gunicorn starts another. Every
     call answered 200 has exactly one usage record (by its X-Request-Id)."""
-    account = _account(live, "webkill")
+    account = _account(live, "webkill", **LIMITS)
     load = Load(live.url, chat_maker(account["key"], DEFAULT_MODEL, "webkill"), 300, rate=30, concurrency=6).start()
     load.wait_answered(100)
     victim = live.web_workers()[0]
@@ -75,6 +79,7 @@ def test_web_worker_sigkill_mid_load(live: Stack):
              "gunicorn replacing the killed worker")
     checks.check_answers([a for a in answers if a.status is not None], outage=False)
     checks.check_chats(live, account, answers)
+    checks.check_quota_counters(live, account)
 
 
 def test_redis_restart_mid_load(live: Stack):
@@ -82,7 +87,7 @@ def test_redis_restart_mid_load(live: Stack):
     and chat calls. The same worker process goes on consuming; calls during the outage get 503,
     never 500; no answered call lacks its usage record; every accepted event ends as one run; the
     quota counters, rebuilt after the restart, equal the sums of the usage records."""
-    account = _account(live, "redis", routines=2, daily_tokens=QUOTA, weekly_tokens=QUOTA, monthly_tokens=QUOTA)
+    account = _account(live, "redis", routines=2, **LIMITS)
     worker_pid = live.worker.pid
     events = Load(live.url, event_maker(account["routines"], "redis"), 150, rate=12, concurrency=4).start()
     chats = Load(live.url, chat_maker(account["key"], DEFAULT_MODEL, "redis"), 240, rate=20, concurrency=6).start()
@@ -137,7 +142,7 @@ def test_postgres_restart_mid_load(live: Stack):
     """Rules 1, 4, 6: PostgreSQL stopped (`pg_ctl stop -m fast`) for 5 s and started again under
     events and chat calls. No 500 (503 during the outage); every answered call has one usage
     record; every accepted event one run, billed once; `GET /api/v1/usage` answers afterwards."""
-    account = _account(live, "pg", routines=2)
+    account = _account(live, "pg", routines=2, **LIMITS)
     events = Load(live.url, event_maker(account["routines"], "pg"), 150, rate=12, concurrency=4).start()
     chats = Load(live.url, chat_maker(account["key"], DEFAULT_MODEL, "pg"), 240, rate=20, concurrency=6).start()
     chats.wait_answered(50)
@@ -153,6 +158,7 @@ def test_postgres_restart_mid_load(live: Stack):
     checks.check_answers(answers, outage=True)
     checks.check_chats(live, account, answers)
     checks.check_events(live, account, answers)
+    checks.check_quota_counters(live, account)
 
 
 @pytest.fixture
