@@ -7,6 +7,7 @@ side by side with LiteLLM's proxy.
     .venv/bin/python bench/gateway_latency.py --profile     # c=1 non-stream under py-spy -> results/profile.txt
     .venv/bin/python bench/gateway_latency.py --pool 3      # the gateway's model is a pool of three deployments
     .venv/bin/python bench/gateway_latency.py --cache 3600  # a response cache hit at c=1 and 16 -> latest-cache.md
+    .venv/bin/python bench/gateway_latency.py --price       # models priced, the group with budgets (issue 25)
     .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE,
                                                             # --tag, --rounds
 
@@ -128,6 +129,21 @@ def keep_replies(stack: Stack, seconds: int) -> None:
     print(f"bench: the bench group keeps its replies {seconds} s (response cache)", flush=True)
 
 
+def set_prices(stack: Stack) -> None:
+    """--price: every bench model has a price and the bench group budgets in money it never reaches
+    (issue 25): each call is priced when metered, and its spend windows are read, checked and added to."""
+    run_checked([PY, "manage.py", "shell", "-c",
+                 "from decimal import Decimal; from gateway.models import Model; "
+                 "from accounts.models import AccountGroup\n"
+                 "for model in Model.objects.all():\n"
+                 "    model.input_price, model.cached_input_price, model.output_price = "
+                 "Decimal('2.5'), Decimal('0.25'), Decimal('10'); model.save()\n"
+                 "group = AccountGroup.objects.get(name='bench')\n"
+                 "group.daily_budget = group.weekly_budget = group.monthly_budget = Decimal(10**9); group.save()"],
+                stack.env)
+    print("bench: every model priced (2.5 / 0.25 / 10 per million tokens), the bench group has budgets", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a small run (about 1.5 minutes) as a sanity check")
@@ -152,6 +168,9 @@ def main() -> int:
     p.add_argument("--pool", type=int, default=1, metavar="N",
                    help="N servers hold echo-1 on the one upstream and the gateway is asked for the bare name: a pool "
                         "of N deployments (issue 24; before pools, the first server answered it)")
+    p.add_argument("--price", action="store_true",
+                   help="price every model and give the bench group budgets it never reaches (issue 25; needs a "
+                        "commit that has prices)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the gateway process (e.g. DB_CONN_MAX_AGE=60); repeatable")
     args = p.parse_args()
@@ -171,6 +190,8 @@ def main() -> int:
         stack.prepare(args.commit)
         if args.cache:
             keep_replies(stack, args.cache)
+        if args.price:
+            set_prices(stack)
         if args.profile:
             from pyspy_profile import run_profile
 

@@ -18,14 +18,14 @@ from gateway.web.errors import ApiError
 
 PERIODS = ("day", "week", "month")
 ADJECTIVE = {"day": "daily", "week": "weekly", "month": "monthly"}
+BUDGET_FIELDS = tuple(f"{ADJECTIVE[period]}_budget" for period in PERIODS)  # on a group, and an account's own
 
 
 def budgets_of(account) -> dict[str, int]:
     """period → the account's budget in COST_UNITS (-1: none): its own where it has one, else its group's."""
     group = account.group
-    return {period: units_of(own if (own := getattr(account, f"{ADJECTIVE[period]}_budget")) is not None
-                             else getattr(group, f"{ADJECTIVE[period]}_budget"))
-            for period in PERIODS}
+    return {period: units_of(own if (own := getattr(account, field)) is not None else getattr(group, field))
+            for period, field in zip(PERIODS, BUDGET_FIELDS)}
 
 
 def budget_text(units: int) -> str:

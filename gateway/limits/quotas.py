@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db.models import F, Q, Sum
 
-from gateway.limits.budgets import budget_refusal, budgets_of
+from gateway.limits.budgets import BUDGET_FIELDS, budget_refusal, budgets_of
 from gateway.models import UsageRecord
 from gateway.state.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
 from gateway.telemetry import metrics
@@ -82,9 +86,9 @@ class Window:
     resets_at: datetime
 
 
-@dataclass(frozen=True)
-class Counted:
-    """One window's counter of an account: its key, its window and what it counts."""
+class Counted(NamedTuple):
+    """One window's counter of an account: its key, its window and what it counts (a tuple: six are
+    made per request)."""
 
     key: str
     window: Window
@@ -123,17 +127,36 @@ def ceilings_of(group) -> dict[str, int]:
 
 
 def limits_of(account) -> dict[tuple[str, str], int]:
-    """(kind, period) → the account's limit: its group's token ceilings and its budgets (-1: none)."""
-    limits = {(TOKENS, period): ceiling for period, ceiling in ceilings_of(account.group).items()}
-    limits.update({(SPEND, period): budget for period, budget in budgets_of(account).items()})
+    """(kind, period) → the account's limit: its group's token ceilings and its budgets (-1: none). The
+    same limits give the same (shared, not to be changed) dict: a request asks up to three times."""
+    group = account.group
+    return _limits((group.daily_tokens, group.weekly_tokens, group.monthly_tokens, group.daily_budget,
+                    group.weekly_budget, group.monthly_budget, account.daily_budget, account.weekly_budget,
+                    account.monthly_budget))
+
+
+@lru_cache(maxsize=1024)
+def _limits(values: tuple) -> dict[tuple[str, str], int]:
+    tokens, groups, own = values[:3], values[3:6], values[6:]
+    budgets = budgets_of(SimpleNamespace(group=SimpleNamespace(**dict(zip(BUDGET_FIELDS, groups))),
+                                         **dict(zip(BUDGET_FIELDS, own))))
+    limits = {(TOKENS, period): ceiling for period, ceiling in zip(("day", "week", "month"), tokens)}
+    limits.update({(SPEND, period): budget for period, budget in budgets.items()})
     return limits
 
 
 def quota_window_keys(*, account_id: int, now: datetime | None = None) -> list[Counted]:
     """The counters of each current window, tokens then spend (read along with the request's ceilings)."""
-    windows = windows_at(now or datetime.now(timezone.utc))
-    return [Counted(f"{kind}:{account_id}:{w.period}:{int(w.starts_at.timestamp())}", w, kind)
-            for kind in (TOKENS, SPEND) for w in windows]
+    hour = int((now.timestamp() if now is not None else time.time()) // 3600)
+    return [Counted(f"{kind}:{account_id}:{suffix}", window, kind)
+            for kind in (TOKENS, SPEND) for window, suffix in _windows_of_hour(hour)]
+
+
+@lru_cache(maxsize=8)
+def _windows_of_hour(hour: int) -> tuple[tuple[Window, str], ...]:
+    """The windows of any instant of this hour (each window starts on the hour), with their keys' ends."""
+    windows = windows_at(datetime.fromtimestamp(hour * 3600, timezone.utc))
+    return tuple((w, f"{w.period}:{int(w.starts_at.timestamp())}") for w in windows)
 
 
 def quota_used(*, account_id: int, now: datetime | None = None) -> Used:
