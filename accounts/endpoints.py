@@ -4,10 +4,12 @@
     def version(request): ...
 
 Order: a method the route does not take (405), authentication (401/403; no rate-limit headers
-on these), the ceiling (429 with its headers), the endpoint's own `prepare` step (if any), then
-the view. Any `ApiError` is rendered in the surface's shape, and the X-RateLimit-* headers go on
-every answer after the ceiling was passed. An endpoint takes one method; a route that takes several
-joins one endpoint per method with `by_method` in its app's urls.py.
+on these), the ceiling (429 with its headers), on an `idempotent` endpoint the request's
+`Idempotency-Key` when it sends one (accounts/idempotency.py: the first answer replayed, 409, 422),
+the endpoint's own `prepare` step (if any), then the view. Any `ApiError` is rendered in the
+surface's shape, and the X-RateLimit-* headers go on every answer after the ceiling was passed.
+An endpoint takes one method; a route that takes several joins one endpoint per method with
+`by_method` in its app's urls.py.
 
 For an async view, with Redis, the checks run in the event loop: the caller from this process's
 credential cache, then one counter step on Redis from the loop (gateway/state/loop_redis.py). Only
@@ -29,6 +31,7 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 
 from accounts.authentication import Identity, authenticate, identify, identify_cached, remember
+from accounts.idempotency import META_KEY, answered_once, answered_once_sync, claim_then
 from gateway.limits import ratelimit
 from gateway.limits.quotas import quota_missing, quota_readings, quota_window_keys
 from gateway.registry.snapshot import note_stamps, registry_current, stamp_keys
@@ -49,10 +52,14 @@ def endpoint(
     session_needs_api_access: bool = True,
     prepare: Callable[[HttpRequest], object] | None = None,
     prepare_in_loop: bool = False,
+    idempotent: bool = False,
 ) -> Callable:
     """`prepare(request)`, when given, runs after the checks (in the same worker-thread hop for
-    an async view, or in the loop with `prepare_in_loop`); its result is `request.prepared`."""
+    an async view, or in the loop with `prepare_in_loop`); its result is `request.prepared`.
+    `idempotent`: a request with an `Idempotency-Key` is answered once per key (accounts/idempotency.py);
+    its claim runs as part of `prepare`, in a worker hop for an async view."""
     allowed = ", ".join(methods)
+    with_claim = claim_then(prepare) if idempotent else None  # `prepare` of a request with a key
 
     def check_method(request: HttpRequest) -> None:
         if request.method not in methods:
@@ -65,8 +72,9 @@ def endpoint(
             headers = ratelimit.limit_hit(limit, subject=f"ip:{ratelimit.client_address(request)}") if limit else {}
         else:
             headers = _admit_caller(request)
-        if prepare is not None:
-            _prepare(request, headers, prepare)
+        step = with_claim if idempotent and META_KEY in request.META else prepare
+        if step is not None:
+            _prepare(request, headers, step)
         return headers
 
     def _prepare(request: HttpRequest, headers: dict[str, str], step: Callable) -> None:
@@ -100,11 +108,12 @@ def endpoint(
                 headers = ratelimit.limit_headers(await loop_redis.window_hit(counters, settings.RATE_WINDOW_SECONDS))
         else:
             headers = await _admit_caller_from_loop(request)
-        if prepare is not None:
-            if prepare_in_loop and registry_current():
-                _prepare(request, headers, prepare)
+        step = with_claim if idempotent and META_KEY in request.META else prepare
+        if step is not None:
+            if step is prepare and prepare_in_loop and registry_current():
+                _prepare(request, headers, step)
             else:
-                await in_worker(_prepare)(request, headers, prepare)
+                await in_worker(_prepare)(request, headers, step)
         return headers
 
     async def _admit_caller_from_loop(request: HttpRequest) -> dict[str, str]:
@@ -185,12 +194,16 @@ def endpoint(
                         limit_headers = await admit_from_loop(request)
                     else:
                         limit_headers = await admit_async(request)
-                    response = await view(request, *args, **kwargs)
+                    if idempotent and META_KEY in request.META:
+                        response = await answered_once(request, partial(view, request, *args, **kwargs))
+                    else:
+                        response = await view(request, *args, **kwargs)
                 except ApiError as exc:
                     response = render_error(request, exc)
                 return _with_headers(response, limit_headers)
 
             async_wrapper.csrf_exempt = True
+            async_wrapper.idempotent = idempotent
             return async_wrapper
 
         @wraps(view)
@@ -198,12 +211,16 @@ def endpoint(
             limit_headers: dict[str, str] = {}
             try:
                 limit_headers = admit(request)
-                response = view(request, *args, **kwargs)
+                if idempotent and META_KEY in request.META:
+                    response = answered_once_sync(request, partial(view, request, *args, **kwargs))
+                else:
+                    response = view(request, *args, **kwargs)
             except ApiError as exc:
                 response = render_error(request, exc)
             return _with_headers(response, limit_headers)
 
         wrapper.csrf_exempt = True
+        wrapper.idempotent = idempotent
         return wrapper
 
     return decorate
@@ -230,4 +247,5 @@ def by_method(**views: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
         return await sync_to_async(view)(request, *args, **kwargs)
 
     route.csrf_exempt = True
+    route.views = views  # which endpoint answers each method (the OpenAPI document's tests read it)
     return route

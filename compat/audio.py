@@ -28,17 +28,17 @@ _plan = sync_to_async(call_plan)
 PASSED_THROUGH = ("content-type",)
 
 
-@endpoint("POST", limit=ratelimit.V1)
+@endpoint("POST", limit=ratelimit.V1, idempotent=True)
 async def transcriptions(request):
     return await _upload(request, "/audio/transcriptions", surface="audio.transcriptions")
 
 
-@endpoint("POST", limit=ratelimit.V1)
+@endpoint("POST", limit=ratelimit.V1, idempotent=True)
 async def translations(request):
     return await _upload(request, "/audio/translations", surface="audio.translations")
 
 
-@endpoint("POST", limit=ratelimit.V1)
+@endpoint("POST", limit=ratelimit.V1, idempotent=True)
 async def speech(request):
     body = read_json_object(request)
     text = body.get("input")

@@ -43,7 +43,8 @@ def chat_form(body: dict[str, Any]) -> dict[str, Any]:
 OPENAI_WIRE = WireFormat(kind="openai", headers=("openai-beta",))
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(chat_form, OPENAI_WIRE), prepare_in_loop=True)
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(chat_form, OPENAI_WIRE), prepare_in_loop=True,
+          idempotent=True)
 async def chat_completions(request):
     body = request.prepared.body
     stream = bool(body.get("stream"))

@@ -68,7 +68,7 @@ def _prepare(request):
     return texts, chain, encoding
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=_prepare)
+@endpoint("POST", limit=ratelimit.V1, prepare=_prepare, idempotent=True)
 async def embeddings(request):
     texts, chain, encoding = request.prepared
     result = await embed(chain, texts, refusals_fall_through=True)  # /v1: spec 7.3

@@ -29,7 +29,7 @@ ANTHROPIC_WIRE = WireFormat(kind="anthropic", headers=("anthropic-beta", "anthro
 
 
 @endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request, ANTHROPIC_WIRE),
-          prepare_in_loop=True)
+          prepare_in_loop=True, idempotent=True)
 async def messages(request):
     stream = bool(request.prepared.body.get("stream"))
     call = Call(request, surface="messages")

@@ -26,7 +26,7 @@ def to_chat(body: dict) -> dict:
     return responses_to_chat_request(body, tools=settings.RESPONSES_TOOLS)
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(to_chat), prepare_in_loop=True)
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(to_chat), prepare_in_loop=True, idempotent=True)
 async def responses(request):
     body = request.prepared.body
     stream = bool(body.get("stream"))

@@ -14,6 +14,8 @@ app.autodiscover_tasks()
 
 app.conf.beat_schedule = {
     "purge-expired-sessions": {"task": "accounts.tasks.purge_expired_sessions", "schedule": crontab(minute=17)},
+    # Answers kept for an Idempotency-Key past IDEMPOTENCY_TTL_SECONDS (accounts/idempotency.py); hourly.
+    "sweep-idempotent-requests": {"task": "accounts.tasks.sweep_idempotent_requests", "schedule": crontab(minute=43)},
     # Routine runs left queued, or lost with a dead worker before their answer, are enqueued again,
     # and so are the deliveries of answered runs whose task was lost (routines/runs.py).
     "sweep-routine-runs": {"task": "routines.tasks.sweep_routine_runs", "schedule": settings.ROUTINE_SWEEP_SECONDS},

@@ -73,12 +73,12 @@ def prepare_run(request) -> AgentRequest:
                     max_steps=data.get("max_steps") or settings.AGENT_RUN_MAX_STEPS)
 
 
-@endpoint("POST", limit=ratelimit.AGENT_CHAT, prepare=prepare_chat)
+@endpoint("POST", limit=ratelimit.AGENT_CHAT, prepare=prepare_chat, idempotent=True)
 async def agent_chat(request):
     return await _answer(request, agent_chat_turn)
 
 
-@endpoint("POST", limit=ratelimit.AGENT_RUN, prepare=prepare_run)
+@endpoint("POST", limit=ratelimit.AGENT_RUN, prepare=prepare_run, idempotent=True)
 async def agent_run(request):
     return await _answer(request, agent_run_task)
 

@@ -25,7 +25,7 @@ from native.chat_turn import chat_turn_prepare
 from native.retrieval import retrieve
 
 
-@endpoint("POST", limit=ratelimit.CHAT, prepare=chat_turn_prepare)
+@endpoint("POST", limit=ratelimit.CHAT, prepare=chat_turn_prepare, idempotent=True)
 async def chat(request):
     turn = request.prepared
     hits = []

@@ -44,7 +44,7 @@ def routine_list(request):
     return respond({"routines": [routine_record(r) for r in mine]})
 
 
-@endpoint("POST")
+@endpoint("POST", idempotent=True)
 def routine_create(request):
     written = writes.routine_create(account=request.principal.account, data=read_json_object(request))
     routine = written.routine
@@ -71,7 +71,7 @@ def routine_delete(request, routine_id: int):
     return HttpResponse(status=204)
 
 
-@endpoint("POST")
+@endpoint("POST", idempotent=True)
 def run_now(request, routine_id: int):
     routine = writes.routine_for(account=request.principal.account, routine_id=routine_id)
     run = writes.routine_run_now(routine=routine)

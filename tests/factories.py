@@ -16,6 +16,7 @@ from gateway.models import (
     AliasDeployment,
     AliasFallback,
     CallFailureDaily,
+    IdempotentRequest,
     Model,
     ModelFallback,
     ModelServer,
@@ -134,6 +135,24 @@ class CallFailureDailyFactory(factory.django.DjangoModelFactory):
     model = factory.Sequence(lambda n: f"srv/model-{n}")
     kind = CallFailureDaily.Kind.FELL_THROUGH
     count = 1
+
+
+class IdempotentRequestFactory(factory.django.DjangoModelFactory):
+    """A kept answer to an Idempotency-Key (`status=None`: a claim still held), made for now."""
+
+    class Meta:
+        model = IdempotentRequest
+
+    account = factory.SubFactory(AccountFactory)
+    key = factory.Sequence(lambda n: f"key-{n}")
+    fingerprint = "0" * 64
+    claim = factory.Sequence(lambda n: f"{n:032x}")
+    status = 200
+    content_type = "application/json"
+    body = b"{}"
+    created_at = factory.LazyFunction(timezone.now)
+    held_until = factory.LazyAttribute(lambda row: row.created_at + timedelta(minutes=15))
+    expires_at = factory.LazyAttribute(lambda row: row.created_at + timedelta(days=1))
 
 
 class ApiKeyFactory(factory.django.DjangoModelFactory):

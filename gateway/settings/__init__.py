@@ -375,20 +375,9 @@ CURRENCY = env.str("CURRENCY", default="USD").strip().upper()
 if not (len(CURRENCY) == 3 and CURRENCY.isalpha()):
     raise ImproperlyConfigured(f"CURRENCY must be a three-letter ISO 4217 code such as USD, not {CURRENCY!r}.")
 
-# Idempotency-Key (issue 25, accounts/idempotency.py): seconds an account's key and the first answer to it are
-# kept; and seconds the claim of a request still being answered holds before a retry may take it over (its
-# process died).
-IDEMPOTENCY_TTL_SECONDS = env.int("IDEMPOTENCY_TTL_SECONDS", default=86400)
-IDEMPOTENCY_HOLD_SECONDS = env.int("IDEMPOTENCY_HOLD_SECONDS", default=900)
-if IDEMPOTENCY_TTL_SECONDS < 1 or IDEMPOTENCY_HOLD_SECONDS < 1:
-    raise ImproperlyConfigured("IDEMPOTENCY_TTL_SECONDS and IDEMPOTENCY_HOLD_SECONDS must be at least 1.")
-
-# Seconds a process keeps who a credential belongs to; a change to the key, session, account or
-# group is seen at once anyway (see accounts/principal_cache.py). 0 turns the cache off.
-CREDENTIAL_CACHE_SECONDS = env.float("CREDENTIAL_CACHE_SECONDS", default=10.0)
-
-# --- Native API and routines ---------------------------------------------------------------
+# --- Accounts, native API and routines -----------------------------------------------------
 # Their settings, in modules of their own: every upper-case name of each (its `__all__`).
+from gateway.settings.accounts import *  # noqa: E402,F403
 from gateway.settings.native import *  # noqa: E402,F403
 from gateway.settings.routines import *  # noqa: E402,F403
 

@@ -46,6 +46,7 @@ ANTHROPIC_TYPES = {
     403: "permission_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    409: "invalid_request_error",  # an Idempotency-Key still being answered (accounts/idempotency.py)
     413: "request_too_large",
     415: "invalid_request_error",
     422: "invalid_request_error",
