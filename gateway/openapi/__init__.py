@@ -12,7 +12,7 @@ import copy
 from functools import lru_cache
 from typing import Any
 
-from gateway.openapi import components, native_paths, routines_paths, v1_paths
+from gateway.openapi import components, idempotency, native_paths, routines_paths, v1_paths
 
 
 @lru_cache(maxsize=1)
@@ -22,6 +22,7 @@ def _build() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for module in (routines_paths, native_paths, v1_paths):
         paths.update(module.paths())
+    idempotency.mark(paths)
     paths["/api/v1/openapi.json"] = {"get": {
         "summary": "This document",
         "security": [],
@@ -48,7 +49,7 @@ def _build() -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": {**components.SCHEMAS, **routines_paths.SCHEMAS, **native_paths.SCHEMAS, **v1_paths.SCHEMAS},
-            "headers": components.HEADERS,
+            "headers": {**components.HEADERS, **idempotency.HEADERS},
             "securitySchemes": components.SECURITY_SCHEMES,
         },
     }
