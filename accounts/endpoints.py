@@ -31,7 +31,7 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 
 from accounts.authentication import Identity, authenticate, identify, identify_cached, remember
-from accounts.idempotency import META_KEY, answered_once, answered_once_sync, claim_then
+from accounts.idempotency import META_KEY, admitted_once, answered_once, answered_once_sync, claim_then
 from gateway.limits import ratelimit
 from gateway.limits.quotas import quota_missing, quota_readings, quota_window_keys
 from gateway.registry.snapshot import note_stamps, registry_current, stamp_keys
@@ -190,13 +190,12 @@ def endpoint(
             async def async_wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
                 limit_headers: dict[str, str] = {}
                 try:
-                    if loop_redis.available():
-                        limit_headers = await admit_from_loop(request)
-                    else:
-                        limit_headers = await admit_async(request)
+                    admission = admit_from_loop(request) if loop_redis.available() else admit_async(request)
                     if idempotent and META_KEY in request.META:
+                        limit_headers = await admitted_once(request, admission)
                         response = await answered_once(request, partial(view, request, *args, **kwargs))
                     else:
+                        limit_headers = await admission
                         response = await view(request, *args, **kwargs)
                 except ApiError as exc:
                     response = render_error(request, exc)

@@ -18,6 +18,7 @@ the header, after its credential and request ceiling (a replay is counted and ca
   whole answer (2xx, 4xx) is stored; a failure a retry could cure (5xx, 429) and a stream release the key.
   An async view with a key runs to its end even when its client leaves: its answer is stored and its
   after-send step (the usage metering) runs, so the client's retry gets it and the call is metered once.
+  A client that leaves before the view started (`admitted_once`) has its claim released once it is made.
 
 A request without the header pays one look-up in `request.META`. With it, the database work runs in the
 request's thread for a sync view, in worker hops (gateway/state/workers.py) for an async one.
@@ -191,6 +192,28 @@ def _digest_form(digest, request: HttpRequest) -> None:
             upload.seek(0)  # the view reads it again
 
 
+async def admitted_once(request: HttpRequest, admission: Awaitable[dict[str, str]]) -> dict[str, str]:
+    """The endpoint's checks of a request with a key (`admission`, which claims it), carried to their end
+    when the client leaves meanwhile (the claim is made in a worker thread, which a cancel does not stop):
+    a claim they made is then released, since the view never ran and the retry must run it."""
+    task = asyncio.ensure_future(admission)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        _keep(_release_when_done(request, task))
+        raise
+
+
+async def _release_when_done(request: HttpRequest, task: asyncio.Future) -> None:
+    try:
+        await task
+    except BaseException:
+        return  # refused: `claim_then` kept or released its claim already
+    once: Once | None = getattr(request, "once", None)
+    if once is not None and once.stored is None:
+        await in_worker(once.release)()
+
+
 async def answered_once(request: HttpRequest, answer: Callable[[], Awaitable[HttpResponse]]) -> HttpResponse:
     """The stored answer, or the view's (`answer`), settled; carried to its end if the client leaves."""
     once: Once = request.once
@@ -233,7 +256,7 @@ async def _settled(request: HttpRequest, once: Once, answer: Callable[[], Awaita
     return response
 
 
-_UNHEARD: set[asyncio.Future] = set()  # answers being finished for clients that left (a reference each)
+_UNHEARD: set[asyncio.Future] = set()  # steps finished for clients that left (a reference each)
 
 
 def _close_when_done(task: asyncio.Future) -> None:
@@ -252,9 +275,14 @@ def _close_when_done(task: asyncio.Future) -> None:
         except Exception:
             logger.exception("the answer to a client that left was not closed")
 
-    closer = asyncio.ensure_future(close())
-    _UNHEARD.add(closer)
-    closer.add_done_callback(_UNHEARD.discard)
+    _keep(close())
+
+
+def _keep(step: Awaitable[None]) -> None:
+    """Run `step` on its own, referenced until it ends (a task nobody holds may be collected midway)."""
+    task = asyncio.ensure_future(step)
+    _UNHEARD.add(task)
+    task.add_done_callback(_UNHEARD.discard)
 
 
 def _invalid(request: HttpRequest) -> ApiError:

@@ -9,6 +9,7 @@ import socket
 import statistics
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -236,3 +237,56 @@ def test_registry_change_seen_at_once(live: Stack):
     apply([])
     after_remove = statuses()
     assert set(after_remove) == {403}, f"after taking {DEFAULT_MODEL} away: {after_remove}"
+
+
+DRILL_KEYS = 60
+
+
+def test_idempotent_retries_after_the_client_is_killed_mid_answer(live: Stack):
+    """Issue 25: every call of a load carries its own `Idempotency-Key`; its client goes away while the
+    model is still answering (a read timeout shorter than the reply), then retries the same call with
+    the same key until it has an answer (a 409 while the first is still being answered, waiting its
+    Retry-After). Each key is answered 200, called the model once and is metered once, at its price."""
+    account = _account(live, "idem", **LIMITS)
+    live.upstream_control(tokens_per_second=20)  # "Echo: hello <marker>" takes about 150 ms to stream
+    run_tag = os.urandom(3).hex()
+    outcomes: dict[str, tuple[int, str, str]] = {}
+
+    def drill(i: int) -> None:
+        marker = f"idem-{run_tag}-{i}"
+        body = {"model": DEFAULT_MODEL, "messages": [{"role": "user", "content": f"hello {marker}"}]}
+        headers = {"Authorization": f"Bearer {account['key']}", "Idempotency-Key": f"drill-{marker}"}
+        with httpx.Client(base_url=live.url, timeout=0.08) as impatient:
+            try:
+                impatient.post("/v1/chat/completions", json=body, headers=headers)
+            except httpx.TimeoutException:
+                pass  # the client is gone mid-answer
+        with httpx.Client(base_url=live.url, timeout=30) as client:
+            for _ in range(40):  # bounded: a claim is released within IDEMPOTENCY_HOLD_SECONDS at worst
+                response = client.post("/v1/chat/completions", json=body, headers=headers)
+                if response.status_code != 409:
+                    break
+                time.sleep(float(response.headers.get("Retry-After", "1")))
+            outcomes[marker] = (response.status_code, response.headers.get("X-Request-Id", ""),
+                                response.headers.get("Idempotent-Replayed", ""))
+
+    try:
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            list(pool.map(drill, range(DRILL_KEYS)))
+    finally:
+        live.upstream_control(tokens_per_second=0)
+    assert len(outcomes) == DRILL_KEYS
+    statuses = [status for status, _, _ in outcomes.values()]
+    assert statuses == [200] * DRILL_KEYS, f"answers: {sorted(set(statuses))}"
+    replayed = sum(1 for _, _, flag in outcomes.values() if flag == "true")
+    assert replayed >= DRILL_KEYS // 2, f"only {replayed} retries were replays: the clients were not cut mid-answer"
+    request_ids = {request_id for _, request_id, _ in outcomes.values()}
+    checks.wait_usage(live, account["account_id"], request_ids)
+    per_request = dict(live.pg.query("SELECT request_id, count(*) FROM gateway_usagerecord WHERE account_id = %s "
+                                     "GROUP BY request_id", (account["account_id"],)))
+    assert per_request == {request_id: 1 for request_id in request_ids}, "each key metered once"
+    _, per_chat = checks.model_calls(live)
+    calls = {marker: per_chat[marker] for marker in outcomes}
+    assert set(calls.values()) == {1}, f"model calls per key: {sorted(calls.items(), key=lambda kv: -kv[1])[:5]}"
+    assert checks.mispriced(live, account["account_id"]) == []
+    checks.check_quota_counters(live, account)
