@@ -8,6 +8,7 @@ side by side with LiteLLM's proxy.
     .venv/bin/python bench/gateway_latency.py --pool 3      # the gateway's model is a pool of three deployments
     .venv/bin/python bench/gateway_latency.py --cache 3600  # a response cache hit at c=1 and 16 -> latest-cache.md
     .venv/bin/python bench/gateway_latency.py --price       # models priced, the group with budgets (issue 25)
+    .venv/bin/python bench/gateway_latency.py --replay      # an Idempotency-Key replay at c=1 and 16 -> latest-replay.md
     .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE,
                                                             # --tag, --rounds
 
@@ -57,6 +58,11 @@ def run_benchmark(args, stack: Stack) -> None:
         plan = Plan(plan.name, args.rounds, plan.seconds, plan.warmup_seconds, plan.counts)
     if args.cache:
         plan = Plan(plan.name, plan.rounds, plan.seconds, plan.warmup_seconds, plan.counts, concurrencies=(1, 16))
+    if args.replay:  # a replay is of a whole answer: streams are not kept
+        plan = Plan(plan.name, plan.rounds, plan.seconds, plan.warmup_seconds, plan.counts, concurrencies=(1, 16),
+                    modes=("non-stream",))
+    require = ("X-Cache", "hit") if args.cache else ("Idempotent-Replayed", "true") if args.replay else None
+    replay_headers = {"Idempotency-Key": f"bench-replay-{os.getpid()}"} if args.replay else None
     stack.settings_line = stack.effective_settings()
     stack.start_gateway()
     if args.surface == "messages":  # an Anthropic server behind /v1/messages
@@ -89,7 +95,8 @@ def run_benchmark(args, stack: Stack) -> None:
                     cpu_before = stack.cpu_snapshot()
                     run = asyncio.run(measure(args.client, base, model, key, stream, c, plan.counts[c],
                                               plan.seconds, plan.warmup_seconds, args.surface,
-                                              require_hit=gateway and bool(args.cache)))
+                                              require=require if gateway else None,
+                                              headers=replay_headers if gateway else None))
                     if gateway:
                         time.sleep(0.2)  # let the last replies' metering finish
                     cpu_after = stack.cpu_snapshot()
@@ -168,6 +175,11 @@ def main() -> int:
     p.add_argument("--pool", type=int, default=1, metavar="N",
                    help="N servers hold echo-1 on the one upstream and the gateway is asked for the bare name: a pool "
                         "of N deployments (issue 24; before pools, the first server answered it)")
+    p.add_argument("--replay", action="store_true",
+                   help="an Idempotency-Key replay (issue 25): every gateway request carries the same key and body, "
+                        "so each measured reply must be the first answer given again (Idempotent-Replayed: true); "
+                        "non-streamed, c=1 and 16, against the direct call only (implies --no-litellm; tagged "
+                        "'replay')")
     p.add_argument("--price", action="store_true",
                    help="price every model and give the bench group budgets it never reaches (issue 25; needs a "
                         "commit that has prices)")
@@ -177,6 +189,9 @@ def main() -> int:
     if args.cache:
         args.no_litellm = True
         args.tag = args.tag or "cache"
+    if args.replay:
+        args.no_litellm = True
+        args.tag = args.tag or "replay"
     if args.surface == "messages" and not args.no_litellm:
         p.error("--surface messages measures the gateway against the direct call only: add --no-litellm")
     extra_env = dict(item.split("=", 1) for item in args.env)

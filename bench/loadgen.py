@@ -79,14 +79,15 @@ class RawConnection:
         self.headers = headers
         return status, body, first
 
-    async def request(self, payload: bytes, stream: bool, require_hit: bool = False) -> float | None:
-        """A chat completion: checked whole (status 200, text, a stream's [DONE]; with `require_hit`, an
-        answer from the gateway's response cache, `X-Cache: hit`). Returns the first token's time."""
+    async def request(self, payload: bytes, stream: bool, require: tuple[str, str] | None = None) -> float | None:
+        """A chat completion: checked whole (status 200, text, a stream's [DONE]; with `require`, a header
+        the reply must carry: `X-Cache: hit` from the response cache, `Idempotent-Replayed: true` for a
+        replay). Returns the first token's time."""
         status, body, first = await self.exchange(payload, stream)
         if status != 200:
             raise HttpError(f"status {status}: {body[:200]!r}")
-        if require_hit and self.headers.get(b"x-cache") != b"hit":
-            raise HttpError(f"not a cache hit: X-Cache {self.headers.get(b'x-cache')!r}")
+        if require and self.headers.get(require[0].lower().encode()) != require[1].lower().encode():
+            raise HttpError(f"not {require[0]}: {require[1]} but {self.headers.get(require[0].lower().encode())!r}")
         if stream and not STREAM_END.search(body[-64:]):
             raise HttpError(f"stream without its end: {body[-200:]!r}")
         if not stream and b'"content"' not in body:
@@ -109,10 +110,10 @@ class RawClient:
     def build(self, path: str, body: bytes, headers: dict) -> bytes:
         return build_request(self.host, path, body, headers)
 
-    async def call(self, payload: bytes, stream: bool, require_hit: bool = False) -> float | None:
+    async def call(self, payload: bytes, stream: bool, require: tuple[str, str] | None = None) -> float | None:
         conn = self.free.pop()
         try:
-            return await conn.request(payload, stream, require_hit)
+            return await conn.request(payload, stream, require)
         except BaseException:
             await conn.close()  # a failed exchange leaves the socket in an unknown state
             raise
@@ -136,13 +137,13 @@ class HttpxClient:
     def build(self, path: str, body: bytes, headers: dict):
         return path, body, {"Content-Type": "application/json", **headers}
 
-    async def call(self, payload, stream: bool, require_hit: bool = False) -> float | None:
+    async def call(self, payload, stream: bool, require: tuple[str, str] | None = None) -> float | None:
         path, body, headers = payload
         if not stream:
             r = await self.client.post(path, content=body, headers=headers)
             if r.status_code != 200 or b'"content"' not in r.content:
                 raise HttpError(f"status {r.status_code}: {r.content[:200]!r}")
-            _check_hit(r, require_hit)
+            _check_header(r, require)
             return None
         first, tail = None, b""
         async with self.client.stream("POST", path, content=body, headers=headers) as r:
@@ -152,16 +153,16 @@ class HttpxClient:
                 tail = (tail + chunk)[-64:]
             if r.status_code != 200 or not STREAM_END.search(tail):
                 raise HttpError(f"status {r.status_code}: {tail!r}")
-        _check_hit(r, require_hit)
+        _check_header(r, require)
         return first
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
 
-def _check_hit(response, require_hit: bool) -> None:
-    if require_hit and response.headers.get("x-cache") != "hit":
-        raise HttpError(f"not a cache hit: X-Cache {response.headers.get('x-cache')!r}")
+def _check_header(response, require: tuple[str, str] | None) -> None:
+    if require and response.headers.get(require[0], "").lower() != require[1].lower():
+        raise HttpError(f"not {require[0]}: {require[1]} but {response.headers.get(require[0])!r}")
 
 
 CLIENTS = {"raw": RawClient, "httpx": HttpxClient}
@@ -235,21 +236,23 @@ SURFACES = {  # surface -> (path, the credential's header and prefix)
 
 
 async def measure(kind: str, base: str, model: str, key: str, stream: bool, concurrency: int, count: int,
-                  seconds: float, warmup_seconds: float, surface: str = "chat", require_hit: bool = False) -> RunResult:
+                  seconds: float, warmup_seconds: float, surface: str = "chat", require: tuple[str, str] | None = None,
+                  headers: dict | None = None) -> RunResult:
     """One measured run of chat completions (or Anthropic messages) against one target: warm-up
-    (discarded), then the run, on one client. Every run sends one request over and over; with
-    `require_hit` (bench/gateway_latency.py --cache) a measured reply that is not the gateway's
-    response cache's (`X-Cache: hit`) is an error: the warm-up's first call keeps the reply."""
+    (discarded), then the run, on one client. Every run sends one request over and over, with
+    `headers` added; with `require` (bench/gateway_latency.py --cache, --replay) a measured reply that
+    lacks that header (`X-Cache: hit`, `Idempotent-Replayed: true`) is an error: the warm-up's first call
+    keeps the reply."""
     client = CLIENTS[kind](base, concurrency)
     body = json.dumps({"model": model, "messages": MESSAGES, "stream": stream, "max_tokens": 64}).encode()
     path, header, prefix = SURFACES[surface]
-    payload = client.build(path, body, {header: prefix + key})
+    payload = client.build(path, body, {header: prefix + key, **(headers or {})})
 
     def call(_i: int):
         return client.call(payload, stream)
 
     def hit(_i: int):
-        return client.call(payload, stream, True)
+        return client.call(payload, stream, require)
 
     try:
         warm = await closed_loop(call, concurrency, max(20, 4 * concurrency), warmup_seconds)
@@ -258,7 +261,7 @@ async def measure(kind: str, base: str, model: str, key: str, stream: bool, conc
         gc.collect()
         gc.disable()
         try:
-            run = await closed_loop(hit if require_hit else call, concurrency, count, seconds)
+            run = await closed_loop(hit if require else call, concurrency, count, seconds)
             run.warmup_requests = len(warm.latencies) + warm.errors
             return run
         finally:
