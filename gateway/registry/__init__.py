@@ -1,6 +1,7 @@
 """The model registry at run time: the snapshot of servers and models every process keeps
 (`snapshot`; what moves its stamp: `signals`, connected by gateway/apps.py), which models answer
-a call (`routing`) and in what order a pool's deployments take it (`pools`), servers cooling down
+a call (`routing`) and in what order a pool's deployments take it (`pools`), what a call costs at a
+model's price (`prices`, money in integer units), servers cooling down
 after a failure (`cooldown`) and their health (`server_health`), model discovery (`discovery`) and
 the operator's configuration file (`config_file`).
 
