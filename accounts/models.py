@@ -21,7 +21,7 @@ class AccountGroup(models.Model):
     """What the operator allows per group (spec 1, 8.4, 8.5). A ceiling of -1 means none."""
 
     name = models.CharField(max_length=100, unique=True)
-    api_access = models.BooleanField(default=False, help_text="Members may generate and use API keys.")
+    api_access = models.BooleanField("API access", default=False, help_text="Members may generate and use API keys.")
     all_models = models.BooleanField(default=True, help_text="Members may use every model.")
     allowed_models = models.ManyToManyField(
         "gateway.Model", blank=True, related_name="groups", help_text="Used when 'all models' is off."
@@ -41,6 +41,7 @@ class AccountGroup(models.Model):
     remote_servers_allowed = models.BooleanField(default=True, help_text="Members may use cloud providers.")
     attachments_per_message = models.PositiveIntegerField(default=10)
     response_cache_ttl = models.PositiveIntegerField(
+        "response cache TTL",
         default=0,
         help_text="Seconds a whole, successful chat reply is kept and given again for the same request "
         "(the exact response cache, shared by the group's members); 0 = off.",

@@ -4,6 +4,7 @@ from django.core import checks
 
 class GatewayConfig(AppConfig):
     name = "gateway"
+    verbose_name = "Models and usage"  # the console's section: servers, models, aliases, usage records
 
     def ready(self) -> None:
         from gateway.limits.quotas import quota_forget_unsure

@@ -37,12 +37,14 @@ class ModelServer(models.Model):
     name = models.SlugField(max_length=64, unique=True, help_text="Used in model ids: <server>/<model>.")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.OPENAI)
     base_url = models.CharField(
+        "base URL",
         max_length=500,
         validators=[validate_server_url],
         help_text="OpenAI-compatible: up to /v1, e.g. http://ollama:11434/v1. Anthropic: without /v1, "
         "e.g. https://api.anthropic.com",
     )
-    api_key = models.CharField(max_length=500, blank=True, help_text="Sent to the server; never shown again.")
+    api_key = models.CharField("API key", max_length=500, blank=True,
+                               help_text="Sent to the server; never shown again.")
     is_remote = models.BooleanField(default=False, help_text="A cloud provider rather than a local server.")
     enabled = models.BooleanField(default=True)
     connect_timeout = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
@@ -232,7 +234,7 @@ class UsageRecord(models.Model):
     surface = models.CharField(max_length=40)
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
-    request_id = models.CharField(max_length=64, blank=True)
+    request_id = models.CharField("request ID", max_length=64, blank=True)
     # What makes a record the same record when it is written again (a spool replayed after a
     # crash, a run executed again): unique; null on the records written before it existed.
     key = models.CharField(max_length=80, null=True, blank=True, unique=True, default=None)
@@ -281,6 +283,9 @@ class UsageDaily(models.Model):
         constraints = [models.UniqueConstraint(fields=["day", "account", "model"], name="usage_daily_key")]
         indexes = [models.Index(fields=["account", "day"], name="usage_daily_account")]
 
+    def __str__(self) -> str:
+        return f"{self.model} on {self.day}: {self.calls} calls"
+
 
 class CallFailureDaily(models.Model):
     """How often a model failed a call, per UTC day (gateway/usage/call_failures.py): counted in each
@@ -297,7 +302,12 @@ class CallFailureDaily(models.Model):
     count = models.BigIntegerField(default=0)
 
     class Meta:
+        verbose_name = "call failures per day"
+        verbose_name_plural = "call failures per day"
         constraints = [models.UniqueConstraint(fields=["day", "model", "kind"], name="call_failure_daily_key")]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.get_kind_display().lower()} {self.count}× on {self.day}"
 
 
 class IdempotentRequest(models.Model):

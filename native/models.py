@@ -71,7 +71,7 @@ class Message(models.Model):
     model = models.CharField(max_length=300, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
     usage = models.JSONField(null=True, blank=True)
-    request_id = models.CharField(max_length=64, blank=True)
+    request_id = models.CharField("request ID", max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -133,12 +133,15 @@ class Chunk(models.Model):
         ordering = ["document_id", "position"]
         indexes = [models.Index(fields=["collection", "id"], name="chunk_collection")]
 
+    def __str__(self) -> str:
+        return f"Chunk {self.position} of document {self.document_id}"
+
 
 class McpServer(models.Model):
     """An MCP server whose tools the agent may call (Streamable HTTP)."""
 
     name = models.SlugField(max_length=64, unique=True)
-    url = models.CharField(max_length=500, validators=[validate_server_url])
+    url = models.CharField("URL", max_length=500, validators=[validate_server_url])
     auth_header_name = models.CharField(max_length=100, blank=True, default="Authorization")
     auth_header_value = models.CharField(
         max_length=1000, blank=True, help_text="Sent to the server; never shown again."

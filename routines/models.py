@@ -22,7 +22,9 @@ class Routine(models.Model):
     prompt = models.TextField(max_length=8000)
     trigger = models.CharField(max_length=16, choices=Trigger.choices, default=Trigger.SCHEDULE)
     delivery_targets = models.JSONField(default=list)
-    uses_ai = models.BooleanField(default=True)
+    uses_ai = models.BooleanField(
+        "answered by a model", default=True,
+        help_text="Off: no model is called; the prompt itself is delivered on each event.")
     is_enabled = models.BooleanField(default=True)
     webhook_secret = models.CharField(max_length=128, null=True, blank=True, help_text="Null: unsigned.")
     webhook_token = models.CharField(max_length=64, unique=True)
@@ -51,7 +53,7 @@ class Event(models.Model):
     """An accepted event (webhook call, e-mail), stored before the sender gets its 200."""
 
     routine = models.ForeignKey(Routine, on_delete=models.CASCADE, related_name="events")
-    event_id = models.CharField(max_length=200)
+    event_id = models.CharField("event ID", max_length=200)
     source = models.CharField(max_length=16)
     content_type = models.CharField(max_length=200, blank=True)
     body = models.TextField(blank=True, help_text="As the routine sees it: pretty JSON or text.")
@@ -60,6 +62,9 @@ class Event(models.Model):
     class Meta:
         ordering = ["-id"]
         indexes = [models.Index(fields=["routine", "event_id"], name="routines_event_seen")]  # duplicates
+
+    def __str__(self) -> str:  # the console's titles: what arrived, and its sender's id
+        return f"{self.source.capitalize() or 'An'} event {self.event_id}"
 
 
 class Run(models.Model):
@@ -77,7 +82,7 @@ class Run(models.Model):
 
     routine = models.ForeignKey(Routine, on_delete=models.CASCADE, related_name="runs")
     source_event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
-    event_id = models.CharField(max_length=200, blank=True)
+    event_id = models.CharField("event ID", max_length=200, blank=True)
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
     output = models.TextField(blank=True)
@@ -113,13 +118,16 @@ class Delivery(models.Model):
     error = models.TextField(blank=True, help_text="The last try's error (while pending: the one being retried).")
     # The task that holds the delivery and until when: another task (the sweep's) takes it only
     # after that; a retry of the same task (same id) takes it at once.
-    task_id = models.CharField(max_length=64, blank=True)
+    task_id = models.CharField("task ID", max_length=64, blank=True)
     busy_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["id"]
         verbose_name_plural = "deliveries"
+
+    def __str__(self) -> str:
+        return f"Delivery to {self.target} ({self.status})"
 
 
 class InboxMessage(models.Model):
@@ -133,6 +141,9 @@ class InboxMessage(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title or f"Inbox message {self.pk}"
 
 
 class LinkedChannel(models.Model):
@@ -153,3 +164,6 @@ class LinkedChannel(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["account", "kind", "address"], name="channel_once")]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} {self.address or '(not linked yet)'}"
