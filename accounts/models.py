@@ -118,6 +118,8 @@ class ApiKey(models.Model):
     preview = models.CharField(max_length=32)
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
+    # moved at most once a minute, off the call's way (accounts/key_use.py)
+    last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "API key"
