@@ -38,7 +38,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
-from django.db import IntegrityError, transaction
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
@@ -144,15 +143,16 @@ def claim(request: HttpRequest) -> Once:
                  "body": b"", "created_at": now,
                  "expires_at": now + timedelta(seconds=settings.IDEMPOTENCY_TTL_SECONDS),
                  "held_until": now + timedelta(seconds=settings.IDEMPOTENCY_HOLD_SECONDS)}
-        try:
-            with transaction.atomic():
-                row = IdempotentRequest.objects.create(account_id=account_id, key=key, **fresh)
-            return Once(row.pk, token)
-        except IntegrityError:
-            pass  # the key is taken: by whom, and with what, is read below
+        # INSERT ... ON CONFLICT DO NOTHING, then the row read back: the same two statements whether the key
+        # is new or taken (an INSERT refused by the unique constraint costs an exception, a transaction and a
+        # rollback: a replay took 1.7 ms of gateway CPU that way, bench/README.md)
+        IdempotentRequest.objects.bulk_create([IdempotentRequest(account_id=account_id, key=key, **fresh)],
+                                              ignore_conflicts=True)
         row = IdempotentRequest.objects.filter(account_id=account_id, key=key).first()
         if row is None:
             continue  # released or swept meanwhile
+        if row.claim == token:
+            return Once(row.pk, token)
         if row.expires_at <= now or (row.status is None and (row.held_until or now) <= now):
             if IdempotentRequest.objects.filter(pk=row.pk, claim=row.claim).update(**fresh):
                 return Once(row.pk, token)
