@@ -32,6 +32,7 @@ from django.http import HttpRequest, HttpResponse
 
 from accounts.authentication import Identity, authenticate, identify, identify_cached, remember
 from accounts.idempotency import META_KEY, admitted_once, answered_once, answered_once_sync, claim_then
+from accounts.key_use import note_key_use
 from gateway.limits import ratelimit
 from gateway.limits.quotas import quota_missing, quota_readings, quota_window_keys
 from gateway.registry.snapshot import note_stamps, registry_current, stamp_keys
@@ -132,6 +133,8 @@ def endpoint(
         request.principal = principal
         headers = ratelimit.limit_headers(result)  # raises the 429 of a refusing counter
         remember(identity, result.versions)
+        if principal.via == "apikey":
+            note_key_use(principal.account.pk, identity.token)  # a dictionary lookup (accounts/key_use.py)
         return headers
 
     def _counted(request: HttpRequest, identity: Identity):

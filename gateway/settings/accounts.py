@@ -22,4 +22,8 @@ IDEMPOTENCY_HOLD_SECONDS = env.int("IDEMPOTENCY_HOLD_SECONDS", default=900)
 if IDEMPOTENCY_TTL_SECONDS < 1 or IDEMPOTENCY_HOLD_SECONDS < 1:
     raise ImproperlyConfigured("IDEMPOTENCY_TTL_SECONDS and IDEMPOTENCY_HOLD_SECONDS must be at least 1.")
 
+# Seconds between two writes of the API keys' last-used times a process noted (accounts/key_use.py);
+# each key's time moves at most once a minute whatever this is.
+API_KEY_USE_FLUSH_SECONDS = env.float("API_KEY_USE_FLUSH_SECONDS", default=10.0)
+
 __all__ = [name for name in dir() if name.isupper()]  # the settings: what gateway/settings.py imports
