@@ -118,7 +118,9 @@ def fell_through(target: Target, failure: UpstreamError, *, last: bool,
     """Log a model's failure before the first byte, with server, model and cause; returns it.
     The cause is the server's own words, without its key (the failure's message already is).
     Counted for the usage console (gateway/usage/call_failures.py: no database on this path)."""
-    call_failures.count(model=target.public_id, kind=call_failures.CHAIN_FAILED if last else call_failures.FELL_THROUGH)
+    kind = call_failures.REFUSED if failure.kind == REFUSED else \
+        call_failures.CHAIN_FAILED if last else call_failures.FELL_THROUGH  # a refusal by its name, as /metrics
+    call_failures.count(model=target.public_id, kind=kind)
     cause = redact(failure.cooldown_cause or f"{failure.status} {failure.message}", [target.server.api_key])
     if failure.kind != REFUSED and not skipped(target, failure):
         server_health.failed(target.server, cause)  # a dictionary write (gateway/registry/server_health.py)

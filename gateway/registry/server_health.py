@@ -39,7 +39,8 @@ KEEP_SECONDS = 30 * 86400  # a server deleted long ago leaves nothing behind
 CAUSE_CHARS = 300
 
 _ok: dict[int, float] = {}  # server id → time of this process's last success
-_failed: dict[int, tuple[float, str]] = {}  # server id → (time, cause) of its last failure
+_failed: dict[int, tuple[float, str]] = {}  # server id → (time, cause) of its last failure, a refusal included
+_failing_at: dict[int, float] = {}  # server id → time of its last failure that was not a refusal (`failing`)
 _forgiven: dict[int, float] = {}  # server id → when an operator last changed it (gateway/registry/signals.py)
 _written_ok: dict[int, float] = {}  # what this process last wrote, so that only news is written
 _written_failed: dict[int, float] = {}
@@ -66,6 +67,16 @@ def succeeded(server) -> None:
 
 def failed(server, cause: str) -> None:
     """A call to `server` failed; `cause` is the server's own words, already without credentials."""
+    _failing_at[server.id] = now = time.time()
+    _failed[server.id] = (now, cause[:CAUSE_CHARS])
+    if _flusher is None:
+        _start_flusher()
+
+
+def refused(server, cause: str) -> None:
+    """`server` answered a call with a refusal (a 4xx such as 404 for a wrong base URL: issue 26). It is
+    its last failure for the admin, but not `failing`: a request the server takes as invalid says
+    nothing about its other calls, and a pool does not turn away from it."""
     _failed[server.id] = (time.time(), cause[:CAUSE_CHARS])
     if _flusher is None:
         _start_flusher()
@@ -78,10 +89,9 @@ def failing(server_id: int) -> bool:
     """Whether this process's last call to the server failed, after its last success (or the
     operator's last change), within FAILING_SECONDS: a pool tries its other deployments first
     meanwhile (gateway/registry/pools.py). A few dictionary reads."""
-    failure = _failed.get(server_id)
-    if failure is None:
+    at = _failing_at.get(server_id)
+    if at is None:
         return False
-    at = failure[0]
     return at > _ok.get(server_id, 0.0) and at > _forgiven.get(server_id, 0.0) and time.time() - at < FAILING_SECONDS
 
 
@@ -161,6 +171,7 @@ def forget_all() -> None:
     """Drop this process's record (tests)."""
     _ok.clear()
     _failed.clear()
+    _failing_at.clear()
     _forgiven.clear()
     _written_ok.clear()
     _written_failed.clear()

@@ -1,6 +1,8 @@
 """Daily counts of failed model calls, for the usage console: a model that failed before its
 first byte and the next one was tried (`fell_through`), one that failed last in its chain so the
-call was answered with an error (`chain_failed`), a refusal answered at once (`refused`).
+call was answered with an error (`chain_failed`), a refusal by the model server (`refused`: a 4xx
+such as 404 for a wrong base URL, whether it was answered at once or, on /v1, the next model was
+tried; /metrics counts the same attempts as outcome="refused").
 
 Counting is on the failure path only, and costs a dictionary addition under a lock: the
 proxied call's path never waits on the database for it. A timer thread of the process writes

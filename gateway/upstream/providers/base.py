@@ -78,6 +78,17 @@ def failure_from_response(status: int, body: bytes, headers: Mapping[str, str],
     return UpstreamError(REFUSED, status, message, retry_after)
 
 
+def answered_failure(response: upstream_http.Response, body: bytes, request: upstream_http.Request,
+                     server: Server) -> UpstreamError:
+    """`failure_from_response` of an answer `server` gave; a refusal (404 for a wrong base URL, 400
+    for a request it takes as invalid) is the server's last failure for the admin (issue 26). Every
+    other failure is recorded by the chain that falls through it (gateway/calls/dispatch.py)."""
+    failure = failure_from_response(response.status_code, body, response.headers, secrets_of(request, server))
+    if failure.kind == REFUSED:
+        server_health.refused(server, f"{failure.status} {failure.message}")  # a dictionary write
+    return failure
+
+
 def failure_from_transport(exc: upstream_http.HTTPError) -> UpstreamError:
     """A connect failure, or a connect or read timeout, also puts the server in cooldown."""
     if isinstance(exc, (upstream_http.ConnectTimeout, upstream_http.ReadTimeout)):
@@ -187,8 +198,7 @@ async def server_events(request: upstream_http.Request, server: Server):
     started = False
     try:
         if response.status_code != 200:
-            raise failure_from_response(response.status_code, await response.aread(), response.headers,
-                                        secrets_of(request, server))
+            raise answered_failure(response, await response.aread(), request, server)
         async for event, data in sse_read(response.aiter_raw()):
             yield event, data
             started = True

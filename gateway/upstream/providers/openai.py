@@ -15,8 +15,8 @@ import httpx
 from gateway.registry.snapshot import Target
 from gateway.upstream.http_client import Response, build_request
 from gateway.upstream.providers.base import (
+    answered_failure,
     broken,
-    failure_from_response,
     missing_key,
     secrets_of,
     send,
@@ -84,6 +84,5 @@ async def forward(target: Target, path: str, *, json: Any = None, data: dict[str
         request = build_request("POST", url, json=json, headers=headers, timeouts=timeouts(target.server))
     response, _verdict = await send(request, target.server, stream=False)
     if response.status_code != 200:
-        raise failure_from_response(response.status_code, response.content, response.headers,
-                                    secrets_of(request, target.server))
+        raise answered_failure(response, response.content, request, target.server)
     return response
