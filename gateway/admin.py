@@ -14,6 +14,7 @@ from gateway.console.money_fields import (
 )
 from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
 from gateway.console.server_admin import HEALTH_FIELDS, ServerHealthAdmin
+from gateway.console.server_test_admin import ServerTestAdmin
 from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer, UsageRecord
 from gateway.registry import discovery
 from gateway.registry.prices import money_text
@@ -45,7 +46,7 @@ class ModelInline(admin.TabularInline):
 
 
 @admin.register(ModelServer)
-class ModelServerAdmin(ServerHealthAdmin):
+class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     """Health read-only beside the registry's fields; discovery when a server is saved
     (gateway/console/server_admin.py)."""
 

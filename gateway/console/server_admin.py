@@ -4,7 +4,8 @@ only (gateway/registry/server_health.py), and model discovery for the server jus
 The list reads the health of the servers on its page in one go (`HealthChangeList`), not once per
 row. Discovery runs once the save has committed (the server's answer can take its connect timeout
 plus DISCOVERY_TIMEOUT_SECONDS; no transaction is held open meanwhile), and its outcome is an
-admin message: a server that does not answer is saved all the same, with a warning.
+admin message: a server that does not answer is saved all the same, with a warning; so is one whose
+chat path answers 404 or refuses its key (gateway/console/server_check.py, issue 26).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.db import transaction
 from django.utils.timezone import localtime
 
+from gateway.console.server_check import chat_route_problem
 from gateway.registry import discovery, server_health
 
 logger = logging.getLogger(__name__)
@@ -81,23 +83,46 @@ class ServerHealthAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
+        request.held_success = []  # the admin's "saved successfully" waits for what the checks say (issue 26)
         transaction.on_commit(lambda: discover_saved(self, request, obj))
+
+    def message_user(self, request, message, level=messages.INFO, *args, **kwargs):
+        """After a save, the admin's own success message is held until discovery and the chat path's
+        check have said whether it stands (`discover_saved`)."""
+        held = getattr(request, "held_success", None)
+        if held is not None and level == messages.SUCCESS:
+            held.append(message)
+            return
+        super().message_user(request, message, level, *args, **kwargs)
 
 
 def discover_saved(model_admin: admin.ModelAdmin, request, server) -> None:
-    """Discovery for `server`, reported as a message; nothing it meets undoes the save."""
+    """Discovery for `server`, then a check of its chat path (gateway/console/server_check.py), reported
+    as messages; nothing they meet undoes the save. The admin's "saved successfully" is shown only
+    when neither found a problem: otherwise the warning says "<server> was saved, but ..." instead."""
+    held, request.held_success = getattr(request, "held_success", None) or [], None
+    said: list[tuple[int, str]] = []
     if not server.enabled:
-        model_admin.message_user(request, f"{server.name} is disabled: model discovery was not run.", messages.INFO)
-        return
+        said.append((messages.INFO, f"{server.name} is disabled: model discovery was not run."))
+    else:
+        said = _discovered(server)
+    if not any(level == messages.WARNING for level, _ in said):
+        said = [(messages.SUCCESS, message) for message in held] + said
+    for level, message in said:
+        model_admin.message_user(request, message, level)
+
+
+def _discovered(server) -> list[tuple[int, str]]:
     try:
         [report] = discovery.discover_models(servers=[server])
     except Exception:  # the server is saved: a surprise here is reported, never a 500
         logger.exception("model discovery after saving server %s failed", server.name)
-        model_admin.message_user(request, f"{server.name} was saved, but model discovery failed unexpectedly; "
-                                          "try the 'Discover models' action.", messages.WARNING)
-        return
-    if report.error:
-        model_admin.message_user(request, f"{server.name} was saved, but model discovery failed: {report.error} "
-                                          "Run 'Discover models' once it answers.", messages.WARNING)
-    else:
-        model_admin.message_user(request, f"Model discovery: {report.summary()}", messages.SUCCESS)
+        return [(messages.WARNING, f"{server.name} was saved, but model discovery failed unexpectedly; "
+                                   "try the 'Discover models' action.")]
+    said = [(messages.WARNING, f"{server.name} was saved, but model discovery failed: {report.error} "
+                               "Run 'Discover models' once it answers.")] if report.error else []
+    if problem := chat_route_problem(row=server):  # where chat calls go, nothing answers them
+        said.append((messages.WARNING, f"{server.name} was saved, but {problem}"))
+    if not report.error:
+        said.insert(0, (messages.INFO if problem else messages.SUCCESS, f"Model discovery: {report.summary()}"))
+    return said

@@ -178,7 +178,8 @@ def test_adding_a_server_discovers_its_models(transactional_db, client, operator
     assert shown_messages(response)[-1] == (
         messages.SUCCESS, "Model discovery: oa: 2 model(s) listed, 2 added, 0 no longer listed, 0 listed again.")
     assert set(Model.objects.filter(server=server).values_list("name", flat=True)) == {"echo-1", "llama3"}
-    assert [(r.method, r.path) for r in upstream.requests] == [("GET", "/v1/models")]
+    # the listing, then the chat path's check (issue 26: a body refused before any model runs)
+    assert [(r.method, r.path) for r in upstream.requests] == [("GET", "/v1/models"), ("POST", "/v1/chat/completions")]
 
 
 def test_changing_a_server_discovers_again(transactional_db, client, operator, upstream):  # noqa: F811
