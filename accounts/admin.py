@@ -4,9 +4,11 @@ last use; generated and revoked through accounts/admin_keys.py, the key itself s
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin
-from django.contrib.auth.forms import UserChangeForm, UserCreationForm
+from django.contrib.auth.models import Group
 from django.utils import timezone
 from django.utils.html import format_html
+from unfold.admin import ModelAdmin
+from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationForm
 
 from accounts.admin_keys import AccountKeyAdmin
 from accounts.models import Account, AccountGroup
@@ -30,7 +32,7 @@ class AccountGroupForm(MoneyFormMixin, forms.ModelForm):
 
 
 @admin.register(AccountGroup)
-class AccountGroupAdmin(admin.ModelAdmin):
+class AccountGroupAdmin(ModelAdmin):
     form = AccountGroupForm
     list_display = ["name", "api_access", "all_models", "daily_tokens", "weekly_tokens", "monthly_tokens",
                     "budgets", "remote_servers_allowed", "attachments_per_message", "response_cache_ttl"]
@@ -80,9 +82,10 @@ class AccountChangeForm(MoneyFormMixin, UserChangeForm):
 
 
 @admin.register(Account)
-class AccountAdmin(AccountKeyAdmin, UserAdmin):
+class AccountAdmin(AccountKeyAdmin, UserAdmin, ModelAdmin):
     form = AccountChangeForm
     add_form = AccountCreationForm
+    change_password_form = AdminPasswordChangeForm
     ordering = ["email"]
     list_display = ["email", "full_name", "group", "role", "is_active", "is_staff", "locked", "key_last_used"]
     list_filter = [LockedFilter, "is_active", "is_staff", "role", "group"]
@@ -121,3 +124,8 @@ class AccountAdmin(AccountKeyAdmin, UserAdmin):
     def unlock_accounts(self, request, queryset):
         count = queryset.update(locked_until=None, failed_logins=0)
         self.message_user(request, f"Unlocked {count} account(s).", messages.SUCCESS)
+
+
+# Django's permission groups: the console assigns none (an operator is a superuser, or staff with permissions
+# of their own), so their page is not offered beside the account groups (docs/decisions.md, issue 26).
+admin.site.unregister(Group)

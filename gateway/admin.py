@@ -3,6 +3,8 @@
 from django import forms
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
+from unfold.admin import ModelAdmin as ThemedModelAdmin
+from unfold.admin import TabularInline
 
 from gateway.console.money_fields import (
     DEPLOYMENT_PRICE_HELP,
@@ -15,6 +17,7 @@ from gateway.console.money_fields import (
 from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
 from gateway.console.server_admin import HEALTH_FIELDS, ServerHealthAdmin
 from gateway.console.server_test_admin import ServerTestAdmin
+from gateway.console.theme import server_columns
 from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer, UsageRecord
 from gateway.registry import discovery
 from gateway.registry.prices import money_text
@@ -22,6 +25,9 @@ from gateway.state import loads
 
 # The console's "View site" link pointed at "/", which nothing answers: no link.
 admin.site.site_url = None
+# Branded as the gateway wherever the admin names itself (unfold's header and titles: settings.UNFOLD).
+admin.site.site_header = admin.site.site_title = "Model gateway"
+admin.site.index_title = "Home"
 
 
 class ModelServerForm(WriteOnlySecretForm):
@@ -37,7 +43,7 @@ class ModelServerForm(WriteOnlySecretForm):
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
 
 
-class ModelInline(admin.TabularInline):
+class ModelInline(TabularInline):
     model = Model
     fields = ["name", "supports_chat", "supports_embeddings", "supports_audio", "enabled", "is_default"]
     fields += ["unlisted_since"]
@@ -51,8 +57,9 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     (gateway/console/server_admin.py)."""
 
     form = ModelServerForm
-    list_display = ["name", "kind", "base_url", "is_remote", "enabled", "has_api_key"]
-    list_display += ["discovered_at", "discovery_error", *HEALTH_FIELDS]
+    # narrow enough for 1366 pixels beside the sidebar (gateway/console/theme/server_columns.py)
+    list_display = ["name", server_columns.kind_label, server_columns.address, "enabled", server_columns.key_set,
+                    server_columns.discovery, *HEALTH_FIELDS]
     actions = ["discover_models"]
     list_filter = ["kind", "is_remote", "enabled"]
     search_fields = ["name", "base_url"]
@@ -68,7 +75,7 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
             self.message_user(request, report.summary(), messages.ERROR if report.error else messages.SUCCESS)
 
 
-class FallbackInline(admin.TabularInline):
+class FallbackInline(TabularInline):
     model = ModelFallback
     fk_name = "model"
     fields = ["position", "fallback"]
@@ -83,7 +90,7 @@ class ModelForm(MoneyFormMixin, forms.ModelForm):
 
 
 @admin.register(Model)
-class ModelAdmin(admin.ModelAdmin):
+class ModelAdmin(ThemedModelAdmin):
     # Few, narrow columns: beside the navigation and the filters, one column per capability (and the
     # server again, already in the id) made the list scroll sideways. The prices share one.
     form = ModelForm
@@ -120,7 +127,7 @@ class AliasDeploymentForm(MoneyFormMixin, forms.ModelForm):
         fields = ["model", "weight", *PRICE_FIELDS]
 
 
-class AliasDeploymentInline(admin.TabularInline):
+class AliasDeploymentInline(TabularInline):
     """A deployment's weight, and its own prices per million tokens (each left empty is its model's)."""
 
     model = AliasDeployment
@@ -130,7 +137,7 @@ class AliasDeploymentInline(admin.TabularInline):
     extra = 0
 
 
-class AliasFallbackInline(admin.TabularInline):
+class AliasFallbackInline(TabularInline):
     model = AliasFallback
     fk_name = "alias"
     fields = ["position", "fallback"]
@@ -140,7 +147,7 @@ class AliasFallbackInline(admin.TabularInline):
 
 
 @admin.register(Alias)
-class AliasAdmin(admin.ModelAdmin):
+class AliasAdmin(ThemedModelAdmin):
     """An alias, its weighted deployments and its fallbacks; beside them, each deployment's share of
     the calls, calls in flight and moving time to first byte, as every process told them
     (gateway/state/loads.py)."""
@@ -182,7 +189,7 @@ class AliasAdmin(admin.ModelAdmin):
 
 
 @admin.register(UsageRecord)
-class UsageRecordAdmin(admin.ModelAdmin):
+class UsageRecordAdmin(ThemedModelAdmin):
     """Read-only: usage is written by the gateway, never by hand."""
 
     list_display = ["created_at", "account", "model", "surface", "input_tokens", "output_tokens", "cost", "request_id"]

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from gateway.openapi.views import admin_contract, openapi_json
 from gateway.ops import health, metrics_view
@@ -13,6 +14,9 @@ urlpatterns = [
     path("", include("accounts.urls")),
     path("admin/api-contract/", admin.site.admin_view(admin_contract), name="admin-api-contract"),
     path("admin/", admin.site.urls),
+    # a browser's ways in: the root and the console without its slash (APPEND_SLASH is off) lead to the console
+    path("", RedirectView.as_view(pattern_name="admin:index"), name="root"),
+    path("admin", RedirectView.as_view(pattern_name="admin:index")),
     path("api/v1/openapi.json", openapi_json),
     path("", include("native.urls")),
     path("", include("compat.urls")),
@@ -21,5 +25,7 @@ urlpatterns = [
 ]
 
 handler400 = "gateway.web.fallback.bad_request"
-handler404 = "gateway.web.fallback.not_found"
-handler500 = "gateway.web.fallback.server_error"
+# An HTML page in the console's theme for a browser under the console; the API's answers otherwise
+# (gateway/console/theme/error_pages.py hands those to gateway/web/fallback.py).
+handler404 = "gateway.console.theme.error_pages.not_found"
+handler500 = "gateway.console.theme.error_pages.server_error"

@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin
 from django.db import transaction
 from django.db.models import Count, F
+from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
 from native.models import Collection, Conversation, Document, McpServer, Message, Profile
@@ -32,7 +33,7 @@ class ProfileForm(forms.ModelForm):
 
 
 @admin.register(Profile)
-class ProfileAdmin(admin.ModelAdmin):
+class ProfileAdmin(ModelAdmin):
     """Presets granted to groups: only members of a granted group see a profile (none: nobody)."""
 
     form = ProfileForm
@@ -68,7 +69,7 @@ class McpServerForm(WriteOnlySecretForm):
 
 
 @admin.register(McpServer)
-class McpServerAdmin(admin.ModelAdmin):
+class McpServerAdmin(ModelAdmin):
     """Servers whose tools the agent offers as `<name>__<tool>`; no group ticked: every group."""
 
     form = McpServerForm
@@ -85,7 +86,7 @@ class McpServerAdmin(admin.ModelAdmin):
 # ---- collections ------------------------------------------------------------------------------
 
 
-class DocumentInline(admin.TabularInline):
+class DocumentInline(TabularInline):
     model = Document
     fields = ["name", "content_type", "size", "created_at"]
     readonly_fields = fields
@@ -97,7 +98,7 @@ class DocumentInline(admin.TabularInline):
 
 
 @admin.register(Collection)
-class CollectionAdmin(admin.ModelAdmin):
+class CollectionAdmin(ModelAdmin):
     """Accounts' collections. Documents are added through the API (they must be embedded);
     here they can be read and deleted."""
 
@@ -125,7 +126,7 @@ class CollectionAdmin(admin.ModelAdmin):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(ModelAdmin):
     list_display = ["name", "collection", "content_type", "size", "created_at"]
     list_filter = ["content_type"]
     search_fields = ["name", "collection__name", "collection__account__email"]
@@ -160,7 +161,7 @@ def _vectors_changed(collection_ids):
 # ---- conversations (read-mostly: written by native chat) --------------------------------------
 
 
-class MessageInline(admin.TabularInline):
+class MessageInline(TabularInline):
     model = Message
     fields = ["created_at", "role", "status", "model", "content", "request_id"]
     readonly_fields = fields
@@ -172,7 +173,7 @@ class MessageInline(admin.TabularInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(ModelAdmin):
     """Accounts' conversations, to read; the operator may delete one, nothing else changes here."""
 
     list_display = ["__str__", "account", "profile", "model", "updated_at", "in_trash"]

@@ -2,6 +2,7 @@
 
 from django import forms
 from django.contrib import admin, messages
+from unfold.admin import ModelAdmin, TabularInline
 
 from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
 from routines.records import schedule_note
@@ -31,7 +32,7 @@ class RoutineForm(forms.ModelForm):
 
 
 @admin.register(Routine)
-class RoutineAdmin(admin.ModelAdmin):
+class RoutineAdmin(ModelAdmin):
     form = RoutineForm
     list_display = ["name", "account", "trigger", "schedule_state", "is_enabled", "disabled_reason",
                     "consecutive_failures", "last_run_at", "next_run_at"]
@@ -71,7 +72,7 @@ class RoutineAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
-class DeliveryInline(admin.TabularInline):
+class DeliveryInline(TabularInline):
     model = Delivery
     extra = 0
     can_delete = False
@@ -86,7 +87,7 @@ class DeliveryInline(admin.TabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(ModelAdmin):
     """Runs are written by the workers: their pages are for reading (no Save buttons), deleting,
     and the retry action of the list."""
 
@@ -117,14 +118,14 @@ class RunAdmin(admin.ModelAdmin):
 
 
 @admin.register(InboxMessage)
-class InboxMessageAdmin(admin.ModelAdmin):
+class InboxMessageAdmin(ModelAdmin):
     list_display = ["title", "account", "routine", "created_at", "read_at"]
     search_fields = ["title", "account__email"]
     raw_id_fields = ["account", "routine", "run"]
 
 
 @admin.register(LinkedChannel)
-class LinkedChannelAdmin(admin.ModelAdmin):
+class LinkedChannelAdmin(ModelAdmin):
     """Linked Telegram chats and WhatsApp numbers; the operator may look and remove, not link."""
 
     list_display = ["account", "kind", "address", "verified_at", "created_at"]

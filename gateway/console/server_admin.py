@@ -17,6 +17,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.views.main import ChangeList
 from django.db import transaction
 from django.utils.timezone import localtime
+from unfold.admin import ModelAdmin
 
 from gateway.console.server_check import chat_route_problem
 from gateway.registry import discovery, server_health
@@ -49,7 +50,7 @@ def shown(moment: datetime) -> str:
     return localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
-class ServerHealthAdmin(admin.ModelAdmin):
+class ServerHealthAdmin(ModelAdmin):
     """A base for ModelServerAdmin: its health fields and discovery on save."""
 
     def get_changelist(self, request, **kwargs):

@@ -60,6 +60,7 @@ SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE") if env.str("SESSION_CO
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE") if env.str("CSRF_COOKIE_SECURE", "") else SECURE_SSL_REDIRECT
 
 INSTALLED_APPS = [
+    "unfold",  # the console's theme (gateway/settings/console.py); before the admin, whose templates it overrides
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -378,6 +379,7 @@ if not (len(CURRENCY) == 3 and CURRENCY.isalpha()):
 # --- Accounts, native API and routines -----------------------------------------------------
 # Their settings, in modules of their own: every upper-case name of each (its `__all__`).
 from gateway.settings.accounts import *  # noqa: E402,F403
+from gateway.settings.console import *  # noqa: E402,F403
 from gateway.settings.native import *  # noqa: E402,F403
 from gateway.settings.routines import *  # noqa: E402,F403
 

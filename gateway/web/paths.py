@@ -72,7 +72,10 @@ PATHS: tuple[Row, ...] = (
     exact("/livez", NATIVE, PROBE),
     exact("/readyz", NATIVE, PROBE),
     exact("/metrics", NATIVE, PROBE),
-    # The operator's console: the admin (and its login in accounts/urls.py).
+    # The operator's console: the admin (and its login in accounts/urls.py); the root and `/admin`
+    # redirect a browser to it (gateway/urls.py).
+    exact("/", NATIVE, CONSOLE),
+    exact("/admin", NATIVE, CONSOLE),
     under("/admin/", NATIVE, CONSOLE),
     # Everything else (the console's static files, unknown paths): the console's middleware.
     under("", NATIVE, CONSOLE),

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from accounts.keys import api_key_generate
 from accounts.models import ApiKey
+from tests.console_html import labels, list_cells, section, section_titles
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory
 
 pytestmark = pytest.mark.django_db
@@ -204,11 +205,11 @@ def test_a_groups_budgets_are_set_beside_its_token_quotas_in_the_currency(admin_
     group = AccountGroupFactory(name="research", weekly_budget="12.5")
     url = reverse("admin:accounts_accountgroup_change", args=[group.pk])
     html = admin_client.get(url).content.decode()
-    section = re.search(r">Token quotas and budgets \(EUR\)</h2>(.*?)</fieldset>", html, re.S).group(1)
-    assert re.findall(r'name="(\w+)"', section) == ["daily_tokens", "weekly_tokens", "monthly_tokens",
+    quotas = section(html, "Token quotas and budgets (EUR)")
+    assert re.findall(r'name="(\w+)"', quotas) == ["daily_tokens", "weekly_tokens", "monthly_tokens",
                                                    "daily_budget", "weekly_budget", "monthly_budget"]
-    assert '<label class="required" for="id_weekly_budget">Weekly budget (EUR):</label>' in section
-    assert 'name="weekly_budget" value="12.5"' in section and 'name="daily_budget" value="-1"' in section
+    assert labels(quotas)["id_weekly_budget"] == "Weekly budget (EUR)"
+    assert 'name="weekly_budget" value="12.5"' in quotas and 'name="daily_budget" value="-1"' in quotas
 
     response = admin_client.post(url, group_form(group, daily_budget="2.75", monthly_budget="100"))
 
@@ -217,7 +218,7 @@ def test_a_groups_budgets_are_set_beside_its_token_quotas_in_the_currency(admin_
     assert (group.daily_budget, group.weekly_budget, group.monthly_budget) == (
         Decimal("2.75"), Decimal("-1"), Decimal("100"))
     listing = admin_client.get(reverse("admin:accounts_accountgroup_changelist")).content.decode()
-    assert '<td class="field-budgets">day 2.75 · month 100 EUR</td>' in listing
+    assert "day 2.75 · month 100 EUR" in list_cells(listing, "budgets")
 
 
 def test_a_budget_below_zero_other_than_minus_one_is_refused(admin_client):
@@ -235,7 +236,7 @@ def test_an_accounts_own_budgets_override_its_groups(admin_client):
     account = AccountFactory(email="own@example.test", group=group)
     url = reverse("admin:accounts_account_change", args=[account.pk])
     html = admin_client.get(url).content.decode()
-    assert ">Budgets (USD)</h2>" in html
+    assert "Budgets (USD)" in section_titles(html)
     assert "Empty: the group's (&lt;b&gt;research&lt;/b&gt;: day 5, week none, month 99.5)" in html
     data = {"email": account.email, "full_name": account.full_name, "group": group.pk, "role": account.role,
             "is_active": "on", "daily_budget": "0.5", "weekly_budget": "", "monthly_budget": "-1"}

@@ -2,7 +2,7 @@
 Playwright) logs in to the admin of a running gateway, opens the usage console from the admin
 index, filters by an account, sees the charts drawn, the totals of the records made here (tokens
 and spend) and the account's day against its budget, and exports them as CSV with their cost.
-Screenshots go to GATEWAY_VAR_DIR/screenshots (outside the repository).
+Screenshots go to tests/browser/support.py's folder (SCREENSHOT_DIR).
 
 Playwright's synchronous API runs an event loop in this thread, where Django refuses database
 queries: every row is made, and every expectation worked out, before the browser starts."""
@@ -10,14 +10,13 @@ queries: every row is made, and every expectation worked out, before the browser
 import csv
 import io
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
 from gateway.web.output import timestamp
+from tests.browser.support import screenshot_path
 from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory, UsageRecordFactory
 from tests.servers import wait_for_quiet_database
 
@@ -32,14 +31,7 @@ def _quiet_teardown():
     wait_for_quiet_database()
 
 
-@pytest.fixture
-def screenshots() -> Path:
-    folder = Path(settings.VAR_DIR) / "screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_gateway, screenshots):
+def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_gateway):
     AccountFactory(email="operator@example.test", is_staff=True, is_superuser=True)
     group = AccountGroupFactory(name="researchers", daily_tokens=100_000, weekly_tokens=-1, monthly_tokens=-1,
                                 daily_budget=1)
@@ -69,10 +61,10 @@ def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_g
             page.goto(f"{live_gateway}/admin/login/?next=/admin/")
             page.fill("#id_username", "operator@example.test")
             page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
+            page.click("#login-form [type=submit]")
             link = page.locator("#usage-console-link a")
             expect(link).to_have_text("Usage console")
-            page.screenshot(path=screenshots / "admin-index.png")
+            page.screenshot(path=screenshot_path("admin-index"))
             link.click()
             expect(page.locator("h1")).to_have_text("Usage console")
 
@@ -93,11 +85,11 @@ def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_g
             expect(page.locator('#ceilings td[data-period="day"]')).to_contain_text("/ 100,000")
             expect(page.locator("#total-spend")).to_have_text("0.2500000001")
             expect(page.locator('#budgets td[data-period="day"]')).to_have_text("0.2500000001 / 1.00 (25%)")
-            page.screenshot(path=screenshots / "usage-console-alice.png", full_page=True)
+            page.screenshot(path=screenshot_path("usage-console-alice"), full_page=True)
 
             with page.expect_download() as download:
                 page.click("#usage-csv")
-            saved = screenshots / "usage-alice.csv"
+            saved = screenshot_path("usage-alice.csv")
             download.value.save_as(saved)
         finally:
             browser.close()

@@ -2,13 +2,12 @@
 form holding a routine to the API's schedule rules (a schedule that is given must be valid; none is
 allowed, and the list and the page say that such a routine runs only by run-now)."""
 
-import re
-
 import pytest
 
 from routines.models import Routine, Run
 from routines.records import NO_SCHEDULE
 from routines.routine_writes import new_token
+from tests.console_html import list_headers, list_rows, readonly, submit_buttons, title
 from tests.factories import DeliveryFactory, LinkedChannelFactory, RoutineFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -18,10 +17,6 @@ pytestmark = pytest.mark.django_db
 def routine(owner):
     return RoutineFactory(account=owner, name="Digest", prompt="Summarize the event.", trigger="webhook",
                           delivery_targets=["inapp"], webhook_secret=None, webhook_token=new_token())
-
-
-def submit_buttons(html: str) -> set[str]:
-    return set(re.findall(r'<input type="submit" value="([^"]+)"', html))
 
 
 def routine_form(routine, **changes) -> dict:
@@ -37,7 +32,7 @@ def test_it_names_a_run_by_its_number_routine_and_status(routine, admin_client):
     run = RunFactory(routine=routine, trigger="manual", status="failed")
     assert str(run) == f"Run {run.pk} of Digest (failed)"
     page = admin_client.get(f"/admin/routines/run/{run.pk}/change/").content.decode()
-    assert f"<h2>Run {run.pk} of Digest (failed)</h2>" in page
+    assert title(page).startswith(f"Run {run.pk} of Digest (failed) |")
     assert "Run object" not in page
     assert "Run object" not in admin_client.get("/admin/routines/run/").content.decode()
 
@@ -68,7 +63,7 @@ def test_the_routine_form_takes_a_schedule_routine_without_a_schedule_and_the_pa
     saved = Routine.objects.get(pk=routine.pk)
     assert (saved.trigger, saved.schedule, saved.next_run_at) == ("schedule", "", None)
     page = admin_client.get(url).content.decode()
-    assert re.search(r'<label>Schedule:</label>\s*<div class="readonly">' + re.escape(NO_SCHEDULE) + "</div>", page)
+    assert readonly(page)["Schedule"] == NO_SCHEDULE
     assert page.index('name="schedule"') < page.index(NO_SCHEDULE) < page.index('name="timezone"')
 
 
@@ -77,9 +72,8 @@ def test_the_routine_list_says_which_routines_run_only_by_run_now(routine, owner
     RoutineFactory(account=owner, name="Morning", trigger="schedule", schedule="0 8 * * *",
                    timezone="Europe/Lisbon", delivery_targets=["inapp"])
     page = admin_client.get("/admin/routines/routine/").content.decode()
-    assert '<th scope="col" class="column-schedule_state">' in page
-    cells = dict(re.findall(r'<th class="field-name"><a [^>]+>([^<]+)</a></th>.*?'
-                            r'<td class="field-schedule_state">([^<]*)</td>', page, re.S))
+    assert "schedule_state" in list_headers(page)
+    cells = {row["name"]: row["schedule_state"] for row in list_rows(page)}
     assert cells == {"Digest": "None needed (webhook trigger)", "Unscheduled": NO_SCHEDULE,
                      "Morning": "0 8 * * * (Europe/Lisbon)"}
 

@@ -3,7 +3,6 @@ and its cause, cooldown), recorded off the call's path (gateway/registry/server_
 server runs model discovery for it without ever failing the save."""
 
 import asyncio
-import html
 import re
 import time
 from datetime import datetime, timezone
@@ -14,6 +13,7 @@ from django.test import AsyncClient
 
 from gateway.models import Model, ModelServer
 from gateway.registry import cooldown, server_health
+from tests import console_html
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.servers import wait_for_quiet_database, web_process
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
@@ -66,20 +66,16 @@ def call(key: str, model: str, base: str | None = None) -> int:
 
 def list_rows(response) -> dict[str, dict[str, str]]:
     """The change list's rows: server name → {field: text shown}."""
-    rows = {}
-    for row in re.findall(r"<tr>(.*?)</tr>", response.content.decode(), re.S):
-        cells = {name: html.unescape(re.sub(r"<[^>]+>", "", text)).strip()
-                 for name, text in re.findall(r'<t[dh] class="field-(\w+)"[^>]*>(.*?)</t[dh]>', row, re.S)}
-        if "name" in cells:
-            rows[cells["name"]] = cells
-    return rows
+    return {row["name"]: row for row in console_html.list_rows(response.content.decode()) if "name" in row}
+
+
+HEALTH_LABELS = {"Last success": "last_success", "Last failure": "last_failure", "Cooldown": "cooldown"}
 
 
 def change_fields(response) -> dict[str, str]:
-    """The read-only fields of a change page: field → text shown."""
-    found = re.findall(r'field-(last_success|last_failure|cooldown).*?<div class="readonly">(.*?)</div>',
-                       response.content.decode(), re.S)
-    return {name: html.unescape(text).strip() for name, text in found}
+    """The read-only health fields of a change page: field → text shown."""
+    shown = console_html.readonly(response.content.decode())
+    return {field: shown[label] for label, field in HEALTH_LABELS.items() if label in shown}
 
 
 def moment(text: str) -> datetime:
@@ -115,7 +111,7 @@ def test_the_list_and_the_change_page_show_last_success_last_failure_and_cooldow
     page = change_fields(client.get(f"{LIST}{gone.pk}/change/"))
     assert page == {"last_success": "never seen", "last_failure": rows["gone"]["last_failure"],
                     "cooldown": rows["gone"]["cooldown"]}
-    assert "field-last_success" not in client.get(f"{LIST}add/").content.decode()  # nothing to show yet
+    assert change_fields(client.get(f"{LIST}add/")) == {}  # nothing to show yet
 
 
 def test_a_process_s_news_reaches_the_admin_without_a_write_per_call(client, operator, servers,

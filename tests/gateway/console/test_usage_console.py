@@ -115,7 +115,9 @@ def test_staff_given_the_permission_to_view_usage_records_may_use_it(client, wor
 def test_it_is_linked_first_on_the_admin_index(client, operator):
     html = page_text(client.get("/admin/"))
     assert f'href="{URL}"' in html
-    assert html.index("usage-console-link") < html.index("app-accounts")  # above the applications
+    # at the top of the console's home (issue 26), above its figures; the sidebar links it too
+    assert html.index('id="console-home"') < html.index("usage-console-link") < html.index('id="home-calls"')
+    assert html.count(f'href="{URL}"') == 2
 
 
 def test_it_shows_the_last_30_days_totals_and_stacked_bars_per_day(client, operator, world):
