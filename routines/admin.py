@@ -4,19 +4,34 @@ from django import forms
 from django.contrib import admin, messages
 from unfold.admin import ModelAdmin, TabularInline
 
+from routines.admin_events import payload_html  # also registers the events' pages
+from routines.admin_routine import RoutinePageAdmin
+from routines.admin_targets import DeliveryTargetsField
 from routines.models import Delivery, InboxMessage, LinkedChannel, Routine, Run
 from routines.records import schedule_note
 from routines.run_start import retry_run
 from routines.schedules import routine_next_run, schedule_errors
+from routines.targets import target_errors
 
 
 class RoutineForm(forms.ModelForm):
     """The API's schedule rules: the time zone must be a known one, and a schedule given to a
     `schedule` routine a valid 5-field cron. An empty schedule is allowed, as in the API: the
-    routine then runs only by run-now, and the page says so (`RoutineAdmin.schedule_state`)."""
+    routine then runs only by run-now, and the page says so (`RoutineAdmin.schedule_state`). Its
+    delivery targets are a list of rows, checked as the API checks them (routines/targets.py)."""
+
+    delivery_targets = DeliveryTargetsField(
+        required=False,  # none given: the API's own words say how many (routines/targets.py)
+        help_text="One target per row, one to five: inapp, email:<address>, webhook:https://<url>, telegram or "
+                  "whatsapp:<number> (the last two once the owner has linked them). Empty rows are left out.")
 
     def clean(self):
         cleaned = super().clean()
+        account = cleaned.get("account") or getattr(self.instance, "account", None)
+        if "delivery_targets" in cleaned and account is not None:
+            problems = target_errors(account, cleaned["delivery_targets"])
+            if problems:
+                self.add_error("delivery_targets", problems)
         trigger, schedule = cleaned.get("trigger"), " ".join((cleaned.get("schedule") or "").split())
         timezone = cleaned.get("timezone") or "UTC"
         zone_problems = schedule_errors("* * * * *", timezone)
@@ -32,7 +47,7 @@ class RoutineForm(forms.ModelForm):
 
 
 @admin.register(Routine)
-class RoutineAdmin(ModelAdmin):
+class RoutineAdmin(RoutinePageAdmin, ModelAdmin):
     form = RoutineForm
     list_display = ["name", "account", "trigger", "schedule_state", "is_enabled", "disabled_reason",
                     "consecutive_failures", "last_run_at", "next_run_at"]
@@ -96,9 +111,13 @@ class RunAdmin(ModelAdmin):
     list_select_related = ["routine"]
     search_fields = ["routine__name", "event_id"]
     inlines = [DeliveryInline]
-    readonly_fields = ["routine", "source_event", "event_id", "trigger", "status", "output", "error", "model",
-                       "usage", "created_at", "started_at", "answered_at", "finished_at"]
+    readonly_fields = ["routine", "source_event", "event_id", "event_payload", "trigger", "status", "output", "error",
+                       "model", "usage", "created_at", "started_at", "answered_at", "finished_at"]
     actions = ["retry_failed_runs"]
+
+    @admin.display(description="Event payload")
+    def event_payload(self, run):
+        return payload_html(run.source_event)
 
     def has_add_permission(self, request):
         return False

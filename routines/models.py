@@ -63,8 +63,8 @@ class Event(models.Model):
         ordering = ["-id"]
         indexes = [models.Index(fields=["routine", "event_id"], name="routines_event_seen")]  # duplicates
 
-    def __str__(self) -> str:  # the console's titles: what arrived, and its sender's id
-        return f"{self.source.capitalize() or 'An'} event {self.event_id}"
+    def __str__(self) -> str:  # the console's titles (issue 26): the sender's id, and the routine it started
+        return f"Event {self.event_id} for {self.routine}"
 
 
 class Run(models.Model):

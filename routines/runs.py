@@ -40,6 +40,7 @@ from routines.deliveries.base import scrubbed
 from routines.durable import DATABASE_DOWN, durably
 from routines.inbox import notify
 from routines.models import Delivery, Routine, Run
+from routines.run_failures import failure_text, models_tried, switched_off_notice
 from routines.run_log import run_ended
 from routines.run_start import enqueue
 
@@ -100,17 +101,19 @@ def _answer(run: Run, deadline: float) -> bool:
             _finish(run, error=ANSWER_LOST, counts=False, deadline=deadline, **billed)
             return False
     completion = None
+    asked = ""  # the model the run asks for, named by a failure before any answer
     try:
         if routine.uses_ai:
-            completion = _ask_model(run)
+            asked = _model_asked(run)
+            completion = _ask_model(run, asked)
     except ApiError as exc:
-        _finish(run, output="", error=f"{exc.status}: {exc.message}", deadline=deadline)
+        _finish(run, output="", error=failure_text(exc), model=models_tried(exc, asked), deadline=deadline)
         return False
     except Exception as exc:  # never leave a claimed run running
         if outage_of(exc) is not None:
             _postpone(run, exc)
         log.exception("run %s failed unexpectedly", run.pk)
-        _finish(run, output="", error=f"Unexpected error: {exc.__class__.__name__}", deadline=deadline)
+        _finish(run, output="", error=f"Unexpected error: {exc.__class__.__name__}", model=asked, deadline=deadline)
         return False
     if completion is None:
         output, model, usage, error = routine.prompt, "", None, ""
@@ -157,10 +160,14 @@ def model_messages(run: Run) -> list[dict[str, str]]:
     return [{"role": "user", "content": content}]
 
 
-def _ask_model(run: Run) -> Completion:
-    routine = run.routine
+def _model_asked(run: Run) -> str:
+    """The routine's model, else the default model's id; "" when there is neither."""
     default = registry().default
-    model_id = routine.model or (default.public_id if default else "")
+    return run.routine.model or (default.public_id if default else "")
+
+
+def _ask_model(run: Run, model_id: str) -> Completion:
+    routine = run.routine
     if not model_id:
         raise ApiError(503, "No model named and no default model is configured.")
     chain = call_plan(account=routine.account, model_id=model_id)
@@ -264,20 +271,21 @@ def _end(run: Run, *, error: str, output: str | None = None, counts: bool = True
     elif counts:
         Routine.objects.filter(pk=routine.pk).update(consecutive_failures=F("consecutive_failures") + 1,
                                                      last_run_at=now)
-        _disable_after_failures(routine)
+        _disable_after_failures(routine, run)
     else:
         Routine.objects.filter(pk=routine.pk).update(last_run_at=now)
     return True
 
 
-def _disable_after_failures(routine: Routine) -> None:
+def _disable_after_failures(routine: Routine, run: Run) -> None:
+    """Spec 3.3: the routine switches itself off after ROUTINE_FAILURES_TO_DISABLE failed runs in a row,
+    and its owner finds why in the inbox (the message names the last run and its error)."""
     limit = settings.ROUTINE_FAILURES_TO_DISABLE
     switched = Routine.objects.filter(pk=routine.pk, is_enabled=True, consecutive_failures__gte=limit).update(
         is_enabled=False, disabled_reason=Routine.DisabledReason.FAILURES)
     if switched:
-        notify(routine.account, f"Routine “{routine.name}” was switched off",
-               f"Its last {limit} runs failed in a row, so it was switched off. Look at its runs, fix the cause, "
-               f"and enable it again.", routine=routine)
+        title, body = switched_off_notice(routine, run, limit)
+        notify(routine.account, title, body, routine=routine, run=run)
 
 
 def _reloaded(run: Run) -> Run:

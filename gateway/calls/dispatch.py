@@ -37,9 +37,17 @@ class OpenedReply:
 
 
 class ChainExhausted(ApiError):
-    """Every model failed. `retry_after` is set when all failures were retryable (503)."""
+    """Every model failed. `retry_after` is set when all failures were retryable (503); `tried` holds
+    each model of the chain (its public id) with its failure, in order (a routine's run records them)."""
 
     retry_after: int | None = None
+    tried: tuple[tuple[str, UpstreamError], ...] = ()
+
+
+class ModelRefused(ApiError):
+    """A provider's refusal answered at once with its own status; `model` is the model it refused."""
+
+    model: str = ""
 
 
 async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall_through: bool,
@@ -74,7 +82,9 @@ async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall
         chunks = _chain_first(target, first, stream, landing)
         weakref.finalize(chunks, landing.land)  # a reply dropped unread ends too
         return OpenedReply(target, chunks, providers.speaks_natively(target, native))
-    raise exhausted(failures)
+    error = exhausted(failures)
+    error.tried = tuple(zip((target.public_id for target in chain), failures))
+    raise error
 
 
 class _Landing:
@@ -110,7 +120,9 @@ def refused(target: Target, failure: UpstreamError) -> ApiError:
     """A provider's refusal answered at once with its own status (counted, not fallen through)."""
     call_failures.count(model=target.public_id, kind=call_failures.REFUSED)
     metrics.upstream_call(target.server.name, target.public_id, REFUSED)
-    return ApiError(failure.status, failure.message, code="upstream_refused")
+    error = ModelRefused(failure.status, failure.message, code="upstream_refused")
+    error.model = target.public_id
+    return error
 
 
 def fell_through(target: Target, failure: UpstreamError, *, last: bool,

@@ -21,7 +21,7 @@ def routine(owner):
 
 def routine_form(routine, **changes) -> dict:
     data = {"account": routine.account_id, "name": routine.name, "prompt": routine.prompt,
-            "trigger": routine.trigger, "delivery_targets": '["inapp"]', "uses_ai": "on", "is_enabled": "on",
+            "trigger": routine.trigger, "delivery_targets_0": "inapp", "uses_ai": "on", "is_enabled": "on",
             "webhook_signature_scheme": "body", "schedule": routine.schedule, "timezone": routine.timezone,
             "model": "", "disabled_reason": "", "_save": "Save"}
     data.update(changes)

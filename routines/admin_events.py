@@ -1,0 +1,51 @@
+"""Events in the console (issue 26, item 5): each named for what it is ("Event <id> for <routine>"), read
+only, with its payload shown whole: JSON pretty-printed, anything else as the text it is, escaped
+either way. The run's page shows the payload of the event that started it."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin
+from django.utils.html import format_html
+from unfold.admin import ModelAdmin
+
+from routines.models import Event
+
+PAYLOAD_STYLE = "white-space: pre-wrap; word-break: break-word; max-height: 32rem; overflow: auto; margin: 0"
+
+
+def payload_html(event: Event | None):
+    """The event's body in a <pre>: indented JSON when it is JSON, else its text; "(empty: a ping)"."""
+    if event is None:
+        return "No event: started by its schedule, by run-now or by the agent."
+    body = event.body
+    if not body:
+        return "(empty: a ping)"
+    try:
+        body = json.dumps(json.loads(body), indent=2, ensure_ascii=False, sort_keys=False)
+    except ValueError:
+        pass  # text as it came
+    return format_html('<pre class="event-payload" style="{}">{}</pre>', PAYLOAD_STYLE, body)
+
+
+@admin.register(Event)
+class EventAdmin(ModelAdmin):
+    """Events are written by the webhook and e-mail intake: read only, and deletable."""
+
+    list_display = ["__str__", "routine", "source", "event_id", "received_at"]
+    list_filter = ["source"]
+    list_select_related = ["routine"]
+    search_fields = ["event_id", "routine__name"]
+    fields = ["routine", "event_id", "source", "content_type", "received_at", "payload"]
+    readonly_fields = fields
+
+    @admin.display(description="Payload")
+    def payload(self, event):
+        return payload_html(event)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

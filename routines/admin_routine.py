@@ -1,0 +1,163 @@
+"""What the routine's console page adds to its fields (issue 26, item 5): the webhook URL, masked, with
+"Copy" and "Show"; "Run now"; the last runs.
+
+The webhook URL is a secret (spec 4.5: the token is its last segment): the page holds only its
+masked form. "Copy" and "Show" fetch the whole URL with a POST (CSRF token in its header) from a view
+for staff who may change the routine, answered with `Cache-Control: no-store` and never written to a
+log (the request log has the path, which holds the routine's id only). "Run now" posts the page's
+form to a view that starts a run through the API's own service (routines/routine_writes.py
+`routine_run_now`: a paused routine is refused, in the same words) and records it in the admin's
+history.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseRedirect, JsonResponse
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.text import Truncator
+from django.utils.timezone import localtime
+from django.views.decorators.http import require_POST
+
+from gateway.web.errors import ApiError
+from routines.models import Routine, Run
+from routines.routine_writes import routine_run_now
+from routines.views import webhook_url
+
+LAST_RUNS = 10  # shown on the routine's page; the runs' list has them all
+TOKEN_SHOWN = 6  # of the token's 48 hex characters, this many are shown before the mask
+ERROR_CHARS = 160
+
+
+def shown(moment) -> str:
+    return localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z") if moment else "-"
+
+
+def masked_webhook_url(request, routine: Routine) -> str:
+    """The URL with all but the first characters of its token hidden."""
+    url = webhook_url(request, routine)
+    return url[: len(url) - len(routine.webhook_token) + TOKEN_SHOWN] + "•" * 12
+
+
+class RoutinePageAdmin:
+    """Mixed into the routine admin, before its ModelAdmin base."""
+
+    class Media:
+        js = ["routines/webhook_url.js"]
+
+    def get_urls(self):
+        wrap = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/run-now/", wrap(require_POST(self.run_now_view)), name="routines_routine_run_now"),
+            path("<path:object_id>/webhook-url/", wrap(require_POST(self.webhook_url_view)),
+                 name="routines_routine_webhook_url"),
+            *super().get_urls(),
+        ]
+
+    def get_object(self, request, object_id, from_field=None):
+        """The routine, with what its page's fields need from the request (the admin calls them with
+        the routine alone): the request, for the URL's host, and whether it may be changed."""
+        routine = super().get_object(request, object_id, from_field)
+        if routine is not None:
+            routine.page_request = request
+            routine.page_may_change = self.has_change_permission(request, routine)
+        return routine
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), "webhook", "run_now", "last_runs"]
+
+    def get_fieldsets(self, request, obj=None):
+        """The routine's own fields, then its webhook and its runs, each a section of its own (a
+        staff member who may only view routines gets the masked URL without its buttons)."""
+        mine = {"webhook", "run_now", "last_runs"}
+        fields = [name for name in self.get_fields(request, obj) if name not in mine]
+        if obj is None:
+            return [(None, {"fields": fields})]
+        may_change = self.has_change_permission(request, obj)
+        return [(None, {"fields": fields}),
+                ("Webhook", {"fields": ["webhook"], "description": "Anyone who has the URL can start the routine "
+                             "(and, when it is signed, who also has its secret): it is masked here; Copy and Show "
+                             "fetch it whole." if may_change else "Anyone who has the URL can start the routine."}),
+                ("Runs", {"fields": ["run_now", "last_runs"] if may_change else ["last_runs"]})]
+
+    def webhook(self, routine):
+        if routine is None or routine.pk is None:
+            return "-"
+        request = getattr(routine, "page_request", None)
+        masked = masked_webhook_url(request, routine) if request is not None else "…" + "•" * 12
+        if not getattr(routine, "page_may_change", False):
+            return format_html('<code class="webhook-url-text">{}</code>', masked)
+        url = reverse("admin:routines_routine_webhook_url", args=[routine.pk])
+        return format_html(
+            '<span class="webhook-url" data-webhook-url="{}"><code class="webhook-url-text">{}</code> '
+            '<button type="button" class="button webhook-url-copy">Copy</button> '
+            '<button type="button" class="button webhook-url-show">Show</button></span>', url, masked)
+
+    webhook.short_description = "Webhook URL"
+
+    def run_now(self, routine):
+        if routine is None or routine.pk is None:
+            return "-"
+        url = reverse("admin:routines_routine_run_now", args=[routine.pk])
+        note = "" if routine.is_enabled else " The routine is paused: enable it first."
+        return format_html('<button type="submit" class="button" id="run-now" formaction="{}" formmethod="post" '
+                           'formnovalidate>Run now</button><div class="help">Queues a run without an event, as '
+                           '<code>POST /api/v1/routines/{}/run-now</code> does; unsaved changes on this page are '
+                           'not saved.{}</div>', url, routine.pk, note)
+
+    run_now.short_description = "Run now"
+
+    def last_runs(self, routine):
+        """The last runs, newest first: each named and linked, its trigger, status, model, error, times."""
+        if routine is None or routine.pk is None:
+            return "-"
+        runs = list(routine.runs.order_by("-id")[:LAST_RUNS])
+        if not runs:
+            return "No run yet."
+        rows = format_html_join("", '<tr data-run="{}" class="run-{}"><td><a href="{}">{}</a></td><td>{}</td>'
+                                    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                                ((run.pk, run.status, reverse("admin:routines_run_change", args=[run.pk]),
+                                  f"Run {run.pk}", run.trigger, run.get_status_display(), run.model or "-",
+                                  Truncator(run.error).chars(ERROR_CHARS) or "-", shown(run.created_at),
+                                  shown(run.finished_at)) for run in runs))
+        total = routine.runs.count()
+        every = reverse("admin:routines_run_changelist") + f"?routine__id__exact={routine.pk}"
+        return format_html('<table id="last-runs"><thead><tr><th>Run</th><th>Trigger</th><th>Status</th>'
+                           "<th>Model</th><th>Error</th><th>Queued</th><th>Finished</th></tr></thead>"
+                           '<tbody>{}</tbody></table><p><a href="{}">All {} run(s) of this routine</a></p>',
+                           rows, every, total)
+
+    last_runs.short_description = "Last runs"
+
+    # --- The views ----------------------------------------------------------------------------
+
+    def _routine_to_change(self, request, object_id) -> Routine:
+        routine = self.get_object(request, unquote(object_id))
+        if routine is None:
+            raise Http404("No such routine.")
+        if not self.has_change_permission(request, routine):
+            raise PermissionDenied
+        return routine
+
+    def run_now_view(self, request, object_id):
+        routine = self._routine_to_change(request, object_id)
+        back = HttpResponseRedirect(reverse("admin:routines_routine_change", args=[routine.pk]))
+        try:
+            run: Run = routine_run_now(routine=routine)
+        except ApiError as refusal:  # a paused routine, refused as the API refuses it
+            self.message_user(request, refusal.message, messages.ERROR)
+            return back
+        self.log_change(request, routine, f"Started run {run.pk} now")
+        self.message_user(request, format_html('Run {} of {} is queued: <a href="{}">see it</a>.', run.pk,
+                                               routine.name, reverse("admin:routines_run_change", args=[run.pk])),
+                          messages.SUCCESS)
+        return back
+
+    def webhook_url_view(self, request, object_id):
+        routine = self._routine_to_change(request, object_id)
+        response = JsonResponse({"url": webhook_url(request, routine)})
+        response["Cache-Control"] = "no-store"
+        return response
