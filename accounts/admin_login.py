@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 from django_ratelimit.core import get_usage
 
+from accounts.sso import login_context
 from gateway.limits.ratelimit import client_address
 from gateway.state.cache_backend import cache_step
 
@@ -62,7 +63,8 @@ def login(request, extra_context=None):
         refused = [usage for usage in usages if usage is not None and usage["should_limit"]]
         if refused:
             return _too_many_tries(request, retry_after=max(max(usage["time_left"] for usage in refused), 1))
-    return admin.site.login(request, extra_context)
+    # with single sign-on configured, the page's "Sign in with <provider>" button (accounts/sso.py)
+    return admin.site.login(request, {**login_context(request), **(extra_context or {})})
 
 
 def _too_many_tries(request, *, retry_after: int) -> TemplateResponse:
@@ -72,7 +74,7 @@ def _too_many_tries(request, *, retry_after: int) -> TemplateResponse:
     form.cleaned_data = {}
     form.add_error(None, REFUSED)
     context = {**admin.site.each_context(request), "title": "Log in", "subtitle": None,
-               "app_path": request.get_full_path(), "form": form, "username": ""}
+               "app_path": request.get_full_path(), "form": form, "username": "", **login_context(request)}
     response = TemplateResponse(request, "admin/login.html", context, status=429)
     response["Retry-After"] = str(retry_after)
     add_never_cache_headers(response)

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.urls import path
 
 from accounts import admin_login, views
@@ -12,3 +13,10 @@ urlpatterns = [
     # the operator console's login, limited (admin.site.login behind django-ratelimit)
     path("admin/login/", admin_login.login),
 ]
+if settings.OIDC_ENABLED:  # operators' single sign-on (accounts/sso.py); no route at all when it is off
+    from accounts import sso
+
+    urlpatterns += [
+        path("admin/oidc/authenticate/", sso.SignOnStart.as_view(), name="oidc_authentication_init"),
+        path("admin/oidc/callback/", sso.SignOnCallback.as_view(), name="oidc_authentication_callback"),
+    ]

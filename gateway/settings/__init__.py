@@ -209,15 +209,8 @@ CACHES["ratelimit"] = {**CACHES["default"], "KEY_PREFIX": "gw"}
 if not REDIS_URL:
     CACHES["ratelimit"]["BACKEND"] = "accounts.admin_login.CounterCache"
 RATELIMIT_USE_CACHE = "ratelimit"
-# Admin login tries per minute (POST /admin/login/): from one client address, and for one account.
-ADMIN_LOGIN_LIMIT_PER_ADDRESS = env.int("ADMIN_LOGIN_LIMIT_PER_ADDRESS", default=10)
-ADMIN_LOGIN_LIMIT_PER_ACCOUNT = env.int("ADMIN_LOGIN_LIMIT_PER_ACCOUNT", default=5)
 
 AUTH_USER_MODEL = "accounts.Account"
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
-]
 PASSWORD_HASHERS = env.list(
     "PASSWORD_HASHERS",
     default=[
@@ -382,6 +375,7 @@ from gateway.settings.accounts import *  # noqa: E402,F403
 from gateway.settings.console import *  # noqa: E402,F403
 from gateway.settings.native import *  # noqa: E402,F403
 from gateway.settings.routines import *  # noqa: E402,F403
+from gateway.settings.sign_in import *  # noqa: E402,F403
 
 # The file broker of the embedded default needs its folders; kombu does not make them.
 if CELERY_BROKER_URL.startswith("filesystem://"):
