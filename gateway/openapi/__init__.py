@@ -14,6 +14,30 @@ from typing import Any
 
 from gateway.openapi import components, idempotency, native_paths, routines_paths, v1_paths
 
+# Markdown (Swagger UI in the console renders it). No section numbers of documents a reader does not have.
+DESCRIPTION = """\
+Two kinds of surface behind one credential:
+
+- **`/v1`**: the OpenAI-compatible routes (chat completions, responses, embeddings, audio, models) and the
+  Anthropic-compatible `/v1/messages`, for the official SDKs and the tools built on them.
+- **`/api/v1`**: the native API (chat, agent, conversations, collections, profiles, usage, routines, MCP).
+
+**Credential.** An API key (`svc_usr_<id>_<secret>`) as `Authorization: Bearer <key>` or `X-API-Key: <key>`;
+a few account routes take only a session token from `POST /api/v1/auth/login`. In the console, **Authorize**
+takes a key, and **Try it out** sends real requests with it: they are metered like any other call.
+
+**Errors** have the shape of their surface, given by each route's `4XX` and `5XX` schemas:
+`{"error": {"message", "type", "param", "code"}}` on the OpenAI routes, `{"type": "error", "error": {...}}` on
+`/v1/messages`, and `{"detail"}`, `{"message"}` or `{"status": "error", "message"}` on the native routes.
+
+**Headers.** `X-Request-Id` is on every response (a client's own id of up to 64 letters, digits, `-` and `_`
+is returned unchanged). Limited routes carry `X-RateLimit-Limit` and `X-RateLimit-Remaining`; a 429 adds
+`Retry-After` and `X-RateLimit-Reset`. Streams are `text/event-stream`.
+
+**https.** When the gateway is set to redirect plain http (`SECURE_SSL_REDIRECT`), a request over http is
+answered `301` with the https address in `Location` before it reaches any route below.
+"""
+
 
 @lru_cache(maxsize=1)
 def _build() -> dict[str, Any]:
@@ -38,10 +62,7 @@ def _build() -> dict[str, Any]:
         "info": {
             "title": "Model Gateway",
             "version": str(getattr(settings, "SERVICE_VERSION", "0")),
-            "description": "The native surface (/api/v1) and the compatibility surfaces (/v1). Error bodies "
-                           "follow spec 7.1 per surface; `X-Request-Id` is on every response; limited "
-                           "endpoints carry `X-RateLimit-Limit`/`-Remaining`, and on 429 `Retry-After` and "
-                           "`X-RateLimit-Reset`. Streams are `text/event-stream`.",
+            "description": DESCRIPTION,
         },
         "servers": [{"url": "/"}],
         "security": components.CREDENTIAL,

@@ -102,7 +102,6 @@ HEADERS: dict[str, Any] = {
                           "schema": {"type": "string", "pattern": "^[0-9]+$"}},
     "Retry-After": {"description": "On 429 and some 503: seconds to wait.",
                     "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-    "Location": {"description": "The https address of a redirected request.", "schema": {"type": "string"}},
     "X-Inference-Request-Id": {"description": "On /v1 endpoints and on the chat stream.", "schema": {"type": "string"}},
 }
 
@@ -155,10 +154,11 @@ def json_response(description: str, schema: dict[str, Any], *, limited: bool = T
 def error_responses(path: str) -> dict[str, Any]:
     html = {"text/html": {"schema": {"type": "string"}}} if paths.surface_of(path) in paths.V1_SURFACES else {}
     body = {"application/json": {"schema": error_schema(path)}, **html}
+    # No 301 here: the https redirect (SECURE_SSL_REDIRECT) answers before any route, so the document
+    # says so once, in its description, rather than on every operation.
     return {
-        "301": {"description": "Plain http redirected to https when SECURE_SSL_REDIRECT is on (spec 5.1.4).",
-                "headers": {"Location": {"$ref": "#/components/headers/Location"}}},
-        "4XX": {"description": "Refused: the surface's error shape (spec 7.1); 401 without rate-limit headers.",
+        "4XX": {"description": "Refused, in the error shape of the route's surface; a 401 carries no "
+                               "rate-limit headers.",
                 "headers": _headers("X-RateLimit-Limit", "X-RateLimit-Remaining", "Retry-After",
                                     "X-RateLimit-Reset"),
                 "content": body},
@@ -170,10 +170,13 @@ def error_responses(path: str) -> dict[str, Any]:
 
 def operation(path: str, summary: str, responses: dict[str, Any], *, security=CREDENTIAL,
               body: dict[str, Any] | None = None, body_type: str = "application/json",
-              tags: list[str] | None = None, stream: bool = False) -> dict[str, Any]:
-    """One operation; `stream` adds `text/event-stream` to the 200."""
+              tags: list[str] | None = None, stream: bool = False, description: str | None = None) -> dict[str, Any]:
+    """One operation; `stream` adds `text/event-stream` to the 200. The summary is plain text (one line in
+    the console's Swagger UI); the description may be Markdown."""
     op: dict[str, Any] = {"summary": summary, "security": security,
                           "responses": {**responses, **error_responses(path)}}
+    if description:
+        op["description"] = description
     if tags:
         op["tags"] = tags
     if body is not None:

@@ -130,16 +130,18 @@ def paths() -> dict:
     path = "/api/v1/version"
     p[path] = {"get": operation(path, "Service and API version", _ok(ref("Version")), tags=TAGS)}
     path = "/api/v1/usage"
-    p[path] = {"get": operation(path, "Token quotas and usage (spec 8.4)", _ok(ref("Usage")), tags=TAGS)}
+    p[path] = {"get": operation(path, "Token quotas, budgets and usage of the caller", _ok(ref("Usage")), tags=TAGS)}
     path = "/api/v1/chat"
-    p[path] = {"post": operation(path, "Native chat: a text/event-stream whose events carry request_id; "
-                                 "failures are an `error` event then `done`; with `stream: false` one JSON object",
+    p[path] = {"post": operation(path, "Native chat, streamed or whole",
                                  {"200": {"description": "Event stream", "headers": {
                                      "X-Request-Id": {"$ref": "#/components/headers/X-Request-Id"},
                                      "X-Inference-Request-Id": {"$ref": "#/components/headers/X-Inference-Request-Id"}},
                                      "content": {"text/event-stream": {"schema": ref("NativeChatEvent")},
                                                  "application/json": {"schema": ref("ChatWhole")}}}},
-                                 body=ref("ChatRequest"), tags=TAGS)}
+                                 body=ref("ChatRequest"), tags=TAGS,
+                                 description="A `text/event-stream` whose events all carry `request_id`; a failure "
+                                             "is an `error` event, then `done`. With `stream: false`, one JSON "
+                                             "object.")}
     path = "/api/v1/conversations"
     p[path] = {"get": operation(path, "The caller's conversations", _ok(ref("ConversationPage")), tags=TAGS)}
     path = "/api/v1/conversations/{conversation_id}"
@@ -180,7 +182,7 @@ def paths() -> dict:
     path = "/api/v1/profiles/refresh"
     p[path] = {"post": operation(path, "Refresh profiles", _ok(ref("ProfilesRefreshed")), tags=TAGS)}
     path = "/api/v1/agent/chat"
-    p[path] = {"post": operation(path, "Agent chat (spec 7.3: 503 with Retry-After and retry_after)",
+    p[path] = {"post": operation(path, "Agent chat (when every model fails: 503 with Retry-After and retry_after)",
                                  _ok(ref("AgentReply")), body=ref("AgentRequest"), tags=TAGS)}
     path = "/api/v1/agent/run"
     p[path] = {"post": operation(path, "Agent run", _ok(ref("AgentRunReply")), body=ref("AgentRequest"), tags=TAGS)}

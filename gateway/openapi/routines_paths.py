@@ -164,7 +164,7 @@ def paths() -> dict:
                                  tags=ROUTINES)}
     path = "/api/v1/hooks/{token}"
     p[path] = {"parameters": [str_param("token")],
-               "post": operation(path, "A webhook event (spec 4.6, 4.7); the body is anything up to 65536 bytes",
+               "post": operation(path, "A webhook event; the body is anything up to 65536 bytes",
                                  _ok(ref("HookAnswer")), security=NO_CREDENTIAL,
                                  body={}, body_type="*/*", tags=ROUTINES)}
 

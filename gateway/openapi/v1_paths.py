@@ -79,9 +79,10 @@ def paths() -> dict:
     path = "/v1/models"
     p[path] = {"get": operation(path, "Models the caller may use", _ok(ref("ModelList")), tags=TAGS)}
     path = "/v1/chat/completions"
-    p[path] = {"post": operation(path, "Chat completions (stream: data items, an `error` item, then [DONE])",
-                                 _ok(ref("ChatCompletion")), body=ref("ChatCompletionRequest"), tags=TAGS,
-                                 stream=True)}
+    p[path] = {"post": operation(path, "Chat completions", _ok(ref("ChatCompletion")),
+                                 body=ref("ChatCompletionRequest"), tags=TAGS, stream=True,
+                                 description="With `stream: true`, server-sent `data:` items; a failure once "
+                                             "streaming is an `error` item; the stream ends with `[DONE]`.")}
     path = "/v1/messages"
     p[path] = {"post": operation(path, "Messages (stream: named events ending in message_stop)",
                                  _ok(ref("AnthropicMessage")), body=ref("MessagesRequest"), tags=TAGS, stream=True)}

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "django_ratelimit",  # the admin login's limits (accounts/admin_login.py)
+    "drf_spectacular_sidecar",  # Swagger UI's files for the API contract page (gateway/openapi/views.py)
     "gateway",
     "accounts",
     "native",
