@@ -12,6 +12,7 @@ from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationFo
 
 from accounts.admin_keys import AccountKeyAdmin
 from accounts.models import Account, AccountGroup
+from gateway.console.audit_trail import audit_trail
 from gateway.console.money_fields import (
     ACCOUNT_BUDGET_HELP,
     BUDGET_FIELDS,
@@ -32,6 +33,7 @@ class AccountGroupForm(MoneyFormMixin, forms.ModelForm):
 
 
 @admin.register(AccountGroup)
+@audit_trail
 class AccountGroupAdmin(ModelAdmin):
     form = AccountGroupForm
     list_display = ["name", "api_access", "all_models", "daily_tokens", "weekly_tokens", "monthly_tokens",
@@ -82,6 +84,7 @@ class AccountChangeForm(MoneyFormMixin, UserChangeForm):
 
 
 @admin.register(Account)
+@audit_trail
 class AccountAdmin(AccountKeyAdmin, UserAdmin, ModelAdmin):
     form = AccountChangeForm
     add_form = AccountCreationForm

@@ -6,6 +6,7 @@ from django.utils.html import format_html, format_html_join
 from unfold.admin import ModelAdmin as ThemedModelAdmin
 from unfold.admin import TabularInline
 
+from gateway.console.audit_trail import audit_trail, show_audit_log
 from gateway.console.money_fields import (
     DEPLOYMENT_PRICE_HELP,
     PRICE_FIELDS,
@@ -52,6 +53,7 @@ class ModelInline(TabularInline):
 
 
 @admin.register(ModelServer)
+@audit_trail
 class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     """Health read-only beside the registry's fields; discovery when a server is saved
     (gateway/console/server_admin.py)."""
@@ -90,6 +92,7 @@ class ModelForm(MoneyFormMixin, forms.ModelForm):
 
 
 @admin.register(Model)
+@audit_trail
 class ModelAdmin(ThemedModelAdmin):
     # Few, narrow columns: beside the navigation and the filters, one column per capability (and the
     # server again, already in the id) made the list scroll sideways. The prices share one.
@@ -147,6 +150,7 @@ class AliasFallbackInline(TabularInline):
 
 
 @admin.register(Alias)
+@audit_trail
 class AliasAdmin(ThemedModelAdmin):
     """An alias, its weighted deployments and its fallbacks; beside them, each deployment's share of
     the calls, calls in flight and moving time to first byte, as every process told them
@@ -224,3 +228,7 @@ class UsageRecordAdmin(ThemedModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+# The audit log's list, in the console's theme (gateway/console/audit_trail.py).
+show_audit_log(admin.site)

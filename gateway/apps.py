@@ -7,6 +7,9 @@ class GatewayConfig(AppConfig):
     verbose_name = "Models and usage"  # the console's section: servers, models, aliases, usage records
 
     def ready(self) -> None:
+        from django.conf import settings
+
+        from gateway.console import audit_trail
         from gateway.limits.quotas import quota_forget_unsure
         from gateway.registry import signals
         from gateway.registry.snapshot import loaded_server_keys
@@ -14,6 +17,7 @@ class GatewayConfig(AppConfig):
         from gateway.usage.writer import usage_writer
 
         checks.register(console_deploy_checks, checks.Tags.security, deploy=True)
+        audit_trail.follow(settings.AUDIT_TRAIL_MODELS)  # the console's audit trail (django-auditlog)
         signals.connect()  # a change to the registry moves its stamp (gateway/registry/snapshot.py)
         redact.secret_sources.append(loaded_server_keys)  # the servers' keys never reach a log line
         # the usage drainer drops the quota counters an addition may have missed, after each write

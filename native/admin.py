@@ -6,6 +6,7 @@ from django.db import transaction
 from django.db.models import Count, F
 from unfold.admin import ModelAdmin, TabularInline
 
+from gateway.console.audit_trail import audit_trail
 from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
 from native.models import Collection, Conversation, Document, McpServer, Message, Profile
 
@@ -69,6 +70,7 @@ class McpServerForm(WriteOnlySecretForm):
 
 
 @admin.register(McpServer)
+@audit_trail
 class McpServerAdmin(ModelAdmin):
     """Servers whose tools the agent offers as `<name>__<tool>`; no group ticked: every group."""
 

@@ -4,6 +4,7 @@ from django import forms
 from django.contrib import admin, messages
 from unfold.admin import ModelAdmin, TabularInline
 
+from gateway.console.audit_trail import audit_trail
 from routines.admin_events import payload_html  # also registers the events' pages
 from routines.admin_routine import RoutinePageAdmin
 from routines.admin_targets import DeliveryTargetsField
@@ -47,6 +48,7 @@ class RoutineForm(forms.ModelForm):
 
 
 @admin.register(Routine)
+@audit_trail
 class RoutineAdmin(RoutinePageAdmin, ModelAdmin):
     form = RoutineForm
     list_display = ["name", "account", "trigger", "schedule_state", "is_enabled", "disabled_reason",

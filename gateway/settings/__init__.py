@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_ratelimit",  # the admin login's limits (accounts/admin_login.py)
     "drf_spectacular_sidecar",  # Swagger UI's files for the API contract page (gateway/openapi/views.py)
+    "auditlog",  # the console's audit trail (gateway/settings/audit.py); before gateway, whose admin shows it
     "gateway",
     "accounts",
     "native",
@@ -90,6 +91,7 @@ CONSOLE_MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "gateway.console.audit_trail.AuditActorMiddleware",  # the operator behind each audited change
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -373,6 +375,7 @@ if not (len(CURRENCY) == 3 and CURRENCY.isalpha()):
 # --- Accounts, native API and routines -----------------------------------------------------
 # Their settings, in modules of their own: every upper-case name of each (its `__all__`).
 from gateway.settings.accounts import *  # noqa: E402,F403
+from gateway.settings.audit import *  # noqa: E402,F403
 from gateway.settings.console import *  # noqa: E402,F403
 from gateway.settings.native import *  # noqa: E402,F403
 from gateway.settings.routines import *  # noqa: E402,F403
