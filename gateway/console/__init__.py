@@ -1,6 +1,7 @@
 """The operator's pages beyond the model admin: the usage console (`usage_views`, its reads in
 `usage_reads`, the panels of the current quota and budget windows in `usage_windows`, its charts in
 `usage_chart`), the model server admin's health and discovery (`server_admin`), the write-only
-secret fields of admin forms (`secret_forms`), and prices and budgets in admin forms (`money_fields`).
+secret fields of admin forms (`secret_forms`), and prices and budgets in admin forms (`money_fields`);
+the console's home (`home/`) and what the theme (django-unfold) needs beyond itself (`theme/`).
 
 May import: every other part of the gateway."""

@@ -2,11 +2,12 @@
 stored value is never sent to the page, an empty entry keeps it, and a "clear" box removes it."""
 
 from django import forms
+from django.utils.text import capfirst
 
 
 def secret_input(what: str) -> forms.CharField:
     return forms.CharField(
-        required=False, widget=forms.PasswordInput(render_value=False),
+        label=capfirst(what), required=False, widget=forms.PasswordInput(render_value=False),
         help_text=f"Leave empty to keep the stored {what}. Tick 'clear {what}' to remove it.",
     )
 
