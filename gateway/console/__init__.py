@@ -2,6 +2,7 @@
 `usage_reads`, the panels of the current quota and budget windows in `usage_windows`, its charts in
 `usage_chart`), the model server admin's health and discovery (`server_admin`), the write-only
 secret fields of admin forms (`secret_forms`), and prices and budgets in admin forms (`money_fields`);
-the console's home (`home/`) and what the theme (django-unfold) needs beyond itself (`theme/`).
+the console's home (`home/`) and what the theme (django-unfold) needs beyond itself (`theme/`); the audit
+trail of the console's changes (`audit_trail`, django-auditlog).
 
 May import: every other part of the gateway."""
