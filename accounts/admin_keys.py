@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.keys import api_key_generate, api_key_preview, api_key_revoke
 from accounts.models import Account, ApiKey
+from gateway.console.styles import BUTTON, DANGER_BUTTON, look
 
 CONFIRM_TEMPLATE = "admin/console_confirm.html"
 SHOWN_TEMPLATE = "admin/accounts/account/key_shown.html"
@@ -85,17 +86,20 @@ class AccountKeyAdmin:
         key = key_of(account)
         generate = reverse("admin:accounts_account_key_generate", args=[account.pk])
         if key is None:
-            return format_html('No API key. <a class="button" id="api-key-generate" href="{}">Generate key</a>',
-                               generate)
+            return format_html('<p class="mb-2">No API key.</p><a class="{}" id="api-key-generate" href="{}">Generate '
+                               "key</a>", BUTTON, generate)
         revoke = reverse("admin:accounts_account_key_revoke", args=[account.pk])
         return format_html(
-            '<table id="api-key-panel"><tbody>'
-            "<tr><th>Preview</th><td><code>{}</code></td></tr><tr><th>Created</th><td>{}</td></tr>"
-            "<tr><th>Expires</th><td>{}</td></tr><tr><th>Last used</th><td id=\"api-key-last-used\">{}</td></tr>"
-            "</tbody></table><p>"
-            '<a class="button" id="api-key-generate" href="{}">Generate a new key</a> '
-            '<a class="button" id="api-key-revoke" href="{}">Revoke</a></p>',
-            key.preview, shown(key.created_at), shown(key.expires_at), last_used_text(key), generate, revoke)
+            '<table id="api-key-panel" class="mb-3"><tbody class="*:*:pr-6 *:*:py-0.5 *:*:text-left">'
+            '<tr><th class="font-semibold">Preview</th><td><code>{}</code></td></tr>'
+            '<tr><th class="font-semibold">Created</th><td>{}</td></tr>'
+            '<tr><th class="font-semibold">Expires</th><td>{}</td></tr>'
+            '<tr><th class="font-semibold">Last used</th><td id="api-key-last-used">{}</td></tr>'
+            '</tbody></table><p class="flex gap-2">'
+            '<a class="{}" id="api-key-generate" href="{}">Generate a new key</a>'
+            '<a class="{}" id="api-key-revoke" href="{}">Revoke</a></p>',
+            key.preview, shown(key.created_at), shown(key.expires_at), last_used_text(key), BUTTON, generate,
+            DANGER_BUTTON, revoke)
 
     api_key_panel.short_description = "API key"
 
@@ -116,8 +120,9 @@ class AccountKeyAdmin:
         return account
 
     def _confirm(self, request, account, *, title: str, lines: list[str], submit: str, action: str,
-                 refusal: str | None = None, status: int = 200):
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "object": account,
+                 refusal: str | None = None, status: int = 200, danger: bool = False):
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "object": account, "look": look(),
+                   "danger": danger,
                    "title": title, "lines": lines, "submit": submit, "submit_id": f"{action}-confirm",
                    "action": reverse(f"admin:accounts_account_{action.replace('-', '_')}_confirm", args=[account.pk]),
                    "refusal": refusal, "back": reverse("admin:accounts_account_change", args=[account.pk])}
@@ -147,7 +152,7 @@ class AccountKeyAdmin:
         preview = api_key_preview(issued.key)
         self.log_change(request, account, f"Generated a new API key ({preview})"
                                           + (f"; the key {old.preview} stopped working" if old else ""))
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "object": account,
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "object": account, "look": look(),
                    "title": f"The new API key of {account.email}", "key": issued.key,
                    "preview": preview, "expires_at": shown(issued.expires_at), "replaced": old.preview if old else "",
                    "back": reverse("admin:accounts_account_change", args=[account.pk])}
@@ -167,7 +172,7 @@ class AccountKeyAdmin:
         return self._confirm(request, account, title=f"Revoke the API key of {account.email}",
                              lines=[f"The key {key.preview} stops working at once: every client using it is refused "
                                     "(401) from its next call. The account keeps no key until one is generated."],
-                             submit="Revoke key", action="key-revoke")
+                             submit="Revoke key", action="key-revoke", danger=True)
 
     def key_revoke_view(self, request, object_id):
         """POST: the key deleted; every process refuses it from its next call."""

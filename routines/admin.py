@@ -2,6 +2,7 @@
 
 from django import forms
 from django.contrib import admin, messages
+from django.utils.html import escape
 from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.console.audit_trail import audit_trail
@@ -23,8 +24,10 @@ class RoutineForm(forms.ModelForm):
 
     delivery_targets = DeliveryTargetsField(
         required=False,  # none given: the API's own words say how many (routines/targets.py)
-        help_text="One target per row, one to five: inapp, email:<address>, webhook:https://<url>, telegram or "
-                  "whatsapp:<number> (the last two once the owner has linked them). Empty rows are left out.")
+        # the admin shows a help text as markup: the forms' <address>, <url> and <number> are escaped
+        help_text=escape("One target per row, one to five: inapp, email:<address>, webhook:https://<url>, "
+                         "telegram or whatsapp:<number> (the last two once the owner has linked them). Empty rows "
+                         "are left out."))
 
     def clean(self):
         cleaned = super().clean()

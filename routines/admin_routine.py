@@ -22,6 +22,7 @@ from django.utils.text import Truncator
 from django.utils.timezone import localtime
 from django.views.decorators.http import require_POST
 
+from gateway.console.styles import BUTTON, HEAD_ROW, LINK, ROW, TABLE, TABLE_BOX
 from gateway.web.errors import ApiError
 from routines.models import Routine, Run
 from routines.routine_writes import routine_run_now
@@ -29,11 +30,19 @@ from routines.views import webhook_url
 
 LAST_RUNS = 10  # shown on the routine's page; the runs' list has them all
 TOKEN_SHOWN = 6  # of the token's 48 hex characters, this many are shown before the mask
-ERROR_CHARS = 160
+ERROR_CHARS = 300
 
 
 def shown(moment) -> str:
     return localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z") if moment else "-"
+
+
+def _error_row(run: Run):
+    """A failed run's error, on a row of its own under the run's (the table is as wide as the page's field)."""
+    if not run.error:
+        return ""
+    return format_html('<tr class="run-error"><td colspan="5" class="px-3 pb-2 text-red-700 dark:text-red-400">{}</td>'
+                       "</tr>", Truncator(run.error).chars(ERROR_CHARS))
 
 
 def masked_webhook_url(request, routine: Routine) -> str:
@@ -92,9 +101,10 @@ class RoutinePageAdmin:
             return format_html('<code class="webhook-url-text">{}</code>', masked)
         url = reverse("admin:routines_routine_webhook_url", args=[routine.pk])
         return format_html(
-            '<span class="webhook-url" data-webhook-url="{}"><code class="webhook-url-text">{}</code> '
-            '<button type="button" class="button webhook-url-copy">Copy</button> '
-            '<button type="button" class="button webhook-url-show">Show</button></span>', url, masked)
+            '<span class="webhook-url flex flex-wrap gap-2 items-center" data-webhook-url="{}">'
+            '<code class="webhook-url-text break-all">{}</code>'
+            '<button type="button" class="{} webhook-url-copy">Copy</button>'
+            '<button type="button" class="{} webhook-url-show">Show</button></span>', url, masked, BUTTON, BUTTON)
 
     webhook.short_description = "Webhook URL"
 
@@ -103,10 +113,10 @@ class RoutinePageAdmin:
             return "-"
         url = reverse("admin:routines_routine_run_now", args=[routine.pk])
         note = "" if routine.is_enabled else " The routine is paused: enable it first."
-        return format_html('<button type="submit" class="button" id="run-now" formaction="{}" formmethod="post" '
-                           'formnovalidate>Run now</button><div class="help">Queues a run without an event, as '
+        return format_html('<button type="submit" class="{}" id="run-now" formaction="{}" formmethod="post" '
+                           'formnovalidate>Run now</button><div class="help mt-2">Queues a run without an event, as '
                            '<code>POST /api/v1/routines/{}/run-now</code> does; unsaved changes on this page are '
-                           'not saved.{}</div>', url, routine.pk, note)
+                           'not saved.{}</div>', BUTTON, url, routine.pk, note)
 
     run_now.short_description = "Run now"
 
@@ -117,18 +127,18 @@ class RoutinePageAdmin:
         runs = list(routine.runs.order_by("-id")[:LAST_RUNS])
         if not runs:
             return "No run yet."
-        rows = format_html_join("", '<tr data-run="{}" class="run-{}"><td><a href="{}">{}</a></td><td>{}</td>'
-                                    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                                ((run.pk, run.status, reverse("admin:routines_run_change", args=[run.pk]),
-                                  f"Run {run.pk}", run.trigger, run.get_status_display(), run.model or "-",
-                                  Truncator(run.error).chars(ERROR_CHARS) or "-", shown(run.created_at),
-                                  shown(run.finished_at)) for run in runs))
+        rows = format_html_join("", '<tr data-run="{}" class="run-{} {}"><td class="whitespace-nowrap">'
+                                    '<a class="{}" href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td>'
+                                    '<td class="whitespace-nowrap">{}</td></tr>{}',
+                                ((run.pk, run.status, ROW, LINK, reverse("admin:routines_run_change", args=[run.pk]),
+                                  f"Run {run.pk}", run.get_status_display(), run.trigger, run.model or "-",
+                                  shown(run.finished_at), _error_row(run)) for run in runs))
         total = routine.runs.count()
         every = reverse("admin:routines_run_changelist") + f"?routine__id__exact={routine.pk}"
-        return format_html('<table id="last-runs"><thead><tr><th>Run</th><th>Trigger</th><th>Status</th>'
-                           "<th>Model</th><th>Error</th><th>Queued</th><th>Finished</th></tr></thead>"
-                           '<tbody>{}</tbody></table><p><a href="{}">All {} run(s) of this routine</a></p>',
-                           rows, every, total)
+        return format_html('<div class="{}"><table id="last-runs" class="{}"><thead><tr class="{}"><th>Run</th>'
+                           "<th>Status</th><th>Trigger</th><th>Model</th><th>Ended</th></tr></thead>"
+                           '<tbody>{}</tbody></table></div><p class="mt-2"><a class="{}" href="{}">All {} run(s) of '
+                           "this routine</a></p>", TABLE_BOX, TABLE, HEAD_ROW, rows, LINK, every, total)
 
     last_runs.short_description = "Last runs"
 

@@ -14,6 +14,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from gateway.console.server_check import connection_test
+from gateway.console.styles import BUTTON
 
 TEST_FIELD = "connection_test"
 
@@ -37,10 +38,11 @@ class ServerTestAdmin:
         if server is None or server.pk is None:
             return "-"
         url = reverse("admin:gateway_modelserver_test_connection", args=[server.pk])
-        return format_html('<button type="submit" class="button" id="test-connection" formaction="{}" '
+        return format_html('<button type="submit" class="{}" id="test-connection" formaction="{}" '
                            'formmethod="post" formnovalidate>Test connection</button>'
-                           '<div class="help">A real chat call (embeddings for a server with embedding models only) '
-                           'to one of its models, with the saved settings: save a change first.</div>', url)
+                           '<div class="help mt-2">A real chat call (embeddings for a server with embedding models '
+                           'only) to one of its models, with the saved settings: save a change first.</div>',
+                           BUTTON, url)
 
     connection_test.short_description = "Connection"
 

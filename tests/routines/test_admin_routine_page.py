@@ -104,7 +104,7 @@ def test_a_linked_channel_of_the_owner_may_be_a_target(console, routine, owner):
 def test_the_page_shows_the_webhook_url_masked_and_never_the_token(console, routine):
     page = console.get(page_url(routine)).content.decode()
     masked = f"http://testserver/api/v1/hooks/{routine.webhook_token[:6]}" + "•" * 12
-    assert f'<code class="webhook-url-text">{masked}</code>' in page
+    assert re.search(r'<code class="webhook-url-text[^"]*">' + re.escape(masked) + "</code>", page)
     assert routine.webhook_token not in page and routine.webhook_token[6:18] not in page
     assert f'data-webhook-url="/admin/routines/routine/{routine.pk}/webhook-url/"' in page
     assert "webhook-url-copy" in page and "webhook-url-show" in page
@@ -177,10 +177,10 @@ def test_the_page_lists_the_last_runs_with_their_model_and_error(console, routin
     failed = RunFactory(routine=routine, trigger="manual", status="failed", model="oa/echo-1",
                         error="503: No model of the chain answered (oa/echo-1: 503 <b>down</b>).")
     page = console.get(page_url(routine)).content.decode()
-    table = re.search(r'<table id="last-runs">.*?</table>', page, re.S).group(0)
+    table = re.search(r'<table id="last-runs"[^>]*>.*?</table>', page, re.S).group(0)
     rows = re.findall(r'<tr data-run="(\d+)"', table)
     assert rows == [str(failed.pk), str(ok.pk)]  # newest first
-    assert f'<a href="/admin/routines/run/{failed.pk}/change/">Run {failed.pk}</a>' in table
+    assert f'href="/admin/routines/run/{failed.pk}/change/">Run {failed.pk}</a>' in table
     assert "oa/echo-1: 503 &lt;b&gt;down&lt;/b&gt;" in table and "<b>down</b>" not in table
     assert f'href="/admin/routines/run/?routine__id__exact={routine.pk}">All 2 run(s) of this routine</a>' in page
     listed = console.get(f"/admin/routines/run/?routine__id__exact={routine.pk}")
