@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.console_html import labels, list_cells, readonly, title
+from tests.console_html import labels, list_cells, readonly, text, title
 from tests.factories import (
     AccountFactory,
     AccountGroupFactory,
@@ -70,3 +70,10 @@ def test_a_moment_is_written_one_way(operator):
     UsageRecordFactory(created_at=datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc))
     html = operator.get("/admin/gateway/usagerecord/").content.decode()
     assert list_cells(html, "created_at") == ["2026-01-02 03:04:05 UTC"]
+
+
+def test_an_object_is_named_as_written_in_the_page_s_header(operator):
+    account = AccountFactory(email="alice@example.test")
+    html = operator.get(f"/admin/accounts/account/{account.pk}/change/").content.decode()
+    header = html.split("<h1", 1)[1].split(">", 1)[1].split("</h1>", 1)[0]
+    assert [text(part) for part in header.split("chevron_right")] == ["Accounts", "Accounts", "alice@example.test"]
