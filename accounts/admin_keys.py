@@ -29,6 +29,7 @@ from gateway.console.styles import BUTTON, DANGER_BUTTON, look
 
 CONFIRM_TEMPLATE = "admin/console_confirm.html"
 SHOWN_TEMPLATE = "admin/accounts/account/key_shown.html"
+HEAD_CELL = "text-align: left; padding: 0.125rem 1.5rem 0.125rem 0; font-weight: 600"
 
 
 def shown(moment) -> str:
@@ -90,16 +91,16 @@ class AccountKeyAdmin:
                                "key</a>", BUTTON, generate)
         revoke = reverse("admin:accounts_account_key_revoke", args=[account.pk])
         return format_html(
-            '<table id="api-key-panel" class="mb-3"><tbody class="*:*:pr-6 *:*:py-0.5 *:*:text-left">'
-            '<tr><th class="font-semibold">Preview</th><td><code>{}</code></td></tr>'
-            '<tr><th class="font-semibold">Created</th><td>{}</td></tr>'
-            '<tr><th class="font-semibold">Expires</th><td>{}</td></tr>'
-            '<tr><th class="font-semibold">Last used</th><td id="api-key-last-used">{}</td></tr>'
+            '<table id="api-key-panel" class="mb-3"><tbody>'
+            '<tr><th style="{}">Preview</th><td><code>{}</code></td></tr>'
+            '<tr><th style="{}">Created</th><td>{}</td></tr>'
+            '<tr><th style="{}">Expires</th><td>{}</td></tr>'
+            '<tr><th style="{}">Last used</th><td id="api-key-last-used">{}</td></tr>'
             '</tbody></table><p class="flex gap-2">'
             '<a class="{}" id="api-key-generate" href="{}">Generate a new key</a>'
             '<a class="{}" id="api-key-revoke" href="{}">Revoke</a></p>',
-            key.preview, shown(key.created_at), shown(key.expires_at), last_used_text(key), BUTTON, generate,
-            DANGER_BUTTON, revoke)
+            HEAD_CELL, key.preview, HEAD_CELL, shown(key.created_at), HEAD_CELL, shown(key.expires_at), HEAD_CELL,
+            last_used_text(key), BUTTON, generate, DANGER_BUTTON, revoke)
 
     api_key_panel.short_description = "API key"
 

@@ -75,6 +75,7 @@ def test_a_key_generated_in_the_console_works_once_shown_and_the_old_one_is_refu
             page.goto(f"{live_gateway}/admin/accounts/account/{holder.pk}/change/")
             page.click("#api-key-generate")
             expect(page.locator("#content-main")).to_contain_text("It replaces the current key")
+            page.screenshot(path=screenshot_path("account-generate-key-question"))
             page.click("#key-generate-confirm")
             key = page.locator("#api-key").input_value()
             page.click("#api-key-copy")
@@ -84,6 +85,8 @@ def test_a_key_generated_in_the_console_works_once_shown_and_the_old_one_is_refu
             page.screenshot(path=screenshot_path("account-new-key"), full_page=True)
             page.click("#api-key-done")
             expect(page.locator("#api-key-last-used")).to_have_text("never")
+            page.locator("#api-key-panel").scroll_into_view_if_needed()
+            page.screenshot(path=screenshot_path("account-key-section"))
             assert key not in page.content()  # never shown again
         finally:
             browser.close()
