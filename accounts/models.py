@@ -46,6 +46,11 @@ class AccountGroup(models.Model):
         help_text="Seconds a whole, successful chat reply is kept and given again for the same request "
         "(the exact response cache, shared by the group's members); 0 = off.",
     )
+    capture_calls = models.BooleanField(
+        "keep prompts and replies", default=False,
+        help_text="The calls log keeps each call's prompt and reply text too, redacted and cut to "
+        "CALL_CAPTURE_MAX_BYTES each, for CALL_CAPTURE_RETENTION_DAYS (issue 26).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -338,6 +338,56 @@ class IdempotentRequest(models.Model):
         return f"{self.account_id}: {self.key}"
 
 
+class CallRecord(models.Model):
+    """One call of a model surface, answered or refused (issue 26, gateway/usage/call_log.py). `attempts`:
+    the chain tried, each {model, server, outcome, status, error, ttfb_ms}."""
+
+    class Outcome(models.TextChoices):
+        OK = "ok", "Answered"
+        CUT = "cut", "Cut midway"  # the reply began, then stopped (an error inside the stream)
+        FAILED = "failed", "Failed"  # no model answered (the chain failed, a server refused), or a 5xx
+        REFUSED = "refused", "Refused"  # by the gateway, before any model: credential, ceiling, quota, input
+        CLIENT_CLOSED = "client_closed", "Client left"
+
+    key = models.CharField(max_length=64, unique=True)  # a uuid per call: a replayed spool writes it once
+    created_at = models.DateTimeField("time", db_index=True, help_text="When the request arrived.")
+    account = models.ForeignKey("accounts.Account", models.CASCADE, null=True, blank=True, db_index=False,
+                                related_name="+")
+    group = models.ForeignKey("accounts.AccountGroup", models.SET_NULL, null=True, blank=True, related_name="+")
+    surface = models.CharField(max_length=40)
+    model_requested = models.CharField("model asked", max_length=300, blank=True)
+    model = models.CharField("model that answered", max_length=300, blank=True)
+    status = models.PositiveSmallIntegerField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    error_code = models.CharField(max_length=64, blank=True, help_text="The error's code, as OpenAI's shape has it.")
+    latency_ms = models.FloatField("latency (ms)", help_text="From the request's arrival to its last byte.")
+    ttft_ms = models.FloatField("time to first token (ms)", null=True, blank=True)  # arrival to the model's 1st byte
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_units = models.BigIntegerField(default=0)  # COST_UNITS of settings.CURRENCY, as the usage record's
+    cached = models.BooleanField(default=False, help_text="Whether the response cache answered.")
+    fall_throughs = models.PositiveSmallIntegerField(default=0, help_text="Models that failed before the next.")
+    request_id = models.CharField("request ID", max_length=64, blank=True, db_index=True)
+    attempts = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        verbose_name = "call"
+        indexes = [models.Index(fields=[name, "created_at"], name=f"call_{name}_time")
+                   for name in ("account", "model", "status")]
+
+    def __str__(self) -> str:
+        return f"Call of {self.surface}, {self.status}, at {self.created_at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+class CallCapture(models.Model):
+    """A call's prompt and reply, for a group that keeps them (`capture_calls`): redacted, cut (settings/calls.py)."""
+
+    call = models.OneToOneField(CallRecord, models.CASCADE, to_field="key", related_name="capture")
+    prompt = models.TextField(blank=True)
+    reply = models.TextField(blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+
 def account_model() -> type[models.Model]:
     """The accounts app's Account, found through the usage record's relation: the gateway's tables
     point at the accounts', and its code reads them without importing the app above it."""

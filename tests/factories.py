@@ -15,7 +15,9 @@ from gateway.models import (
     Alias,
     AliasDeployment,
     AliasFallback,
+    CallCapture,
     CallFailureDaily,
+    CallRecord,
     IdempotentRequest,
     Model,
     ModelFallback,
@@ -153,6 +155,39 @@ class IdempotentRequestFactory(factory.django.DjangoModelFactory):
     created_at = factory.LazyFunction(timezone.now)
     held_until = factory.LazyAttribute(lambda row: row.created_at + timedelta(minutes=15))
     expires_at = factory.LazyAttribute(lambda row: row.created_at + timedelta(days=1))
+
+
+class CallRecordFactory(factory.django.DjangoModelFactory):
+    """A call of the calls log, answered, made for now (the gateway writes them from its spool)."""
+
+    class Meta:
+        model = CallRecord
+
+    key = factory.Sequence(lambda n: f"{n:032x}")
+    created_at = factory.LazyFunction(timezone.now)
+    account = factory.SubFactory(AccountFactory)
+    group = factory.LazyAttribute(lambda row: row.account.group if row.account else None)
+    surface = "chat.completions"
+    model_requested = model = "srv/model-a"
+    status = 200
+    outcome = CallRecord.Outcome.OK
+    latency_ms = 120.0
+    ttft_ms = 40.0
+    input_tokens = 10
+    output_tokens = 5
+    request_id = factory.Sequence(lambda n: f"req-{n}")
+    attempts = factory.LazyAttribute(lambda row: [{"model": row.model, "server": "srv", "outcome": "ok", "status": 200,
+                                                    "error": None, "ttfb_ms": row.ttft_ms}] if row.model else [])
+
+
+class CallCaptureFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = CallCapture
+
+    call = factory.SubFactory(CallRecordFactory)
+    prompt = '{"messages": [{"role": "user", "content": "hello"}]}'
+    reply = "Echo: hello"
+    created_at = factory.LazyAttribute(lambda row: row.call.created_at)
 
 
 class ApiKeyFactory(factory.django.DjangoModelFactory):

@@ -376,6 +376,7 @@ if not (len(CURRENCY) == 3 and CURRENCY.isalpha()):
 # Their settings, in modules of their own: every upper-case name of each (its `__all__`).
 from gateway.settings.accounts import *  # noqa: E402,F403
 from gateway.settings.audit import *  # noqa: E402,F403
+from gateway.settings.calls import *  # noqa: E402,F403
 from gateway.settings.console import *  # noqa: E402,F403
 from gateway.settings.native import *  # noqa: E402,F403
 from gateway.settings.routines import *  # noqa: E402,F403
