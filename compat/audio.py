@@ -4,6 +4,7 @@ with the audio capability (its fallbacks and the default tried in turn, as for c
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -18,7 +19,7 @@ from gateway.calls.plan import call_plan
 from gateway.calls.tokens import count_text
 from gateway.limits import ratelimit
 from gateway.registry.snapshot import Target
-from gateway.telemetry import metrics
+from gateway.telemetry import call_facts, metrics
 from gateway.upstream.providers import openai as openai_provider
 from gateway.upstream.providers.base import UpstreamError
 from gateway.web.body import read_json_object
@@ -72,7 +73,9 @@ async def _upload(request: HttpRequest, path: str, *, surface: str) -> HttpRespo
                 "files": {"file": (upload.name, content, upload.content_type or "application/octet-stream")}}
 
     target, response = await _forward(request, fields.get("model"), path, payload)
-    return _reply(request, target, response, surface, input_tokens=0, output_tokens=count_text(_text_of(response)))
+    text = _text_of(response)
+    call_facts.reply_text(text)  # kept by the calls log only for a group that keeps its calls' text
+    return _reply(request, target, response, surface, input_tokens=0, output_tokens=count_text(text))
 
 
 async def _forward(request, model_id, path, payload) -> tuple[Target, Any]:
@@ -83,12 +86,16 @@ async def _forward(request, model_id, path, payload) -> tuple[Target, Any]:
         if target.server.kind != "openai":
             failures.append(UpstreamError("refused", 400, f"Server '{target.server.name}' does not serve audio."))
             continue
+        began = time.perf_counter()
         try:
             forwarded = await openai_provider.forward(target, path, **payload(target))
         except UpstreamError as failure:
-            failures.append(fell_through(target, failure, last=index == len(chain) - 1, chain=chain))
+            failures.append(fell_through(target, failure, last=index == len(chain) - 1, chain=chain,
+                                         seconds=time.perf_counter() - began))
         else:
             metrics.upstream_call(target.server.name, target.public_id, "ok")
+            call_facts.attempted(target, call_facts.OK, status=forwarded.status_code,
+                                 seconds=time.perf_counter() - began)
             return target, forwarded
     raise exhausted(failures)
 

@@ -24,6 +24,7 @@ from gateway.calls.metering import AfterSendResponse, cached_input_of, meter, me
 from gateway.calls.plan import affinity_of, call_plan, check_chat_size
 from gateway.formats.anthropic.events import MessageAccumulator
 from gateway.registry.snapshot import Target
+from gateway.telemetry import call_facts
 from gateway.upstream.providers import Native
 from gateway.upstream.providers.base import StreamCut
 from gateway.upstream.replies import ReplyAccumulator
@@ -106,6 +107,7 @@ class Call:
         if self.cache is not None and (entry := await self.cache.lookup()) is not None:
             self.entry, self._chunks, self.native = entry, replay(entry), entry.kind == ANTHROPIC
             self._usage = entry.usage  # as metered when it was made
+            call_facts.replayed()
         else:
             try:
                 opened = await open_reply(self.chain, self.body, refusals_fall_through=True,
@@ -134,8 +136,11 @@ class Call:
             whole = True
         except StreamCut as cut:
             self.cut = cut
+            call_facts.failed_in_stream(cut.reason, call_facts.CUT)
         finally:
             self._ended = True
+            if not whole and self.cut is None:  # the client went away mid-reply
+                call_facts.failed_in_stream(None, call_facts.CLIENT_CLOSED)
         if whole and self.recorder is not None:
             await self.cache.keep(self.recorder, model=self.model, usage=self.usage())
 
@@ -184,6 +189,7 @@ class Call:
         if self._meter_done or (self.target is None and self.entry is None):
             return None
         self._meter_done = True
+        call_facts.reply_text(self.reply.delivered_output_text)  # read only when the group keeps its calls' text
         usage = self.usage()
         return {"account_id": self.request.principal.account.pk, "model": self.model,
                 "surface": self.surface, "input_tokens": usage["prompt_tokens"],

@@ -13,7 +13,8 @@ class GatewayConfig(AppConfig):
         from gateway.limits.quotas import quota_forget_unsure
         from gateway.registry import signals
         from gateway.registry.snapshot import loaded_server_keys
-        from gateway.telemetry import redact
+        from gateway.telemetry import logjson, redact
+        from gateway.usage import call_log
         from gateway.usage.writer import usage_writer
 
         checks.register(console_deploy_checks, checks.Tags.security, deploy=True)
@@ -22,6 +23,9 @@ class GatewayConfig(AppConfig):
         redact.secret_sources.append(loaded_server_keys)  # the servers' keys never reach a log line
         # the usage drainer drops the quota counters an addition may have missed, after each write
         usage_writer.after_cycle.append(quota_forget_unsure)
+        # the calls log (issue 26): a call's line spooled when its request ends, drained by the same thread
+        logjson.ended.append(call_log.record_call)
+        usage_writer.after_cycle.append(call_log.drain)
 
 
 def console_deploy_checks(app_configs, **kwargs):

@@ -21,7 +21,17 @@ app.conf.beat_schedule = {
     "sweep-routine-runs": {"task": "routines.tasks.sweep_routine_runs", "schedule": settings.ROUTINE_SWEEP_SECONDS},
     # Schedule routines that are due get one queued run each (routines/schedules.py); every minute.
     "run-due-schedules": {"task": "routines.tasks.run_due_schedules", "schedule": crontab()},  # each minute, at :00
+    # The calls log's rows past CALL_LOG_RETENTION_DAYS, and kept text past CALL_CAPTURE_RETENTION_DAYS; hourly.
+    "sweep-call-log": {"task": "gateway.sweep_call_log", "schedule": crontab(minute=29)},
 }
+
+
+@app.task(name="gateway.sweep_call_log")
+def sweep_call_log() -> int:
+    """Thin: the sweep is gateway/usage/call_records.py's (the gateway has no tasks module of its own)."""
+    from gateway.usage.call_records import call_log_sweep
+
+    return call_log_sweep()
 
 
 @signals.worker_process_init.connect

@@ -15,6 +15,7 @@ from rest_framework import serializers
 from accounts.endpoints import endpoint
 from gateway.calls.plan import MAX_MESSAGE_CHARS, MAX_MESSAGES
 from gateway.limits import ratelimit
+from gateway.telemetry import call_facts
 from gateway.web.body import read_json_object
 from gateway.web.errors import ApiError, render_error
 from gateway.web.output import respond
@@ -90,4 +91,5 @@ async def _answer(request, service):
         result = await service(prepared, ledger)
     except ApiError as exc:
         return render_error(request, exc)
+    call_facts.reply_text(result.get("reply", result.get("result", "")))  # kept only if the group keeps text
     return respond({**result, "request_id": request.request_id})

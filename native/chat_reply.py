@@ -30,6 +30,7 @@ from gateway.cache.reply_cache import ReplyCache, reply_cache
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import cached_input_of, meter, usage_of
 from gateway.state.workers import in_worker
+from gateway.telemetry import call_facts
 from gateway.upstream.providers.base import StreamCut
 from gateway.upstream.replies import ReplyAccumulator
 from gateway.web.errors import ApiError
@@ -76,6 +77,8 @@ class ChatReply:
                                      cache_control_header=self.request.headers.get("Cache-Control"))
             if self.cache is not None:
                 self.entry = await self.cache.lookup()
+                if self.entry is not None:
+                    call_facts.replayed()
 
     def cache_headers(self) -> dict[str, str]:
         """`X-Cache` when the group caches replies and the cache was asked."""
@@ -103,6 +106,7 @@ class ChatReply:
         try:
             if self.turn.refusal is not None:
                 self.failure = self.turn.refusal
+                call_facts.failed_in_stream(QUOTA_REACHED, call_facts.REFUSED)  # the calls log: inside a 200
                 yield self._meta()
                 yield self._event("error", codigo=QUOTA_REACHED, message=self.failure.message)
                 yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
@@ -116,6 +120,7 @@ class ChatReply:
                     self.failure = exc
                     yield self._meta()
                     codigo = UNAVAILABLE if exc.status >= 500 else REFUSED
+                    call_facts.failed_in_stream(codigo, call_facts.FAILED)
                     yield self._event("error", codigo=codigo, message=exc.message)
                     yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
                     return
@@ -140,12 +145,14 @@ class ChatReply:
             if whole and self.recorder is not None:  # kept before `done`: a client with the whole reply finds it
                 await self.cache.keep(self.recorder, model=self.model, usage=self.usage())
             if self.cut is not None:
+                call_facts.failed_in_stream(INTERRUPTED, call_facts.CUT)
                 yield self._event("error", codigo=INTERRUPTED, message=self.cut.message)
             yield self._event("done", message_id=self.message.pk if self.message else None, usage=self.usage(),
                               citations=self.citations)
         finally:
             if self.answered and not self._finished:  # the client went away mid-reply: keep what arrived
                 self.cut = self.cut or StreamCut("disconnected", "The client closed the connection mid-reply.")
+                call_facts.failed_in_stream(None, call_facts.CLIENT_CLOSED)
                 await asyncio.shield(self._finish())
 
     def usage(self) -> dict[str, int]:
@@ -166,6 +173,7 @@ class ChatReply:
             try:
                 self._save()
             finally:  # the reply was made: metered whatever became of the save
+                call_facts.reply_text(self.reply.text)  # kept only for a group that keeps its calls' text
                 usage = self.usage()
                 meter(account_id=self.turn.account.pk, model=self.model, surface=SURFACE,
                       input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],

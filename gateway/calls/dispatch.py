@@ -17,7 +17,7 @@ from gateway.registry import cooldown, server_health
 from gateway.registry.cooldown import Verdict
 from gateway.registry.snapshot import Target
 from gateway.state import loads
-from gateway.telemetry import metrics
+from gateway.telemetry import call_facts, metrics
 from gateway.telemetry.redact import redact
 from gateway.upstream import providers
 from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UNAVAILABLE, StreamCut, UpstreamError
@@ -65,19 +65,22 @@ async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall
         except UpstreamError as failure:
             loads.ended(target.id)
             if failure.kind == REFUSED and not refusals_fall_through:
-                raise refused(target, failure) from None
-            failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain))
+                raise refused(target, failure, seconds=time.perf_counter() - began) from None
+            failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain,
+                                         seconds=time.perf_counter() - began))
             continue
         except StopAsyncIteration:
             loads.ended(target.id)
             failures.append(fell_through(target, UpstreamError(BAD_RESPONSE, 502, "The model server returned nothing."),
-                                         last=target is chain[-1], chain=chain))
+                                         last=target is chain[-1], chain=chain, seconds=time.perf_counter() - began))
             continue
         except BaseException:  # cancelled while waiting: the call is over
             loads.ended(target.id)
             raise
-        loads.first_byte(target.id, time.perf_counter() - began)
+        seconds = time.perf_counter() - began
+        loads.first_byte(target.id, seconds)
         metrics.upstream_call(target.server.name, target.public_id, "ok")
+        call_facts.attempted(target, call_facts.OK, status=200, seconds=seconds)  # the calls log's chain
         landing = _Landing(target.id)
         chunks = _chain_first(target, first, stream, landing)
         weakref.finalize(chunks, landing.land)  # a reply dropped unread ends too
@@ -116,20 +119,23 @@ async def _chain_first(target: Target, first: dict[str, Any], rest: AsyncIterato
         landing.land()
 
 
-def refused(target: Target, failure: UpstreamError) -> ApiError:
+def refused(target: Target, failure: UpstreamError, *, seconds: float | None = None) -> ApiError:
     """A provider's refusal answered at once with its own status (counted, not fallen through)."""
     call_failures.count(model=target.public_id, kind=call_failures.REFUSED)
     metrics.upstream_call(target.server.name, target.public_id, REFUSED)
+    call_facts.attempted(target, REFUSED, status=failure.status, seconds=seconds,
+                         error=redact(f"{failure.status} {failure.message}", [target.server.api_key]))
     error = ModelRefused(failure.status, failure.message, code="upstream_refused")
     error.model = target.public_id
     return error
 
 
 def fell_through(target: Target, failure: UpstreamError, *, last: bool,
-                 chain: list[Target] | None = None) -> UpstreamError:
+                 chain: list[Target] | None = None, seconds: float | None = None) -> UpstreamError:
     """Log a model's failure before the first byte, with server, model and cause; returns it.
     The cause is the server's own words, without its key (the failure's message already is).
-    Counted for the usage console (gateway/usage/call_failures.py: no database on this path)."""
+    Counted for the usage console (gateway/usage/call_failures.py: no database on this path), and
+    noted, with the `seconds` it took, in the call's chain for the calls log."""
     kind = call_failures.REFUSED if failure.kind == REFUSED else \
         call_failures.CHAIN_FAILED if last else call_failures.FELL_THROUGH  # a refusal by its name, as /metrics
     call_failures.count(model=target.public_id, kind=kind)
@@ -138,6 +144,7 @@ def fell_through(target: Target, failure: UpstreamError, *, last: bool,
         server_health.failed(target.server, cause)  # a dictionary write (gateway/registry/server_health.py)
     outcome = "skipped" if skipped(target, failure) else outcome_of(failure)
     metrics.upstream_call(target.server.name, target.public_id, outcome)
+    call_facts.attempted(target, outcome, status=failure.status, seconds=seconds, error=cause, fell_through=not last)
     following = None if last else _after(target, chain)
     if not last:
         metrics.fall_through(target.server.name, target.public_id, outcome)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from gateway.calls.plan import call_plan
 from gateway.calls.tokens import count_text
 from gateway.registry.routing import usable_targets
 from gateway.registry.snapshot import Target, registry
-from gateway.telemetry import metrics
+from gateway.telemetry import call_facts, metrics
 from gateway.upstream.providers import openai as openai_provider
 from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
 from gateway.web.errors import ApiError, ValidationFailed
@@ -90,14 +91,17 @@ async def embed(chain: list[Target], texts: list[str], *, refusals_fall_through:
     status only when no other model answers)."""
     failures: list[UpstreamError] = []
     for target in chain:
+        began = time.perf_counter()
         try:
             embedded = await _ask(target, texts)
         except UpstreamError as failure:
             if failure.kind == REFUSED and not refusals_fall_through:
-                raise refused(target, failure) from None
-            failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain))
+                raise refused(target, failure, seconds=time.perf_counter() - began) from None
+            failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain,
+                                         seconds=time.perf_counter() - began))
         else:
             metrics.upstream_call(target.server.name, target.public_id, "ok")
+            call_facts.attempted(target, call_facts.OK, status=200, seconds=time.perf_counter() - began)
             return embedded
     raise exhausted(failures)
 

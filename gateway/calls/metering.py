@@ -107,8 +107,8 @@ def _record(account_id, model, surface, input_tokens, output_tokens, request_id,
     metrics.spend(model, cost_units)
     if cached:
         metrics.cache_hit(model, input_tokens, output_tokens)
-    if (exchange := current.get()) is not None:  # the request's log line names them
-        exchange.metered(model, input_tokens, output_tokens)
+    if (exchange := current.get()) is not None:  # the request's log line and its calls log row name them
+        exchange.metered(model, input_tokens, output_tokens, cost_units, cached)
     record = UsageRecord(
         account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
         output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],

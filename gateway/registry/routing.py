@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gateway.registry.pools import NO_KEYS, Affinity, order
 from gateway.registry.snapshot import Pool, Registry, Target, registry
+from gateway.telemetry import call_facts
 from gateway.web.errors import ApiError
 
 
@@ -70,6 +71,7 @@ def plan_chain(model_id: str, *, group, capability: str = "chat", affinity: Affi
     """The models to try in order. The requested one must be allowed to the group (403 otherwise);
     fallbacks and the default the group may not use are left out. `affinity`: what ties this call
     to others (a pool with an affinity sends them to one deployment)."""
+    call_facts.model_asked(model_id)  # for the calls log (an attribute write)
     reg = registry()
     requested = resolve(model_id, reg)
     if isinstance(requested, Pool):

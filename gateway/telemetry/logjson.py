@@ -6,9 +6,10 @@ one when a request arrives and puts it in the context (`current`), so that every
 runs sees it: its task, the threads it hops to, the metering after its answer was sent. The
 request-id middleware fills in the request id, route, status and caller; metering fills in the
 model and tokens (gateway/calls/metering.py). `finish`, when the last byte has gone out (or the client
-left), counts the request (gateway/telemetry/metrics.py) and writes its line on the `gateway.requests`
-logger, formatted only when that logger is on (JSON logs). The record holds plain values only,
-so it makes no reference cycle with the request.
+left), counts the request (gateway/telemetry/metrics.py), hands the record to the steps of `ended` (the
+calls log, whose facts of a model call, `call`, were noted on the way: gateway/telemetry/call_facts.py)
+and writes its line on the `gateway.requests` logger, formatted only when that logger is on (JSON
+logs). The record holds plain values only, so it makes no reference cycle with the request.
 
 A Celery task queued by a request carries the request id in its headers (gateway/celery.py), and
 its log lines carry it too (`current` holds an `Exchange` with that id while it runs).
@@ -20,6 +21,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import datetime, timezone
 
@@ -36,7 +38,7 @@ _OWN_REQUEST_ID = re.compile(r"[0-9a-f]{32}")  # one the gateway made (uuid4().h
 
 class Exchange:
     __slots__ = ("request_id", "started", "method", "route", "status", "account_id", "model", "input_tokens",
-                 "output_tokens")
+                 "output_tokens", "group_id", "cost_units", "cached", "prompt", "call", "last_byte")
 
     def __init__(self, method: str = "", request_id: str | None = None) -> None:
         self.started = time.perf_counter()
@@ -44,9 +46,14 @@ class Exchange:
         self.request_id = request_id
         self.route = None
         self.status = 0
-        self.account_id = None
+        self.account_id = self.group_id = None
         self.model = None
         self.input_tokens = self.output_tokens = None
+        self.cost_units = 0
+        self.cached = False
+        self.prompt = None  # the request's body, when the caller's group keeps its calls' text (the calls log)
+        self.call = None  # what the calls log keeps of a model call (gateway/telemetry/call_facts.py)
+        self.last_byte = None  # time.perf_counter() when the answer's last byte went out (gateway/web/hotpath.py)
 
     def answered(self, request, status: int) -> None:
         """What the middleware knows once the view answered (or the client left meanwhile)."""
@@ -56,18 +63,27 @@ class Exchange:
             self.route = match.route
         principal = getattr(request, "principal", None)
         if principal is not None:
-            self.account_id = principal.account.pk
+            account = principal.account
+            self.account_id = account.pk
+            self.group_id = account.group_id
+            if getattr(account.group, "capture_calls", False):
+                self.prompt = _body_of(request)
 
-    def metered(self, model: str, input_tokens: int, output_tokens: int) -> None:
+    def metered(self, model: str, input_tokens: int, output_tokens: int, cost_units: int = 0,
+                cached: bool = False) -> None:
         """A call's usage (an agent turn meters several rounds: they add up)."""
         self.model = model
         self.input_tokens = (self.input_tokens or 0) + input_tokens
         self.output_tokens = (self.output_tokens or 0) + output_tokens
+        self.cost_units += cost_units
+        self.cached = self.cached or cached
 
     def finish(self) -> None:
         seconds = time.perf_counter() - self.started
         status = self.status or CLIENT_CLOSED
         metrics.request_done(self.route, self.method, status, seconds)
+        for step in ended:  # the calls log (gateway/usage/call_log.py, wired by gateway/apps.py); never raises
+            step(self, seconds, status)
         level = logging.DEBUG if self.route in QUIET_ROUTES else logging.INFO
         if request_log.isEnabledFor(level):
             self._log(level, status, seconds)
@@ -87,6 +103,18 @@ class Exchange:
             fields.update(model=self.model, input_tokens=self.input_tokens, output_tokens=self.output_tokens)
         request_log.log(level, "%s %s %s", method, route, status,
                         extra={"fields": fields, "request_id": request_id, "redacted": True})
+
+
+def _body_of(request) -> bytes:
+    """The request's body as it came; a multipart upload (audio), whose parts were read as files, is named."""
+    try:
+        return request.body
+    except Exception:  # RawPostDataException: the body was read as the form's parts
+        return f"({request.content_type or 'a body'} of {request.META.get('CONTENT_LENGTH') or '?'} bytes)".encode()
+
+
+# What runs when a request ends, after its metrics (each takes the record, its seconds and its status).
+ended: list[Callable[[Exchange, float, int], None]] = []
 
 
 def current_request_id() -> str | None:

@@ -26,6 +26,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
+from gateway.telemetry import call_facts
 from gateway.web.paths import ANTHROPIC, NATIVE_AUTH, NATIVE_COLLECTIONS, NATIVE_STATUS, OPENAI, surface_of
 
 OPENAI_TYPES = {
@@ -171,6 +172,7 @@ def accepts_json(request: HttpRequest) -> bool:
 
 
 def render_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    call_facts.error_given(exc.code or OPENAI_TYPES.get(exc.status, "server_error" if exc.status >= 500 else "error"))
     surface = surface_of(request.path)
     response = _render_body(request, exc, surface)
     for name, value in exc.headers.items():

@@ -19,6 +19,7 @@ gateway/web/paths.py) here and every other request to Django's own handler.
 from __future__ import annotations
 
 import asyncio
+import time
 from functools import cached_property
 
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
@@ -97,6 +98,8 @@ class HotPathHandler(ASGIHandler):
                 await self.send_response(response, send)
             except asyncio.CancelledError:
                 pass  # the client went away while the answer was being sent
+            else:
+                sent_all()
             return response
 
         tasks = [asyncio.create_task(self.listen_for_disconnect(receive)), asyncio.create_task(process_request())]
@@ -129,6 +132,22 @@ class HotPathHandler(ASGIHandler):
         body_file.close()
 
 
+def sent_all() -> None:
+    """The request's last byte has gone out: the calls log's latency ends here, before the after-send
+    step (the usage metering) that the request's record also counts."""
+    if (exchange := current.get()) is not None:
+        exchange.last_byte = time.perf_counter()
+
+
+def _noting_the_last_byte(send):
+    async def noted(message):
+        await send(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            sent_all()
+
+    return noted
+
+
 class Application:
     """The project's ASGI application: the hot API routes through `HotPathHandler`, everything
     else (the admin, the other API routes) through Django's own handler. Each HTTP request has
@@ -150,9 +169,9 @@ class Application:
         token = current.set(exchange)
         try:
             if is_hot(scope["path"]):
-                await self.hot(scope, receive, send)
+                await self.hot(scope, receive, send)  # notes its last byte itself, without a wrapper per message
             else:
-                await self.django(scope, receive, send)
+                await self.django(scope, receive, _noting_the_last_byte(send))
         except Exception:
             exchange.status = exchange.status or 500
             raise

@@ -1,0 +1,216 @@
+"""The calls log (issue 26): one row per call of a model surface, answered or not, for the console.
+
+When a request on one of the routes of SURFACES ends (its last byte sent, or the client gone: the
+request's record finishing, gateway/telemetry/logjson.py `ended`), `record_call` builds the call's line
+from the record (caller, route, status, latency, tokens and cost as metered) and the facts noted on the
+call's way (gateway/telemetry/call_facts.py: the model asked, the chain tried, the first byte, an error
+inside a stream) and appends it to this process's calls spool: one dict and one `write()`, no database
+on the call's way. The spool is the usage spool's kind (gateway/usage/spool.py) in a folder of its own
+beside it, USAGE_SPOOL_DIR/<database tag>/calls, drained by the usage drainer's thread after each of its
+cycles (`drain`, wired by gateway/apps.py) into CallRecord (gateway/usage/call_records.py), and taken
+over from dead processes the same way. Each line carries a key of its own (a uuid4), unique in the
+table: a file replayed after a kill writes nothing twice, and a process killed after the answer loses
+nothing that reached its file.
+
+Refusals count as calls: a caller refused by a ceiling, a quota or its input is recorded like any
+call; a request with no valid credential (no account to put it on) is recorded too, at most
+UNAUTHENTICATED_PER_MINUTE a minute per process, so that a flood of bad keys cannot fill the table.
+
+For a group that keeps its calls' text (`AccountGroup.capture_calls`), the line also holds the prompt
+(the request's body) and the reply, each cut a little past CALL_CAPTURE_MAX_BYTES; they are redacted
+by the drainer, before the database has them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+
+from gateway.telemetry import call_facts
+from gateway.telemetry.logjson import CLIENT_CLOSED, Exchange
+from gateway.usage.call_records import insert_lines
+from gateway.usage.spool import Spool
+from gateway.usage.writer import database_tag, usage_writer
+
+logger = logging.getLogger(__name__)
+
+# The routes whose requests are calls, and each one's surface (the usage records' names where they have one).
+SURFACES = {
+    "v1/chat/completions": "chat.completions",
+    "v1/messages": "messages",
+    "v1/responses": "responses",
+    "v1/embeddings": "embeddings",
+    "v1/audio/transcriptions": "audio.transcriptions",
+    "v1/audio/translations": "audio.translations",
+    "v1/audio/speech": "audio.speech",
+    "api/v1/chat": "native_chat",
+    "api/v1/agent/chat": "native_agent",
+    "api/v1/agent/run": "native_agent_run",
+    "api/v1/embeddings": "native_embeddings",
+}
+UNAUTHENTICATED_PER_MINUTE = 60
+CAPTURE_MARGIN = 256  # bytes kept past the limit until the text is redacted (a credential across the cut)
+
+
+def record_call(exchange: Exchange, seconds: float, status: int) -> None:
+    """The request's call, when its route is one of SURFACES, appended to the calls spool. Never raises."""
+    surface = SURFACES.get(exchange.route)
+    if surface is None:
+        return
+    try:
+        if exchange.account_id is None and not call_log.unauthenticated_allowed():
+            return
+        call_log.submit(line_of(exchange, surface, seconds, status))
+    except Exception:  # the call was answered: what cannot be recorded is logged, never raised into it
+        logger.exception("calls log: a call of %s could not be recorded", surface)
+
+
+def line_of(exchange: Exchange, surface: str, seconds: float, status: int) -> dict:
+    """The call's spool line (short names, as the usage spool's)."""
+    facts = exchange.call
+    attempts = facts.attempts if facts is not None else []
+    model = exchange.model or next((a["model"] for a in reversed(attempts) if a["outcome"] == call_facts.OK), "")
+    latency = exchange.last_byte - exchange.started if exchange.last_byte is not None else seconds  # to the last byte
+    line = {"k": uuid.uuid4().hex, "t": time.time() - seconds, "a": exchange.account_id, "g": exchange.group_id,
+            "s": surface, "m": model, "st": status, "o": outcome_of(status, facts, attempts),
+            "l": round(latency * 1000, 2), "r": exchange.request_id or ""}
+    if exchange.input_tokens or exchange.output_tokens:
+        line.update(i=exchange.input_tokens or 0, ot=exchange.output_tokens or 0)
+    if exchange.cost_units:
+        line["$"] = exchange.cost_units
+    if exchange.cached:
+        line["c"] = 1
+    if facts is not None:
+        line.update(q=facts.model_asked or "", e=facts.error_code or "", at=attempts, ft=facts.fall_throughs)
+        if facts.first_byte is not None:
+            line["f"] = round((facts.first_byte - exchange.started) * 1000, 2)
+    if exchange.prompt is not None:  # the caller's group keeps its calls' text
+        line["cp"], line["cpn"] = _cut(exchange.prompt)
+        reply = facts.reply if facts is not None else None
+        line["cr"], line["crn"] = _cut(reply() if callable(reply) else reply or "")
+    return line
+
+
+def outcome_of(status: int, facts, attempts: list[dict]) -> str:
+    """ok, cut, failed, refused or client_closed: as noted on the way (an error inside a 200), else by status."""
+    if facts is not None and facts.outcome:
+        return facts.outcome
+    if status == CLIENT_CLOSED:
+        return call_facts.CLIENT_CLOSED
+    if status < 400:
+        return call_facts.OK
+    if status >= 500 or any(a["outcome"] != call_facts.OK for a in attempts):
+        return call_facts.FAILED  # no model answered, or a server's refusal was the answer
+    return call_facts.REFUSED
+
+
+def _cut(text: str | bytes) -> tuple[str, int]:
+    """The text cut a little past CALL_CAPTURE_MAX_BYTES, and its whole size in bytes when it was cut (else 0)."""
+    data = text if isinstance(text, bytes) else str(text).encode()
+    keep = settings.CALL_CAPTURE_MAX_BYTES + CAPTURE_MARGIN
+    if len(data) <= keep:
+        return data.decode(errors="replace"), 0
+    return data[:keep].decode(errors="ignore"), len(data)
+
+
+class CallLog:
+    def __init__(self) -> None:
+        self._spool: Spool | None = None
+        self._place: tuple = (None, None)
+        self._last_scan = float("-inf")
+        self._outage = False
+        self._minute = -1
+        self._unauthenticated = 0
+
+    def spool(self) -> Spool:
+        """This process's calls spool, beside the usage spool of the database in use now (looked up again
+        only when the settings' objects changed: a test's)."""
+        place = (settings.USAGE_SPOOL_DIR, settings.DATABASES["default"]["NAME"])
+        spool = self._spool
+        if spool is not None and place[0] is self._place[0] and place[1] is self._place[1]:
+            return spool
+        directory = Path(settings.USAGE_SPOOL_DIR) / database_tag() / "calls"
+        if spool is None or spool.directory != directory:
+            if spool is not None:
+                spool.close()
+            spool = self._spool = Spool(directory)
+        self._place = place
+        return spool
+
+    def unauthenticated_allowed(self) -> bool:
+        minute = int(time.monotonic() // 60)
+        if minute != self._minute:
+            self._minute, self._unauthenticated = minute, 0
+        self._unauthenticated += 1
+        return self._unauthenticated <= UNAUTHENTICATED_PER_MINUTE
+
+    def submit(self, line: dict) -> None:
+        """Keep the line so that it reaches the database. With USAGE_BATCHED off (the in-process tests)
+        it is inserted at once, outside an event loop."""
+        if not settings.USAGE_BATCHED and not _in_event_loop():
+            try:
+                insert_lines([line])
+                return
+            except Exception as exc:  # the database is down: keep it in the spool
+                logger.warning("calls log: a call spooled, the database refused it (%s)", exc)
+        try:
+            self.spool().append(line)
+        except OSError:
+            logger.exception("calls log: spool not writable, a call is not recorded (%s)", line.get("r"))
+            return
+        usage_writer.start()  # its cycles drain this spool too (`drain`)
+
+    def drain(self, *, scan: bool | None = None) -> bool:
+        """Write this process's spooled calls and, every USAGE_ORPHAN_SCAN_SECONDS (or with `scan`), those
+        dead processes left. True when the database took them; never raises (the usage drainer's step)."""
+        if scan is None:
+            scan = time.monotonic() - self._last_scan >= settings.USAGE_ORPHAN_SCAN_SECONDS
+        try:
+            spool = self.spool()
+            if scan:
+                spool.take_over(insert_lines, batch=settings.USAGE_BATCH_SIZE)
+                self._last_scan = time.monotonic()
+            spool.replay(insert_lines, batch=settings.USAGE_BATCH_SIZE)
+        except Exception as exc:
+            if not self._outage:
+                self._outage = True
+                logger.error("calls log: calls kept in the spool until the database answers: %s", exc)
+            return False
+        if self._outage:
+            self._outage = False
+            logger.warning("calls log: database answers again, spooled calls written")
+        return True
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Write every spooled call of this host (tests, exit). True when nothing is left."""
+        deadline = time.monotonic() + timeout
+        while not self.drain(scan=True):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+call_log = CallLog()
+drain: Callable[[], bool] = call_log.drain
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    if call_log._spool is not None and call_log._spool.pending():
+        call_log.flush(timeout=5.0)
