@@ -7,6 +7,7 @@ from unfold.admin import ModelAdmin as ThemedModelAdmin
 from unfold.admin import TabularInline
 
 from gateway.console.audit_trail import audit_trail, show_audit_log
+from gateway.console.call_log import admin as call_log_admin  # noqa: F401 — registers "Calls"
 from gateway.console.money_fields import (
     DEPLOYMENT_PRICE_HELP,
     PRICE_FIELDS,
