@@ -20,6 +20,7 @@ from tests.factories import (
     PASSWORD,
     AccountFactory,
     AccountGroupFactory,
+    CallRecordFactory,
     ModelFactory,
     ModelServerFactory,
     UsageRecordFactory,
@@ -61,7 +62,8 @@ def test_the_home_shows_the_usage_records_and_the_lists_fit_at_1366_pixels(live_
     now = timezone.now()
     within_the_hour = [
         UsageRecordFactory(account=alice, model="gpu-box/llama3.1:8b", input_tokens=1200, output_tokens=300,
-                           cost_units=4_500_000_000, created_at=now - timedelta(minutes=5)),
+                           cost_units=4_500_000_000, created_at=now - timedelta(minutes=5),
+                           request_id="0f8e4c1d2b3a49c8a7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2"),
         UsageRecordFactory(account=bob, model="cloud/gpt-4o-mini", input_tokens=700, output_tokens=100,
                            cost_units=1_250_000_001, created_at=now - timedelta(minutes=20)),
     ]
@@ -86,6 +88,12 @@ def test_the_home_shows_the_usage_records_and_the_lists_fit_at_1366_pixels(live_
     server_health.flush()
     for n in range(12):
         AccountFactory(email=f"member-{n:02}-with-a-long-address@research-institute.example.test", group=group)
+    # the calls log: three answered calls of the local model and a failed one, whose model was asked
+    for latency in (100.0, 300.0, 200.0):
+        CallRecordFactory(account=alice, model="gpu-box/llama3.1:8b", latency_ms=latency, ttft_ms=latency / 2,
+                          created_at=now - timedelta(minutes=2))
+    CallRecordFactory(account=bob, model="", model_requested="gpu-box/llama3.1:8b", outcome="failed", status=503,
+                      latency_ms=30_000.0, ttft_ms=None, created_at=now - timedelta(minutes=3))
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM)
@@ -111,6 +119,8 @@ def test_the_home_shows_the_usage_records_and_the_lists_fit_at_1366_pixels(live_
             expect(page.locator('#home-servers tr[data-server="wrong-address-server"] .badge')).to_have_text("idle")
             expect(page.locator('#home-quotas tr[data-account="alice@example.test"] td').last).to_have_text(
                 "8,500 / 10,000 (85%)")
+            expect(page.locator('#home-calls-log tr[data-model="gpu-box/llama3.1:8b"] td')).to_have_text(
+                ["gpu-box/llama3.1:8b", "4", "25%", "200 ms", "300 ms", "100 ms", "150 ms"])
             assert page.evaluate(FITS)["page"] == 0
 
             page.goto(f"{live_gateway}/admin/gateway/modelserver/")
@@ -123,6 +133,10 @@ def test_the_home_shows_the_usage_records_and_the_lists_fit_at_1366_pixels(live_
             expect(page.locator("#result_list tbody tr")).to_have_count(15)
             page.screenshot(path=screenshot_path("console-accounts"))
             assert page.evaluate(FITS) == {"page": 0, "table": 0}
+            for listing in ("accounts/accountgroup", "gateway/usagerecord"):  # ten columns; a request id's long word
+                page.goto(f"{live_gateway}/admin/{listing}/")
+                expect(page.locator("#result_list tbody tr").first).to_be_visible()
+                assert page.evaluate(FITS) == {"page": 0, "table": 0}, listing
         finally:
             browser.close()
 

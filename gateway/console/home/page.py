@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 from django.utils import timezone
 
+from gateway.console.home.call_stats import calls_by_model
 from gateway.console.home.chart import bars
 from gateway.console.home.reads import SPANS, home_figures, server_states, span_of
 from gateway.console.money_fields import currency
@@ -43,6 +44,7 @@ def dashboard(request, context: dict) -> dict:
             "spend": money_text(figures.total("cost_units"), 2),
             "quotas": [(use, _closest(use)) for use in figures.quotas],
             "budgets": [(use, _closest(use)) for use in figures.budgets],
+            "calls_log": calls_by_model(since=figures.since, until=figures.until),
             "per_minute": rate_text(figures.calls_per_minute),
             "peak_per_minute": rate_text(figures.peak_per_minute),
             "charts": [{"title": f"Calls per {span.bucket}",

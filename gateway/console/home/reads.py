@@ -135,6 +135,11 @@ class Home:
         return sum(getattr(b, name) for b in self.buckets)
 
     @property
+    def until(self) -> datetime:
+        """The end of the span's last bucket (after now)."""
+        return self.buckets[-1].start + self.span.bucket_length
+
+    @property
     def minutes(self) -> float:
         """Minutes from the span's start to now (the last bucket is still filling)."""
         return max((self.now - self.since).total_seconds() / 60, 1.0)
