@@ -8,7 +8,7 @@ side by side with LiteLLM's proxy.
     .venv/bin/python bench/gateway_latency.py --pool 3      # the gateway's model is a pool of three deployments
     .venv/bin/python bench/gateway_latency.py --cache 3600  # a response cache hit at c=1 and 16 -> latest-cache.md
     .venv/bin/python bench/gateway_latency.py --price       # models priced, the group with budgets (issue 25)
-    .venv/bin/python bench/gateway_latency.py --replay      # an Idempotency-Key replay at c=1 and 16 -> latest-replay.md
+    .venv/bin/python bench/gateway_latency.py --replay      # an Idempotency-Key replay, c=1 and 16 -> latest-replay.md
     .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE,
                                                             # --tag, --rounds
 
