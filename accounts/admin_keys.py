@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.timezone import localtime
 from django.views.decorators.http import require_GET, require_POST
@@ -33,7 +34,7 @@ HEAD_CELL = "text-align: left; padding: 0.125rem 1.5rem 0.125rem 0; font-weight:
 
 
 def shown(moment) -> str:
-    return localtime(moment).strftime("%Y-%m-%d %H:%M %Z")
+    return date_format(localtime(moment), "DATETIME_FORMAT")  # the console's one format
 
 
 def last_used_text(key: ApiKey | None) -> str:

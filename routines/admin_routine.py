@@ -17,6 +17,7 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseRedirect, JsonResponse
 from django.urls import path, reverse
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 from django.utils.timezone import localtime
@@ -34,7 +35,7 @@ ERROR_CHARS = 300
 
 
 def shown(moment) -> str:
-    return localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z") if moment else "-"
+    return date_format(localtime(moment), "DATETIME_FORMAT") if moment else "-"  # the console's one format
 
 
 def _error_row(run: Run):

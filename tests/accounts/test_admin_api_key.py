@@ -202,10 +202,10 @@ def test_the_page_and_the_list_show_when_the_key_was_last_used(admin_client, hol
     AccountFactory(email="unused@example.test", group=holder.group)
 
     page = admin_client.get(change_url(holder)).content.decode()
-    assert '<td id="api-key-last-used">2026-03-04 05:06 UTC</td>' in page
+    assert '<td id="api-key-last-used">2026-03-04 05:06:00 UTC</td>' in page
 
     listing = admin_client.get(reverse("admin:accounts_account_changelist")).content.decode()
     cells = dict(re.findall(r'<th class="field-email[" ][^>]*><a [^>]+>([^<]+)</a></th>.*?'
                             r'<td class="field-key_last_used[" ][^>]*>([^<]*)</td>', listing, re.S))
-    assert cells["holder@example.test"] == "2026-03-04 05:06 UTC"
+    assert cells["holder@example.test"] == "2026-03-04 05:06:00 UTC"
     assert cells["unused@example.test"] == "no key"
