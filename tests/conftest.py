@@ -29,9 +29,31 @@ def _flush_with_delete() -> None:
     DatabaseOperations.sql_flush = sql_flush
 
 
+KEPT_TABLES = {"django_content_type", "auth_permission"}
+
+
+def _keep_content_types() -> None:
+    """The flush between transactional tests leaves the content types (and the permissions on them) as
+    they are. Emptied, they came back from post_migrate under new ids, while a server process a test
+    started (the session's live gateway) keeps the old ids in its ContentType cache: its next admin or
+    audit log entry (django-auditlog writes one for a routine or key made through the API) then broke
+    its foreign key and the request answered 500. They never change within a run."""
+    from django.db.backends.postgresql.operations import DatabaseOperations as PostgreSQL
+    from django.db.backends.sqlite3.base import DatabaseOperations as SQLite  # (its module, imported alone, is a cycle)
+
+    for operations in (PostgreSQL, SQLite):
+        flush = operations.sql_flush
+
+        def sql_flush(self, style, tables, *args, _flush=flush, **kwargs):
+            return _flush(self, style, [table for table in tables if table not in KEPT_TABLES], *args, **kwargs)
+
+        operations.sql_flush = sql_flush
+
+
 def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     _flush_with_delete()
+    _keep_content_types()
     # In this process usage records are written inline, inside each test's transaction; the
     # server processes that tests start keep the batched writer of production.
     settings.USAGE_BATCHED = False
