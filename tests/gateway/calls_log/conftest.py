@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.models import CallRecord
+from gateway.models import CallRecord, UsageRecord
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.servers import wait_for_quiet_database
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
@@ -58,6 +58,16 @@ def call_of(request_id: str, timeout: float = 10.0) -> CallRecord:
         time.sleep(0.02)
     assert len(rows) == 1, rows
     return rows[0]
+
+
+def usage_of(request_id: str, timeout: float = 10.0) -> UsageRecord:
+    """The call's usage record once written: the drainer may write a call's row one cycle before its usage
+    (a cycle can take the calls spool's line after the usage spool was read)."""
+    deadline = time.monotonic() + timeout
+    while (record := UsageRecord.objects.filter(request_id=request_id).first()) is None:
+        assert time.monotonic() < deadline, f"no usage recorded for {request_id}"
+        time.sleep(0.02)
+    return record
 
 
 def facts(call: CallRecord) -> dict:

@@ -7,7 +7,7 @@ import pytest
 
 from gateway.models import CallRecord, UsageRecord
 from tests.factories import ModelFactory
-from tests.gateway.calls_log.conftest import HELLO, call_of, facts, rid, timed
+from tests.gateway.calls_log.conftest import HELLO, call_of, facts, rid, timed, usage_of
 from tests.native.conftest import sse_events
 
 
@@ -18,10 +18,6 @@ def row(world, surface, model, *, usage=None, asked=None, **changes):
             "error_code": "", "input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
             "cost_units": usage.cost_units, "cached": False, "fall_throughs": 0,
             "chain": [(model, model.split("/")[0], "ok", 200)] if model else [], **changes}
-
-
-def usage_of(request_id):
-    return UsageRecord.objects.get(request_id=request_id)
 
 
 @pytest.fixture

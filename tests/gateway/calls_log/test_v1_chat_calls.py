@@ -12,12 +12,8 @@ from django.utils import timezone
 from gateway.models import CallRecord, UsageRecord
 from tests.compat.cache_support import caching
 from tests.factories import ModelFallbackFactory
-from tests.gateway.calls_log.conftest import CHAT_PATH, HELLO, MESSAGES_PATH, call_of, facts, rid, timed
+from tests.gateway.calls_log.conftest import CHAT_PATH, HELLO, MESSAGES_PATH, call_of, facts, rid, timed, usage_of
 from tests.servers import wait_for_usage
-
-
-def usage_of(request_id):
-    return UsageRecord.objects.get(request_id=request_id)
 
 
 def answered(world, surface, model_id, usage, **changes):
