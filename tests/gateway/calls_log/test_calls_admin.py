@@ -9,7 +9,6 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from gateway.console.call_log.reads import ModelCalls, calls_per_model
 from tests.factories import (
     AccountFactory,
     AccountGroupFactory,
@@ -144,19 +143,3 @@ def test_only_staff_who_may_view_calls_see_them(client, calls):
     assert client.get(LIST).status_code == 200
     assert client.get(f"{LIST}add/").status_code == 403
     assert client.post(f"{LIST}{calls['alice_ok'].pk}/delete/").status_code == 403
-
-
-def test_the_homes_read_per_model(db, django_assert_max_num_queries):
-    now = timezone.now()
-    for latency, ttft, outcome in ((100, 10, "ok"), (200, 20, "ok"), (300, None, "failed"), (400, 40, "cut")):
-        CallRecordFactory(model="srv/a" if outcome != "failed" else "", model_requested="srv/a", latency_ms=latency,
-                          ttft_ms=ttft, outcome=outcome, created_at=now - timedelta(minutes=10))
-    CallRecordFactory(model="", model_requested="srv/a", outcome="refused", latency_ms=1, ttft_ms=None)
-    CallRecordFactory(model="srv/a", latency_ms=9999, created_at=now - timedelta(hours=2))  # before the window
-    CallRecordFactory(model="srv/b", model_requested="srv/b", latency_ms=50, ttft_ms=5, outcome="client_closed")
-    with django_assert_max_num_queries(2):
-        rows = calls_per_model(since=now - timedelta(hours=1))
-    assert rows == [ModelCalls("srv/a", 4, 2, 250.0, 385.0, 20.0, 38.0), ModelCalls("srv/b", 1, 0, 50.0, 50.0, 5.0,
-                                                                                    5.0)]
-    assert (rows[0].error_rate, rows[1].error_rate) == (0.5, 0.0)
-    assert calls_per_model(since=timezone.now() + timedelta(seconds=1)) == []
