@@ -2,10 +2,10 @@
 
 The models it follows, and the fields it leaves out or masks, are settings (gateway/settings/audit.py),
 registered by `follow` at start-up. It writes one `auditlog_logentry` row per created, changed or deleted
-object, with its actor, time, client address and the changed fields before and after. A secret is never written: the hashes of keys and tokens and
-the password are left out, and a secret the gateway must keep in clear (a model server's API key, an MCP
-server's auth header, a routine's webhook secret and token) is written as `mask_secret` shows it: set or
-empty, and that it changed, never a character of it.
+object, with its actor, time, client address and the changed fields before and after. A secret is never
+written: the hashes of keys and tokens and the password are left out, and a secret the gateway must keep in
+clear (a model server's API key, an MCP server's auth header, a routine's webhook secret and token) is
+written as `mask_secret` shows it: set or empty, and that it changed, never a character of it.
 
 - `AuditActorMiddleware` (in CONSOLE_MIDDLEWARE only: the API surfaces never pass through it) gives
   every write of a console request its signed-in operator as the actor; a change made elsewhere (the API,
