@@ -106,7 +106,7 @@ def test_any_error_a_run_ends_with_is_redacted(routine, monkeypatch, server_key,
     """Whatever path the error took (here an ApiError that quotes the key and the routine's
     secret), the stored error does without them: the keys of the registry the run read, and the
     routine's secret."""
-    def failing(run):
+    def failing(run, model_id):
         registry()  # as the real call: the model registry is read first
         raise ApiError(502, f"upstream said: key {server_key} / secret {ROUTINE_SECRET} / Bearer {server_key}")
 
