@@ -151,11 +151,14 @@ def redis_url(settings):
 @pytest.fixture(scope="session")
 def live_gateway(django_db_setup, django_db_blocker):
     """The gateway under uvicorn on loopback, on the test database (tests that write data for it
-    use `transactional_db`). It reads the model registry afresh on every request."""
+    use `transactional_db`). It reads the model registry afresh on every request. The console's login
+    limits are out of reach: the browser tests sign the same operator in many times a minute from one
+    address, and the limits have tests of their own (tests/accounts/test_admin_login_limit.py)."""
     from tests.servers import web_process
 
     with django_db_blocker.unblock():
-        with web_process(REGISTRY_TTL_SECONDS="0") as base:
+        with web_process(REGISTRY_TTL_SECONDS="0", ADMIN_LOGIN_LIMIT_PER_ADDRESS="1000",
+                         ADMIN_LOGIN_LIMIT_PER_ACCOUNT="1000") as base:
             yield base
 
 
