@@ -128,5 +128,11 @@ class RedisBackend:
     # --- Tests ----------------------------------------------------------------------------------
 
     def reset(self) -> None:
-        """Delete every key under the prefix: every counter, amount, mark, stamp and cooldown."""
+        """Delete every key under the prefix: every counter, amount, mark, stamp and cooldown; and what
+        the Django cache keeps under it (the model servers' health, gateway/registry/server_health.py,
+        kept 30 days by server id), which would outlive a test's database and show a new server of the
+        same id as healthy."""
+        from gateway.state.cache_backend import CacheBackend
+
         delete_under(self.client, KEY_PREFIX)
+        CacheBackend().reset()
