@@ -49,35 +49,86 @@ def _start_usage_drainer(**_kwargs) -> None:
 REQUEST_ID_HEADER = "gateway_request_id"
 
 
-def request_id_headers(request_id: str | None) -> dict[str, str | None]:
+# With traces on, its trace context too: `traceparent` (W3C), so the task's span continues the trace
+# of what queued it (gateway/telemetry/task_spans.py).
+
+
+def request_id_headers(request_id: str | None, trace: dict[str, str] | None = None) -> dict[str, str | None]:
     """The headers of a task queued for `request_id` (None: for no request, whatever is being
-    served when it is queued)."""
-    return {REQUEST_ID_HEADER: request_id}
+    served when it is queued), and `trace`, the trace context it continues (None: the one of
+    whatever is being served or run when it is queued)."""
+    return {REQUEST_ID_HEADER: request_id, **(trace or {})}
+
+
+def origin() -> tuple[str | None, dict[str, str]]:
+    """What a task queued later for the request being served carries: its id and trace context."""
+    from gateway.telemetry import tracing
+    from gateway.telemetry.logjson import current_request_id
+
+    return current_request_id(), tracing.carrier()
 
 
 @signals.before_task_publish.connect
 def _stamp_request_id(headers=None, **_kwargs) -> None:
+    from gateway.telemetry import tracing
     from gateway.telemetry.logjson import current_request_id
 
     if headers is not None and REQUEST_ID_HEADER not in headers:
         headers[REQUEST_ID_HEADER] = current_request_id()
+    if tracing.ENABLED and headers is not None and "traceparent" not in headers:
+        tracing.inject(headers)
+
+
+def _header(request, name: str):
+    return getattr(request, name, None) or (getattr(request, "headers", None) or {}).get(name)
 
 
 @signals.task_prerun.connect
 def _enter_request_context(task=None, **_kwargs) -> None:
+    from gateway.telemetry import task_spans, tracing
     from gateway.telemetry.logjson import Exchange, current
 
     request = getattr(task, "request", None)
-    request_id = getattr(request, REQUEST_ID_HEADER, None) or (getattr(request, "headers", None) or {}).get(
-        REQUEST_ID_HEADER)
+    request_id = _header(request, REQUEST_ID_HEADER)
     current.set(Exchange(request_id=request_id) if request_id else None)
+    if tracing.ENABLED:
+        task_spans.started(task, {name: value for name in ("traceparent", "tracestate")
+                                  if isinstance(value := _header(request, name), str)})
 
 
 @signals.task_postrun.connect
-def _leave_request_context(**_kwargs) -> None:
+def _leave_request_context(state=None, **_kwargs) -> None:
+    from gateway.telemetry import task_spans, tracing
     from gateway.telemetry.logjson import current
 
     current.set(None)
+    if tracing.ENABLED:
+        task_spans.ended(state)
+
+
+@signals.task_failure.connect
+def _task_failed(exception=None, **_kwargs) -> None:
+    from gateway.telemetry import task_spans, tracing
+
+    if tracing.ENABLED and exception is not None:
+        task_spans.failed(exception)
+
+
+@signals.task_retry.connect
+def _task_retried(reason=None, **_kwargs) -> None:
+    from gateway.telemetry import task_spans, tracing
+
+    if tracing.ENABLED:
+        task_spans.retried(reason)
+
+
+@signals.worker_process_init.connect
+def _start_tracing(**_kwargs) -> None:
+    """Traces, in each pool process (after the fork: the exporter's thread does not survive one),
+    only when the OTEL_* variables ask for them (gateway/telemetry/tracing.py)."""
+    from gateway.telemetry import tracing
+
+    tracing.start()
 
 
 def _logging_from_settings(**_kwargs) -> None:

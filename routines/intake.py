@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
-from gateway.telemetry.logjson import current_request_id
+from gateway.celery import origin
 from routines.ingest import Incoming, ingest_many
 from routines.run_start import enqueue
 
@@ -33,7 +33,7 @@ class _Intake:
 
     async def take(self, item: Incoming) -> tuple[int, dict]:
         answer = asyncio.get_running_loop().create_future()
-        self.waiting.append((item, answer, current_request_id()))  # for the log lines of its run
+        self.waiting.append((item, answer, origin()))  # its request's id and trace, for its run
         if not self.draining:
             self.draining = True
             asyncio.get_running_loop().create_task(self._drain())
@@ -61,10 +61,8 @@ class _Intake:
                         answer.set_result(result)
                 if committed:  # the answers go out while the runs are handed to the task queue
                     # a run per accepted event, in the events' order (routines.ingest.ingest_many)
-                    request_ids = [request_id for (_, _, request_id), (_, body) in zip(batch, answers)
-                                   if body.get("queued")]
-                    task = asyncio.get_running_loop().create_task(
-                        in_worker(enqueue)(*committed, request_ids=request_ids))
+                    origins = [queued_by for (_, _, queued_by), (_, body) in zip(batch, answers) if body.get("queued")]
+                    task = asyncio.get_running_loop().create_task(in_worker(enqueue)(*committed, origins=origins))
                     self.enqueueing.add(task)
                     task.add_done_callback(self.enqueueing.discard)
         finally:

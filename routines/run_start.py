@@ -48,20 +48,22 @@ def retry_run(run: Run) -> Run:
     return queue_run(run.routine, trigger=run.trigger, event=run.source_event)
 
 
-def enqueue(*run_ids: int, request_ids: list[str | None] | None = None) -> None:
+def enqueue(*run_ids: int, origins: list[tuple[str | None, dict[str, str]]] | None = None) -> None:
     """Hand runs to the task queue: a run is one message; several (a batch of webhook events)
     are one message that a worker splits into a task per run, so a web process publishes once
     per batch. If the broker cannot take them they stay queued, and the sweep enqueues them.
-    `request_ids`: of the requests that queued each run (a batch's come from several requests),
-    for their log lines; without them, the request being served, if any."""
+    `origins`: of the requests that queued each run (a batch's come from several requests), their
+    id and trace context (gateway.celery.origin), for their log lines and traces; without them, the
+    request being served, if any."""
     from gateway.celery import request_id_headers
 
     try:
         if len(run_ids) == 1:
-            headers = request_id_headers(request_ids[0]) if request_ids else None
+            headers = request_id_headers(*origins[0]) if origins else None
             queue.task(queue.EXECUTE_RUN).apply_async((run_ids[0],), headers=headers)
         elif run_ids:
-            kwargs = {"request_ids": list(request_ids)} if request_ids else {}
+            kwargs = {"request_ids": [request_id for request_id, _ in origins],
+                      "traces": [trace for _, trace in origins]} if origins else {}
             queue.task(queue.ENQUEUE_RUNS).apply_async((list(run_ids),), kwargs, headers=request_id_headers(None))
     except Exception:
         log.exception("could not enqueue runs %s; the sweep will", list(run_ids))

@@ -34,13 +34,15 @@ def execute_routine_run(self, run_id: int) -> None:
 
 
 @shared_task(name=ENQUEUE_RUNS, acks_late=True, reject_on_worker_lost=True)
-def enqueue_routine_runs(run_ids: list[int], request_ids: list[str | None] | None = None) -> None:
-    """A task per run of a batch (routines.run_start.enqueue), each with the id of the request that
-    queued its run. Done twice (a worker lost midway), a run is still carried out once: its task
-    claims it first."""
+def enqueue_routine_runs(run_ids: list[int], request_ids: list[str | None] | None = None,
+                         traces: list[dict[str, str]] | None = None) -> None:
+    """A task per run of a batch (routines.run_start.enqueue), each with the id and the trace context
+    of the request that queued its run. Done twice (a worker lost midway), a run is still carried out
+    once: its task claims it first."""
     request_ids = request_ids if request_ids and len(request_ids) == len(run_ids) else [None] * len(run_ids)
-    for run_id, request_id in zip(run_ids, request_ids):
-        execute_routine_run.apply_async((run_id,), headers=request_id_headers(request_id))
+    traces = traces if traces and len(traces) == len(run_ids) else [None] * len(run_ids)
+    for run_id, request_id, trace in zip(run_ids, request_ids, traces):
+        execute_routine_run.apply_async((run_id,), headers=request_id_headers(request_id, trace))
 
 
 @shared_task(bind=True, name=DELIVER, acks_late=True, reject_on_worker_lost=True,

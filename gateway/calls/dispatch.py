@@ -17,7 +17,7 @@ from gateway.registry import cooldown, server_health
 from gateway.registry.cooldown import Verdict
 from gateway.registry.snapshot import Target
 from gateway.state import loads
-from gateway.telemetry import call_facts, metrics
+from gateway.telemetry import call_facts, genai, metrics, tracing
 from gateway.telemetry.redact import redact
 from gateway.upstream import providers
 from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UNAVAILABLE, StreamCut, UpstreamError
@@ -59,29 +59,35 @@ async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall
     for target in chain:
         stream = providers.chat_stream(target, body, native)
         loads.started(target.id)  # its calls in flight and time to first byte (the pools' policies)
+        span = genai.attempt(target, "chat", body) if tracing.ENABLED else None  # the attempt's span
         began = time.perf_counter()
         try:
-            first = await anext(stream)
+            first = await (anext(stream) if span is None else genai.within(span, anext(stream)))
         except UpstreamError as failure:
             loads.ended(target.id)
             if failure.kind == REFUSED and not refusals_fall_through:
-                raise refused(target, failure, seconds=time.perf_counter() - began) from None
+                raise refused(target, failure, seconds=time.perf_counter() - began, span=span) from None
             failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain,
-                                         seconds=time.perf_counter() - began))
+                                         seconds=time.perf_counter() - began, span=span))
             continue
         except StopAsyncIteration:
             loads.ended(target.id)
             failures.append(fell_through(target, UpstreamError(BAD_RESPONSE, 502, "The model server returned nothing."),
-                                         last=target is chain[-1], chain=chain, seconds=time.perf_counter() - began))
+                                         last=target is chain[-1], chain=chain, seconds=time.perf_counter() - began,
+                                         span=span))
             continue
         except BaseException:  # cancelled while waiting: the call is over
             loads.ended(target.id)
+            if span is not None:
+                span.end()
             raise
         seconds = time.perf_counter() - began
         loads.first_byte(target.id, seconds)
         metrics.upstream_call(target.server.name, target.public_id, "ok")
         call_facts.attempted(target, call_facts.OK, status=200, seconds=seconds)  # the calls log's chain
-        landing = _Landing(target.id)
+        landing = _Landing(target.id, genai.answered(span, seconds) if span is not None else None)
+        if landing.reply is not None:
+            landing.reply.saw(first)
         chunks = _chain_first(target, first, stream, landing)
         weakref.finalize(chunks, landing.land)  # a reply dropped unread ends too
         return OpenedReply(target, chunks, providers.speaks_natively(target, native))
@@ -92,50 +98,59 @@ async def open_reply(chain: list[Target], body: dict[str, Any], *, refusals_fall
 
 class _Landing:
     """Ends a call in flight once, whichever comes first: its reply's end, or the reply being
-    dropped unread (an async generator never started runs no `finally`)."""
+    dropped unread (an async generator never started runs no `finally`); and its span, when traced."""
 
-    __slots__ = ("model_id", "landed")
+    __slots__ = ("model_id", "landed", "reply")
 
-    def __init__(self, model_id: int) -> None:
+    def __init__(self, model_id: int, reply: genai.Reply | None = None) -> None:
         self.model_id = model_id
         self.landed = False
+        self.reply = reply
 
-    def land(self) -> None:
+    def land(self, cut: str | None = None) -> None:
         if not self.landed:
             self.landed = True
             loads.ended(self.model_id)
+            if self.reply is not None:
+                self.reply.end(cut)
 
 
 async def _chain_first(target: Target, first: dict[str, Any], rest: AsyncIterator[dict[str, Any]],
                        landing: _Landing) -> AsyncIterator[dict[str, Any]]:
+    reply, cut_by = landing.reply, None
     try:
         yield first
         async for chunk in rest:
+            if reply is not None:
+                reply.saw(chunk)
             yield chunk
     except StreamCut as cut:
         metrics.upstream_cut(target.server.name, target.public_id, cut.reason)
+        cut_by = cut.reason
         raise
     finally:
-        landing.land()
+        landing.land(cut_by)
 
 
-def refused(target: Target, failure: UpstreamError, *, seconds: float | None = None) -> ApiError:
+def refused(target: Target, failure: UpstreamError, *, seconds: float | None = None, span=None) -> ApiError:
     """A provider's refusal answered at once with its own status (counted, not fallen through)."""
     call_failures.count(model=target.public_id, kind=call_failures.REFUSED)
     metrics.upstream_call(target.server.name, target.public_id, REFUSED)
-    call_facts.attempted(target, REFUSED, status=failure.status, seconds=seconds,
-                         error=redact(f"{failure.status} {failure.message}", [target.server.api_key]))
+    cause = redact(f"{failure.status} {failure.message}", [target.server.api_key])
+    call_facts.attempted(target, REFUSED, status=failure.status, seconds=seconds, error=cause)
+    if span is not None:
+        genai.failed(span, REFUSED, status=failure.status, cause=cause)
     error = ModelRefused(failure.status, failure.message, code="upstream_refused")
     error.model = target.public_id
     return error
 
 
 def fell_through(target: Target, failure: UpstreamError, *, last: bool,
-                 chain: list[Target] | None = None, seconds: float | None = None) -> UpstreamError:
+                 chain: list[Target] | None = None, seconds: float | None = None, span=None) -> UpstreamError:
     """Log a model's failure before the first byte, with server, model and cause; returns it.
     The cause is the server's own words, without its key (the failure's message already is).
     Counted for the usage console (gateway/usage/call_failures.py: no database on this path), and
-    noted, with the `seconds` it took, in the call's chain for the calls log."""
+    noted, with the `seconds` it took, in the call's chain for the calls log; its `span` ended, when traced."""
     kind = call_failures.REFUSED if failure.kind == REFUSED else \
         call_failures.CHAIN_FAILED if last else call_failures.FELL_THROUGH  # a refusal by its name, as /metrics
     call_failures.count(model=target.public_id, kind=kind)
@@ -148,6 +163,9 @@ def fell_through(target: Target, failure: UpstreamError, *, last: bool,
     following = None if last else _after(target, chain)
     if not last:
         metrics.fall_through(target.server.name, target.public_id, outcome)
+    if span is not None:
+        genai.failed(span, outcome, status=failure.status, cause=cause,
+                     next_model=following.public_id if following else None, fell_through=not last)
     logger.warning("model %s on server %s failed: %s; %s", target.name, target.server.name, cause,
                    "no model left in the chain" if last else
                    f"trying the next model ({following.public_id})" if following else "trying the next model",

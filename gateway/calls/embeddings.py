@@ -23,7 +23,7 @@ from gateway.calls.plan import call_plan
 from gateway.calls.tokens import count_text
 from gateway.registry.routing import usable_targets
 from gateway.registry.snapshot import Target, registry
-from gateway.telemetry import call_facts, metrics
+from gateway.telemetry import call_facts, genai, metrics, tracing
 from gateway.upstream.providers import openai as openai_provider
 from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
 from gateway.web.errors import ApiError, ValidationFailed
@@ -91,17 +91,26 @@ async def embed(chain: list[Target], texts: list[str], *, refusals_fall_through:
     status only when no other model answers)."""
     failures: list[UpstreamError] = []
     for target in chain:
+        span = genai.attempt(target, "embeddings") if tracing.ENABLED else None
         began = time.perf_counter()
         try:
-            embedded = await _ask(target, texts)
+            embedded = await (_ask(target, texts) if span is None else genai.within(span, _ask(target, texts)))
         except UpstreamError as failure:
             if failure.kind == REFUSED and not refusals_fall_through:
-                raise refused(target, failure, seconds=time.perf_counter() - began) from None
+                raise refused(target, failure, seconds=time.perf_counter() - began, span=span) from None
             failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain,
-                                         seconds=time.perf_counter() - began))
+                                         seconds=time.perf_counter() - began, span=span))
+        except BaseException:
+            if span is not None:
+                span.end()
+            raise
         else:
             metrics.upstream_call(target.server.name, target.public_id, "ok")
             call_facts.attempted(target, call_facts.OK, status=200, seconds=time.perf_counter() - began)
+            if span is not None:
+                reply = genai.answered(span, time.perf_counter() - began)
+                reply.input_tokens = embedded.prompt_tokens
+                reply.end()
             return embedded
     raise exhausted(failures)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from gateway.registry.prices import money, units_of
-from gateway.telemetry import metrics
+from gateway.telemetry import genai, metrics, tracing
 from gateway.web.errors import ApiError
 
 PERIODS = ("day", "week", "month")
@@ -38,8 +38,7 @@ def budget_text(units: int) -> str:
 def budget_refusal(period: str, budget: int, resets_at: str) -> ApiError:
     """The 403 of a budget spent (counted in the refusals' metric by window)."""
     metrics.budget_refused(period)
-    return ApiError(
-        403,
-        f"Budget reached: the {ADJECTIVE[period]} budget of {budget_text(budget)} is spent until {resets_at}.",
-        code="permission_denied",
-    )
+    message = f"Budget reached: the {ADJECTIVE[period]} budget of {budget_text(budget)} is spent until {resets_at}."
+    if tracing.ENABLED:
+        genai.refused("budget", message, **{"gateway.budget.period": period})
+    return ApiError(403, message, code="permission_denied")

@@ -34,7 +34,7 @@ from django.db.models import F, Q, Sum
 from gateway.limits.budgets import BUDGET_FIELDS, budget_refusal, budgets_of
 from gateway.models import UsageRecord
 from gateway.state.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
-from gateway.telemetry import metrics
+from gateway.telemetry import genai, metrics, tracing
 from gateway.usage.writer import amounts_from_line, usage_writer
 from gateway.web.errors import ApiError
 from gateway.web.output import timestamp
@@ -234,12 +234,11 @@ def quota_check(*, account, used: Used | None = None) -> None:
         ceiling = limits[(TOKENS, window.period)]
         if ceiling >= 0 and amount >= ceiling:
             metrics.quota_refused(window.period)
-            raise ApiError(
-                403,
-                f"Token quota reached: the {ADJECTIVE[window.period]} ceiling of {ceiling} tokens is used up "
-                f"until {timestamp(window.resets_at)}.",
-                code="permission_denied",
-            )
+            message = (f"Token quota reached: the {ADJECTIVE[window.period]} ceiling of {ceiling} tokens is used up "
+                       f"until {timestamp(window.resets_at)}.")
+            if tracing.ENABLED:
+                genai.refused("quota", message, **{"gateway.quota.period": window.period})
+            raise ApiError(403, message, code="permission_denied")
     for window, amount in used.spend:
         budget = limits[(SPEND, window.period)]
         if budget >= 0 and amount >= budget:

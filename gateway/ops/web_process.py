@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core import signals
 from django.db import close_old_connections
 
-from gateway.telemetry import logfilters, logjson, metrics
+from gateway.telemetry import logfilters, logjson, metrics, request_spans
 from gateway.usage.writer import usage_writer
 
 
@@ -19,6 +19,7 @@ def start() -> None:
     logjson.install()  # no access-log line for a scrape of /metrics
     metrics.process_started("web")  # until gunicorn's master (or the lifespan's end) marks it dead
     start_usage_drainer()
+    request_spans.start()  # traces, only when the OTEL_* variables ask for them (gateway/telemetry/tracing.py)
     tune_garbage_collector()  # last: what is loaded by now is frozen
 
 

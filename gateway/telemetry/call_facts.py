@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from gateway.telemetry import genai, tracing
 from gateway.telemetry.logjson import Exchange, current
 
 OK = "ok"
@@ -74,9 +75,11 @@ def attempted(target, outcome: str, *, status: int | None, seconds: float | None
 
 
 def replayed() -> None:
-    """A kept reply (the response cache) answers: its first byte is now."""
+    """A kept reply (the response cache) answers: its first byte is now (and an event on its span)."""
     if (facts := _facts()) is not None and facts.first_byte is None:
         facts.first_byte = time.perf_counter()
+    if tracing.ENABLED:
+        genai.cache_hit()
 
 
 def failed_in_stream(code: str | None, outcome: str) -> None:

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import datetime, timezone
 
-from gateway.telemetry import metrics
+from gateway.telemetry import metrics, tracing
 from gateway.telemetry.redact import configured_secrets, redact
+from gateway.telemetry.tracing import span_ids
 
 current: ContextVar[Exchange | None] = ContextVar("gateway_exchange", default=None)
 request_log = logging.getLogger("gateway.requests")
@@ -38,7 +39,7 @@ _OWN_REQUEST_ID = re.compile(r"[0-9a-f]{32}")  # one the gateway made (uuid4().h
 
 class Exchange:
     __slots__ = ("request_id", "started", "method", "route", "status", "account_id", "model", "input_tokens",
-                 "output_tokens", "group_id", "cost_units", "cached", "prompt", "call", "last_byte")
+                 "output_tokens", "group_id", "cost_units", "cached", "prompt", "call", "last_byte", "span", "answers")
 
     def __init__(self, method: str = "", request_id: str | None = None) -> None:
         self.started = time.perf_counter()
@@ -54,6 +55,8 @@ class Exchange:
         self.prompt = None  # the request's body, when the caller's group keeps its calls' text (the calls log)
         self.call = None  # what the calls log keeps of a model call (gateway/telemetry/call_facts.py)
         self.last_byte = None  # time.perf_counter() when the answer's last byte went out (gateway/web/hotpath.py)
+        self.span = None  # the request's server span, when traces are on (gateway/telemetry/tracing.py)
+        self.answers = None  # its answering models' spans, ended with it (gateway/telemetry/genai.py)
 
     def answered(self, request, status: int) -> None:
         """What the middleware knows once the view answered (or the client left meanwhile)."""
@@ -101,8 +104,10 @@ class Exchange:
                   "status": status, "duration_ms": round(seconds * 1000, 2)}
         if self.model is not None:
             fields.update(model=self.model, input_tokens=self.input_tokens, output_tokens=self.output_tokens)
-        request_log.log(level, "%s %s %s", method, route, status,
-                        extra={"fields": fields, "request_id": request_id, "redacted": True})
+        extra = {"fields": fields, "request_id": request_id, "redacted": True}
+        if self.span is not None:  # written after the span left the context: its ids given here
+            extra["trace_id"], extra["span_id"] = span_ids(self.span) or (None, None)
+        request_log.log(level, "%s %s %s", method, route, status, extra=extra)
 
 
 def _body_of(request) -> bytes:
@@ -124,18 +129,21 @@ def current_request_id() -> str | None:
 
 class RequestContext(logging.Filter):
     """Puts the request id of the request being served (or that queued the task being run) on
-    every record a handler writes."""
+    every record a handler writes; with traces on, the trace and span ids of the span it is
+    written in (gateway/telemetry/tracing.py)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "request_id", None) is None:
             exchange = current.get()
             record.request_id = exchange.request_id if exchange is not None else None
+        if tracing.ENABLED and getattr(record, "trace_id", None) is None:
+            record.trace_id, record.span_id = tracing.log_ids() or (None, None)
         return True
 
 
 # LogRecord's own attributes: anything else on a record came in `extra`.
-_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "request_id",
-                                                                                  "fields", "redacted"}
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime", "request_id", "fields", "redacted", "trace_id", "span_id"}
 
 
 class JsonFormatter(logging.Formatter):
@@ -154,6 +162,9 @@ class JsonFormatter(logging.Formatter):
         request_id = getattr(record, "request_id", None)
         if request_id:
             entry["request_id"] = request_id
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id:
+            entry["trace_id"], entry["span_id"] = trace_id, getattr(record, "span_id", None)
         for name, value in record.__dict__.items():  # numbers given in `extra` (text is redacted only in `fields`)
             if name not in _STANDARD and name not in entry and isinstance(value, (int, float)):
                 entry[name] = value

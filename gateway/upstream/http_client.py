@@ -5,7 +5,8 @@ figures of bench/upstream_client.py (docs/decisions.md, "A leaner upstream clien
 It does what a model call needs and no more: one request at a time per connection, bodies sent
 whole, answers framed by Content-Length, chunked or by the end of the connection (gzip and
 deflate decoded), TLS with certificate and hostname checks (`tls_context`), no redirects, no
-proxies (HTTP_PROXY and the like are not read), no cookies. Timeouts: connect (TCP and TLS),
+proxies (HTTP_PROXY and the like are not read), no cookies. With traces on, a request carries the
+`traceparent` of the span it is sent in (gateway/telemetry/tracing.py). Timeouts: connect (TCP and TLS),
 read (between any two reads, before the head as in the body) and write. A connection goes back to the
 pool only once its answer was read to the end; one given up earlier is closed.
 
@@ -26,6 +27,8 @@ from functools import lru_cache
 from urllib.parse import urlsplit
 
 import httptools
+
+from gateway.telemetry import tracing
 
 
 class HTTPError(Exception):
@@ -96,6 +99,8 @@ def build_request(method: str, url: str, *, headers: dict[str, str] | None = Non
         content = _JSON_DUMPS(json).encode()
         sent["Content-Type"] = "application/json"
     sent.update(headers or ())
+    if tracing.ENABLED:  # the model server continues the trace (W3C trace context)
+        tracing.inject(sent)
     if content is not None or method in ("POST", "PUT", "PATCH"):
         sent["Content-Length"] = str(len(content or b""))
     return Request(method, url, sent, content or b"", timeouts, origin, target)

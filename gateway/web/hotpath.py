@@ -28,6 +28,7 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, set_script_prefix
 from django.urls.resolvers import RegexPattern
 
+from gateway.telemetry import request_spans, tracing
 from gateway.telemetry.logjson import Exchange, current
 from gateway.telemetry.metrics_files import lifespan
 from gateway.web.paths import is_hot
@@ -152,7 +153,8 @@ class Application:
     """The project's ASGI application: the hot API routes through `HotPathHandler`, everything
     else (the admin, the other API routes) through Django's own handler. Each HTTP request has
     its record in the context from its arrival to its last byte (gateway/telemetry/logjson.py): counted and
-    logged when it ends, even when the client left midway. Lifespan: gateway/telemetry/metrics_files.py."""
+    logged when it ends, even when the client left midway; with traces on, its server span too
+    (gateway/telemetry/request_spans.py). Lifespan: gateway/telemetry/metrics_files.py."""
 
     def __init__(self, django_application) -> None:
         self.django = django_application
@@ -167,6 +169,7 @@ class Application:
             return
         exchange = Exchange(scope["method"])
         token = current.set(exchange)
+        traced = request_spans.server_span(scope, exchange) if tracing.ENABLED else None
         try:
             if is_hot(scope["path"]):
                 await self.hot(scope, receive, send)  # notes its last byte itself, without a wrapper per message
@@ -176,5 +179,7 @@ class Application:
             exchange.status = exchange.status or 500
             raise
         finally:
+            if traced is not None:
+                request_spans.detach(traced)
             current.reset(token)
             exchange.finish()

@@ -30,7 +30,7 @@ def batches(monkeypatch):
         return ingest_many(items, **kwargs)
 
     monkeypatch.setattr(intake, "ingest_many", counting)
-    monkeypatch.setattr(intake, "enqueue", lambda *ids, request_ids=None: enqueued.extend(ids))
+    monkeypatch.setattr(intake, "enqueue", lambda *ids, origins=None: enqueued.extend(ids))
     return sizes, enqueued
 
 
@@ -73,7 +73,7 @@ def test_a_failed_batch_fails_each_event_and_their_retries_are_taken(unsigned, b
         _together(unsigned.webhook_token, [b'{"id": "x"}', b'{"id": "y"}'])
     assert not Event.objects.exists()
     monkeypatch.undo()
-    monkeypatch.setattr(intake, "enqueue", lambda *ids, request_ids=None: None)
+    monkeypatch.setattr(intake, "enqueue", lambda *ids, origins=None: None)
     answers = _together(unsigned.webhook_token, [b'{"id": "x"}', b'{"id": "y"}'])
     assert [body.get("queued") for _, body in answers] == [True, True]  # the marks were removed
 
@@ -112,21 +112,26 @@ def test_a_batch_of_runs_is_one_message_that_a_worker_splits(monkeypatch):
     assert single == [(4, None), (5, None), (6, None)]
 
 
-def test_each_run_of_a_batch_carries_the_id_of_the_request_that_queued_it(monkeypatch):
-    """The ids travel in the batch's message, then in each run's task headers, for the log
-    lines of the run (gateway/telemetry/logjson.py)."""
+def test_each_run_of_a_batch_carries_the_id_and_trace_of_the_request_that_queued_it(monkeypatch):
+    """The ids and trace contexts travel in the batch's message, then in each run's task headers,
+    for the log lines and the trace of the run (gateway/telemetry/logjson.py, task_spans.py)."""
     from routines import run_start, tasks
 
     split, single = [], []
     monkeypatch.setattr(tasks.enqueue_routine_runs, "apply_async",
                         lambda args, kwargs=None, headers=None: split.append((args[0], kwargs)))
     monkeypatch.setattr(tasks.execute_routine_run, "apply_async",
-                        lambda args, headers=None: single.append((args[0], headers["gateway_request_id"])))
-    run_start.enqueue(1, 2, request_ids=["req-a", "req-b"])
-    run_start.enqueue(3, request_ids=["req-c"])
-    assert split == [([1, 2], {"request_ids": ["req-a", "req-b"]})] and single == [(3, "req-c")]
-    tasks.enqueue_routine_runs([1, 2], request_ids=["req-a", "req-b"])
-    assert single == [(3, "req-c"), (1, "req-a"), (2, "req-b")]
+                        lambda args, headers=None: single.append((args[0], headers["gateway_request_id"],
+                                                                  headers.get("traceparent"))))
+    trace_a, trace_c = {"traceparent": f"00-{'a' * 32}-{'1' * 16}-01"}, {"traceparent": f"00-{'c' * 32}-{'3' * 16}-01"}
+    run_start.enqueue(1, 2, origins=[("req-a", trace_a), ("req-b", {})])
+    run_start.enqueue(3, origins=[("req-c", trace_c)])
+    assert split == [([1, 2], {"request_ids": ["req-a", "req-b"], "traces": [trace_a, {}]})]
+    assert single == [(3, "req-c", trace_c["traceparent"])]
+    tasks.enqueue_routine_runs([1, 2], **split[0][1])
+    assert single[1:] == [(1, "req-a", trace_a["traceparent"]), (2, "req-b", None)]
+    tasks.enqueue_routine_runs([4], request_ids=["req-d"])  # a message queued before traces were carried
+    assert single[3:] == [(4, "req-d", None)]
 
 
 def test_in_one_batch_the_ceiling_refuses_exactly_the_first_event_over_it_and_accounts_stay_apart(
@@ -154,7 +159,8 @@ def test_each_run_of_a_batch_is_enqueued_with_the_id_of_its_own_request(unsigned
     from gateway.telemetry.logjson import Exchange, current
 
     handed = []
-    monkeypatch.setattr(intake, "enqueue", lambda *ids, request_ids=None: handed.extend(zip(ids, request_ids)))
+    monkeypatch.setattr(intake, "enqueue",
+                        lambda *ids, origins=None: handed.extend(zip(ids, (rid for rid, _ in origins))))
 
     async def one(n: int, body: bytes):
         current.set(Exchange(request_id=f"req-{n}"))  # as the request's middleware does
