@@ -34,6 +34,7 @@ from gateway.calls.plan import call_plan
 from gateway.models import UsageRecord
 from gateway.registry.snapshot import registry
 from gateway.state.counters import mark_once
+from gateway.telemetry import tracing
 from gateway.web.errors import ApiError, outage_of
 from routines.deliveries import allowed_attempts, enqueue_delivery, give_up_delivery, new_deliveries
 from routines.deliveries.base import scrubbed
@@ -85,6 +86,9 @@ def execute_run(run_id: int) -> Run | None:
                                      "source_event").filter(pk=run_id).first()
     if run is None:
         return None
+    if tracing.ENABLED:  # the task's span says which run (gateway/telemetry/task_spans.py)
+        tracing.annotate({"gateway.run.id": run.pk, "gateway.routine.id": run.routine_id,
+                          "gateway.run.trigger": run.trigger})
     if run.answered_at is None and not _answer(run, deadline):
         return _reloaded(run)
     _dispatch(run, deadline)

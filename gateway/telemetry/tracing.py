@@ -100,6 +100,13 @@ def event(name: str, attributes: dict[str, Any] | None = None) -> None:
     trace.get_current_span().add_event(name, attributes or {})
 
 
+def annotate(attributes: dict[str, Any]) -> None:
+    """Attributes on the span in the context (a task's: which run, which delivery), if any."""
+    from opentelemetry import trace
+
+    trace.get_current_span().set_attributes(attributes)
+
+
 # --- Carried out of the process ---------------------------------------------------------------
 
 def inject(headers: dict) -> None:

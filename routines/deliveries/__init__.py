@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
+from gateway.telemetry import tracing
 from routines import queue
 from routines.deliveries.base import DeliveryFailed, scrubbed
 from routines.durable import DATABASE_DOWN, durably
@@ -111,6 +112,10 @@ def send_delivery(delivery_id: int, *, task_id: str, last_try: bool = False) -> 
         return None
     run, target = delivery.run, delivery.target
     what = f"delivery {delivery_id} of run {run.pk}"
+    if tracing.ENABLED:  # the try's task span: which delivery, to what kind of target (its address may be secret)
+        tracing.annotate({"gateway.delivery.id": delivery_id, "gateway.run.id": run.pk,
+                          "gateway.delivery.target_kind": target.partition(":")[0],
+                          "gateway.delivery.attempt": delivery.attempts})
     try:
         sender = sender_for(target)
         if parse_target(target).kind in IN_DATABASE:
