@@ -30,6 +30,7 @@ tracer: Any = None
 _provider: Any = None
 DEFAULT_SERVICE_NAME = "model-gateway"
 PROTOCOL = "http/protobuf"
+_at_exit: list = []
 
 
 def wanted(environ=os.environ) -> bool:
@@ -77,7 +78,8 @@ def start(processor: Any = None) -> bool:
     _provider.add_span_processor(processor)
     tracer = _provider.get_tracer("gateway")
     ENABLED = True
-    atexit.register(stop)
+    if not _at_exit:
+        _at_exit.append(atexit.register(stop))  # what is still batched is exported at exit
     return True
 
 
