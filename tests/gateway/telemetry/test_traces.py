@@ -215,3 +215,21 @@ def test_a_schedules_run_is_a_trace_that_starts_at_the_worker(world, exported):
     (delivery,) = [s for s in spans if s.name == "routines.tasks.deliver_run_target"]
     assert delivery.parent.span_id == run.context.span_id
     assert {s.context.trace_id for s in spans} == {tick.context.trace_id}
+
+
+def test_an_anthropic_servers_own_events_give_the_span_its_counts_and_stop_reason(world, exported, upstream):  # noqa: F811
+    ModelFactory(server=ModelServerFactory(name="an", kind="anthropic", base_url=upstream.url), name="claude-echo")
+    headers = [(b"authorization", f"Bearer {world.key}".encode()), (b"content-type", b"application/json")]
+    status, _, body = call("POST", "/v1/messages", headers=headers, body=json.dumps(
+        {"model": "an/claude-echo", "max_tokens": 64, "messages": [{"role": "user", "content": "four words right here"}]}
+    ).encode())
+    assert status == 200, body
+    reply = json.loads(body)
+    (answered,) = by_kind(exported, "CLIENT")
+    assert answered.name == "chat claude-echo" and answered.attributes["gen_ai.provider.name"] == "anthropic"
+    assert answered.attributes["gen_ai.request.max_tokens"] == 64
+    assert answered.attributes["gen_ai.usage.input_tokens"] == reply["usage"]["input_tokens"] > 0
+    assert answered.attributes["gen_ai.usage.output_tokens"] == reply["usage"]["output_tokens"] > 0
+    assert answered.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
+    (server,) = by_kind(exported, "SERVER")
+    assert server.name == "POST /v1/messages"
