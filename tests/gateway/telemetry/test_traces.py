@@ -84,7 +84,8 @@ def test_without_the_variables_nothing_is_set_up_nor_imported():
              "from tests.asgi import call\n"
              "status = call('GET', '/livez')[0]\n"
              "from gateway.telemetry import tracing\n"
-             "loaded = sorted(m for m in sys.modules if m.startswith(('opentelemetry.sdk.trace', 'opentelemetry.exporter')))\n"
+             "kinds = ('opentelemetry.sdk.trace', 'opentelemetry.exporter')\n"
+             "loaded = sorted(m for m in sys.modules if m.startswith(kinds))\n"
              "print(status, tracing.ENABLED, tracing.tracer, loaded)\n")
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip().splitlines()[-1] == "200 False None []", out.stderr[-2000:]
@@ -187,23 +188,27 @@ def test_with_traces_off_no_log_line_carries_trace_ids(world, json_log):  # noqa
     assert lines and not any("trace_id" in line for line in lines)
 
 
-def test_a_schedules_run_is_a_trace_that_starts_at_the_worker(world, exported):
+@pytest.fixture
+def eager_tasks():
+    from gateway.celery import app as celery_app
+
+    before = celery_app.conf.CELERY_TASK_ALWAYS_EAGER
+    celery_app.conf.CELERY_TASK_ALWAYS_EAGER = True
+    yield
+    celery_app.conf.CELERY_TASK_ALWAYS_EAGER = before
+
+
+def test_a_schedules_run_is_a_trace_that_starts_at_the_worker(world, exported, eager_tasks):
     """The beat's tick carries no context: the task that finds due schedules is a root span, and the
     runs it queues (run inline here: eager tasks), their model calls and deliveries are its children."""
     from django.utils import timezone
 
-    from gateway.celery import app as celery_app
     from routines import tasks
     from tests.factories import RoutineFactory
 
     RoutineFactory(account=world.account, name="Nightly", prompt="Summarize the night.", trigger="schedule",
                    schedule="* * * * *", next_run_at=timezone.now(), delivery_targets=["inapp"])
-    before = celery_app.conf.CELERY_TASK_ALWAYS_EAGER
-    celery_app.conf.CELERY_TASK_ALWAYS_EAGER = True
-    try:
-        tasks.run_due_schedules.apply()
-    finally:
-        celery_app.conf.CELERY_TASK_ALWAYS_EAGER = before
+    tasks.run_due_schedules.apply()
     spans = exported.get_finished_spans()
     (tick,) = [s for s in spans if s.name == "routines.tasks.run_due_schedules"]
     assert tick.parent is None and tick.kind.name == "CONSUMER"
@@ -217,11 +222,35 @@ def test_a_schedules_run_is_a_trace_that_starts_at_the_worker(world, exported):
     assert {s.context.trace_id for s in spans} == {tick.context.trace_id}
 
 
+def test_an_e_mails_run_is_a_trace_that_starts_at_the_worker(world, exported, eager_tasks,
+                                                             django_capture_on_commit_callbacks):
+    """A message handed over by the mail server (`receive_email`) is no request: its run's task span is
+    a root, and its model call and delivery are in its trace."""
+    from routines.inbound_email import address_for, receive_message
+    from tests.factories import RoutineFactory
+
+    routine = RoutineFactory(account=world.account, name="Mail", prompt="Answer the mail.", trigger="email",
+                             delivery_targets=["inapp"])
+    raw = (f"From: someone@example.test\r\nTo: {address_for(routine)}\r\nSubject: hello\r\n"
+           "Message-ID: <m1@example.test>\r\n\r\nthe body\r\n").encode()
+    with django_capture_on_commit_callbacks(execute=True):
+        (answer,) = receive_message(raw).answers
+    assert answer[1] == 200 and answer[2]["queued"] is True
+    spans = exported.get_finished_spans()
+    (run,) = [s for s in spans if s.name == "routines.tasks.execute_routine_run"]
+    assert run.parent is None and run.attributes["gateway.run.trigger"] == "email"
+    (model_call,) = by_kind(exported, "CLIENT")
+    assert model_call.parent.span_id == run.context.span_id
+    (delivery,) = [s for s in spans if s.name == "routines.tasks.deliver_run_target"]
+    assert delivery.parent.span_id == run.context.span_id
+
+
 def test_an_anthropic_servers_own_events_give_the_span_its_counts_and_stop_reason(world, exported, upstream):  # noqa: F811
     ModelFactory(server=ModelServerFactory(name="an", kind="anthropic", base_url=upstream.url), name="claude-echo")
     headers = [(b"authorization", f"Bearer {world.key}".encode()), (b"content-type", b"application/json")]
     status, _, body = call("POST", "/v1/messages", headers=headers, body=json.dumps(
-        {"model": "an/claude-echo", "max_tokens": 64, "messages": [{"role": "user", "content": "four words right here"}]}
+        {"model": "an/claude-echo", "max_tokens": 64,
+         "messages": [{"role": "user", "content": "four words right here"}]}
     ).encode())
     assert status == 200, body
     reply = json.loads(body)
