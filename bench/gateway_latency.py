@@ -9,6 +9,7 @@ side by side with LiteLLM's proxy.
     .venv/bin/python bench/gateway_latency.py --cache 3600  # a response cache hit at c=1 and 16 -> latest-cache.md
     .venv/bin/python bench/gateway_latency.py --price       # models priced, the group with budgets (issue 25)
     .venv/bin/python bench/gateway_latency.py --replay      # an Idempotency-Key replay, c=1 and 16 -> latest-replay.md
+    .venv/bin/python bench/gateway_latency.py --otlp-sink   # traces on (issue 27), exported to a sink that discards
     .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE,
                                                             # --tag, --rounds
 
@@ -151,6 +152,20 @@ def set_prices(stack: Stack) -> None:
     print("bench: every model priced (2.5 / 0.25 / 10 per million tokens), the bench group has budgets", flush=True)
 
 
+def note_sink(args, sink: harness.OtlpSink, since: float) -> None:
+    """--otlp-sink, once the gateway has stopped (its last spans flushed): what the sink received, printed and
+    added to this run's report."""
+    from report import suffix
+
+    sink.stop()
+    line = sink.summary()
+    print(f"bench: {line}", flush=True)
+    out = RESULTS / (("quick" if args.quick else "latest") + suffix(args) + ".md")
+    if not args.profile and out.exists() and out.stat().st_mtime >= since:
+        with out.open("a") as report:
+            report.write(f"\n## Traces\n\n{line} (OTEL_TRACES_SAMPLER=always_on).\n")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a small run (about 1.5 minutes) as a sanity check")
@@ -185,6 +200,9 @@ def main() -> int:
                         "commit that has prices)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the gateway process (e.g. DB_CONN_MAX_AGE=60); repeatable")
+    p.add_argument("--otlp-sink", action="store_true",
+                   help="traces on (issue 27): the gateway exports every span (always_on) by OTLP/HTTP to a sink in "
+                        "this process that counts and discards them")
     args = p.parse_args()
     if args.cache:
         args.no_litellm = True
@@ -197,6 +215,11 @@ def main() -> int:
     extra_env = dict(item.split("=", 1) for item in args.env)
 
     harness.install_signal_handlers()
+    since = time.time()
+    sink = harness.OtlpSink() if args.otlp_sink else None
+    if sink:
+        extra_env = {**sink.env(), **extra_env}
+        print(f"bench: OTLP sink on 127.0.0.1:{sink.port}; the gateway exports its traces there", flush=True)
     git_commit(args.commit)  # the code the run starts with
     stack = Stack(extra_env, REDIS_URL, pool=args.pool)
     if args.server == "granian":
@@ -228,6 +251,8 @@ def main() -> int:
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the clean-up finish
         stack.close()
+        if sink:
+            note_sink(args, sink, since)
 
 
 if __name__ == "__main__":
