@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import harness
 from harness import PY, RESULTS, git_commit, run_checked
 from loadgen import CLIENTS, measure, summarize
+from otlp_sink import OtlpSink
 from report import cell_row, write_report
 from stack import Stack
 
@@ -152,7 +153,7 @@ def set_prices(stack: Stack) -> None:
     print("bench: every model priced (2.5 / 0.25 / 10 per million tokens), the bench group has budgets", flush=True)
 
 
-def note_sink(args, sink: harness.OtlpSink, since: float) -> None:
+def note_sink(args, sink: OtlpSink, since: float) -> None:
     """--otlp-sink, once the gateway has stopped (its last spans flushed): what the sink received, printed and
     added to this run's report."""
     from report import suffix
@@ -216,7 +217,7 @@ def main() -> int:
 
     harness.install_signal_handlers()
     since = time.time()
-    sink = harness.OtlpSink() if args.otlp_sink else None
+    sink = OtlpSink() if args.otlp_sink else None
     if sink:
         extra_env = {**sink.env(), **extra_env}
         print(f"bench: OTLP sink on 127.0.0.1:{sink.port}; the gateway exports its traces there", flush=True)
