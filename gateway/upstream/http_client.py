@@ -1,14 +1,15 @@
 """The HTTP/1.1 client of the model calls: kept-alive connections pooled per origin (scheme, host,
-port), an asyncio protocol with httptools (llhttp) parsing the answers. Chosen over httpx by the
+port; and proxy), an asyncio protocol with httptools (llhttp) parsing the answers. Chosen over httpx by the
 figures of bench/upstream_client.py (docs/decisions.md, "A leaner upstream client").
 
 It does what a model call needs and no more: one request at a time per connection, bodies sent
 whole, answers framed by Content-Length, chunked or by the end of the connection (gzip and
-deflate decoded), TLS with certificate and hostname checks (`tls_context`), no redirects, no
-proxies (HTTP_PROXY and the like are not read), no cookies. With traces on, a request carries the
-`traceparent` of the span it is sent in (gateway/telemetry/tracing.py). Timeouts: connect (TCP and TLS),
-read (between any two reads, before the head as in the body) and write. A connection goes back to the
-pool only once its answer was read to the end; one given up earlier is closed.
+deflate decoded), TLS with certificate and hostname checks (`tls_context`), HTTP_PROXY, HTTPS_PROXY
+and NO_PROXY as curl reads them (gateway/upstream/egress.py), no redirects, no cookies. With traces on,
+a request carries the `traceparent` of the span it is sent in (gateway/telemetry/tracing.py). Timeouts:
+connect (TCP and TLS, through a proxy the tunnel too), read (between any two reads, before the head as
+in the body) and write. A connection goes back to the pool only once its answer was read to the end;
+one given up earlier is closed.
 
 Failures are the exceptions below; gateway/upstream/providers/base.py turns them into UpstreamError and
 StreamCut."""
@@ -29,6 +30,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from gateway.telemetry import tracing
+from gateway.upstream import egress
 
 
 class HTTPError(Exception):
@@ -106,10 +108,14 @@ def build_request(method: str, url: str, *, headers: dict[str, str] | None = Non
     return Request(method, url, sent, content or b"", timeouts, origin, target)
 
 
-def _encode(request: Request) -> bytes:
+def _encode(request: Request, route: egress.Route | None = None) -> bytes:
     if request.origin is None:
         raise ProtocolError(f"Not an http(s) URL: {request.url!r}.")
     lines = [f"{request.method} {request.target} HTTP/1.1"]
+    if route is not None and not route.tunnel:  # through a proxy: absolute-form, its credentials for it
+        lines[0] = f"{request.method} {route.prefix}{request.target} HTTP/1.1"
+        if route.proxy.authorization:
+            lines.append(f"Proxy-Authorization: {route.proxy.authorization}")
     for name, value in request.headers.items():
         if "\n" in value or "\r" in value:
             raise ProtocolError(f"The request header {name} holds a line break.")
@@ -135,7 +141,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
         self.origin: tuple[str, str, int] | None = None
         self.transport: asyncio.Transport | None = None
-        self.closed = False
+        self.closed = self.proxied = False  # proxied: a plain-http request through a proxy
         self.idle_since = 0.0
         self._parser: httptools.HttpResponseParser | None = None
         self._waiter: asyncio.Future | None = None
@@ -320,8 +326,10 @@ class Client:
 
     async def send(self, request: Request) -> Response:
         """Send `request`; return once the answer's head has arrived."""
-        data = _encode(request)
-        conn = self._take(request.origin) or await self._connect(request.origin, request.timeouts.connect)
+        route = egress.route(request.origin)  # None (a cached lookup) unless a proxy is set for it
+        data = _encode(request, route)
+        key = request.origin if route is None else route.key  # pooled per (proxy, origin)
+        conn = self._take(key) or await self._connect(request.origin, route, request.timeouts.connect)
         try:
             conn.begin(data)
             await conn.drain(request.timeouts.write)
@@ -330,13 +338,15 @@ class Client:
                     raise conn.error
                 if not await conn.wait(request.timeouts.read):
                     raise ReadTimeout("The model server did not answer in time.")
+            if conn.status == 407 and conn.proxied:  # the proxy's own refusal
+                raise ConnectError(egress.asked_credentials(route.proxy))
         except BaseException:
             conn.close()
             raise
         return Response(self, conn, request)
 
-    def _take(self, origin: tuple[str, str, int]) -> _Connection | None:
-        idle = self._idle.get(origin)
+    def _take(self, key: tuple) -> _Connection | None:
+        idle = self._idle.get(key)
         while idle:
             conn = idle.pop()  # the most recently used: the least likely to be closed by the server
             if not conn.closed and time.monotonic() - conn.idle_since < self.idle_expiry:
@@ -345,7 +355,8 @@ class Client:
         return None
 
     def _release(self, conn: _Connection) -> None:
-        if conn.closed or not conn.done or conn.error is not None or not conn.keep_alive or conn.body:
+        if (conn.closed or not conn.done or conn.error is not None or not conn.keep_alive or conn.body
+                or conn.proxied and not egress.kept_alive(conn.headers)):
             conn.close()
             return
         conn._parser = None
@@ -355,21 +366,24 @@ class Client:
             idle.popleft().close()
         idle.append(conn)
 
-    async def _connect(self, origin: tuple[str, str, int], timeout: float) -> _Connection:
+    async def _connect(self, origin: tuple[str, str, int], route: egress.Route | None, timeout: float) -> _Connection:
         scheme, host, port = origin
         context = None
         if scheme == "https":
             context = self._ssl = self._ssl or tls_context()
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(_Connection, host, port, ssl=context, server_hostname=host if context else None),
-                timeout)
+            if route is None:
+                _, conn = await asyncio.wait_for(loop.create_connection(
+                    _Connection, host, port, ssl=context, server_hostname=host if context else None), timeout)
+            else:
+                conn = await asyncio.wait_for(egress.open_connection(route, _Connection, context, host), timeout)
         except TimeoutError:
-            raise ConnectTimeout(f"No connection to {host}:{port} within {timeout} s.") from None
-        except OSError as exc:  # refused, unreachable, unknown host, TLS failures (ssl.SSLError)
+            through = f" through the proxy {route.proxy.shown}" if route else ""
+            raise ConnectTimeout(f"No connection to {host}:{port}{through} within {timeout} s.") from None
+        except OSError as exc:  # refused, unreachable, unknown host, TLS failures (ssl.SSLError), the proxy's
             raise ConnectError(str(exc) or type(exc).__name__) from None
-        conn.origin = origin
+        conn.origin, conn.proxied = (origin, False) if route is None else (route.key, not route.tunnel)
         return conn
 
     async def aclose(self) -> None:
