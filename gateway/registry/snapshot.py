@@ -141,6 +141,10 @@ def stamp_keys() -> list[str]:
 _noted: contextvars.ContextVar[tuple[float, tuple[int, int]] | None] = contextvars.ContextVar(
     "gateway_registry_stamps", default=None)
 NOTED_STAMPS_SECONDS = 1.0
+# The copy `registry_current` found current for this request: its later `registry()` calls answer from
+# it even if REGISTRY_TTL_SECONDS ran out (or another thread loaded a newer copy) in between, since its
+# step then runs in the event loop, where reading the database is not allowed.
+_pinned: contextvars.ContextVar[_Snapshot | None] = contextvars.ContextVar("gateway_registry_pinned", default=None)
 
 
 def note_stamps(values) -> None:
@@ -152,6 +156,7 @@ def note_stamps(values) -> None:
 def forget_noted_stamps(**_kwargs) -> None:
     """At the end of a request (gateway/registry/signals.py): its noted stamps go with it."""
     _noted.set(None)
+    _pinned.set(None)
 
 
 @dataclass(frozen=True)
@@ -183,11 +188,13 @@ def registry() -> Registry:
     noted = _noted.get()
     if noted is not None and time.monotonic() - noted[0] < NOTED_STAMPS_SECONDS:
         stamps = noted[1]
+        pinned = _pinned.get()
     else:
-        stamps = read_stamps()
+        stamps, pinned = read_stamps(), None
     version = stamps[0] if stamps is not None else None
-    snapshot = local.snapshot
-    if not _fresh(snapshot, version):
+    promised = pinned is not None and pinned.version == version
+    snapshot = pinned if promised else local.snapshot
+    if not promised and not _fresh(snapshot, version):
         with local.lock:
             snapshot = local.snapshot
             if not _fresh(snapshot, version):
@@ -204,7 +211,11 @@ def registry_current() -> bool:
     noted = _noted.get()
     if noted is None or time.monotonic() - noted[0] >= NOTED_STAMPS_SECONDS:
         return False
-    return _fresh(local.snapshot, noted[1][0]) and cooldown.current(noted[1][1])
+    snapshot = local.snapshot
+    if _fresh(snapshot, noted[1][0]) and cooldown.current(noted[1][1]):
+        _pinned.set(snapshot)  # what this request's `registry()` answers from (its step runs in the loop)
+        return True
+    return False
 
 
 def _fresh(snapshot: _Snapshot | None, version: int | None) -> bool:
