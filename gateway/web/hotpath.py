@@ -29,7 +29,7 @@ from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, set_
 from django.urls.resolvers import RegexPattern
 
 from gateway.telemetry import request_spans, tracing
-from gateway.telemetry.logjson import Exchange, current
+from gateway.telemetry.logjson import QUIET_PATHS, Exchange, current
 from gateway.telemetry.metrics_files import lifespan
 from gateway.web.paths import is_hot
 
@@ -169,7 +169,8 @@ class Application:
             return
         exchange = Exchange(scope["method"])
         token = current.set(exchange)
-        traced = request_spans.server_span(scope, exchange) if tracing.ENABLED else None
+        traced = request_spans.server_span(scope, exchange) if tracing.ENABLED and scope["path"] not in \
+            QUIET_PATHS else None  # scrapes and probes are not traced
         try:
             if is_hot(scope["path"]):
                 await self.hot(scope, receive, send)  # notes its last byte itself, without a wrapper per message

@@ -98,6 +98,14 @@ def test_a_grpc_protocol_is_refused_with_a_warning_and_leaves_traces_off(monkeyp
     assert "only 'http/protobuf' is supported" in caplog.text
 
 
+def test_scrapes_and_probes_are_not_traced(world, exported):
+    assert call("GET", "/livez")[0] == 200
+    assert call("GET", "/metrics")[0] in (200, 401, 403)
+    assert exported.get_finished_spans() == ()
+    assert chat(world.key)[0] == 200
+    assert {s.name for s in by_kind(exported, "SERVER")} == {"POST /v1/chat/completions"}
+
+
 def test_a_server_cooling_down_is_an_attempt_span_with_a_cooldown_skip_event(world, exported, closed_port):
     dead = ModelFactory(name="gone", server=ModelServerFactory(
         name="dead", kind="openai", base_url=f"http://127.0.0.1:{closed_port}/v1"))
