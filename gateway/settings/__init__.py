@@ -123,34 +123,11 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'gateway.sqlite3'}"),
-}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # WAL lets the worker read while the web process writes; the timeout rides out short locks.
-    # IMMEDIATE takes the write lock when a transaction begins: a deferred one that reads, then
-    # writes, fails at once with "database is locked" when another writer got in between (the
-    # busy timeout does not apply to that upgrade), and the database cache drops such writes.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE",
-         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
-    )
-    # Tests that start real server processes need a database file they can share.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-gateway.sqlite3")}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Under ASGI every request runs its database work in a thread of its own, so persistent
-    # connections cannot be reused; a pool hands each one an open connection instead of a new
-    # connect (about 4 ms and a server process fork per request otherwise).
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-        "min_size": env.int("DB_POOL_MIN_SIZE", default=2),
-        "max_size": env.int("DB_POOL_MAX_SIZE", default=20),
-        "timeout": env.float("DB_POOL_TIMEOUT_SECONDS", default=10.0),
-    }
-    # With a pool, Django's health checks are the pool's: each connection is checked as it is
-    # handed out (psycopg_pool's check_connection, one empty round trip), so a connection broken
-    # by a PostgreSQL restart is replaced instead of failing the request that gets it.
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
-DATABASES["default"]["CONN_MAX_AGE"] = 0
+# DATABASE_URL (SQLite in VAR_DIR without it), each process's connection pool, and what a pooler in
+# transaction mode in front of PostgreSQL needs (DATABASE_POOLER): gateway/settings/database.py.
+from gateway.settings.database import databases  # noqa: E402
+
+DATABASES = databases(VAR_DIR)
 
 # --- Secret key -----------------------------------------------------------------------------
 # SECRET_KEY from the environment. Without it, the embedded default (SQLite: one host) makes a
