@@ -266,3 +266,44 @@ class PrivatePostgres:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+class PrivatePgBouncer(Service):
+    """Debian's PgBouncer (/usr/sbin/pgbouncer) on a free loopback port, in front of a PostgreSQL on
+    `pg_port`: every database by a wildcard entry, `pool_mode` (transaction by default) with
+    `pool_size` server connections at most per database and user, so that the transactions of
+    different clients share them. PgBouncer refuses to run as root: it is then told to switch to
+    the `postgres` user (`-u`), and its folder is that user's. Its admin console (database
+    `pgbouncer`) takes the user `postgres`."""
+
+    def __init__(self, base: Path, logs: Path, pg_port: int, pool_size: int = 2, pool_mode: str = "transaction"):
+        self.port = free_port()
+        self.folder = base / "pgbouncer"
+        self.folder.mkdir()
+        (self.folder / "userlist.txt").write_text('"postgres" ""\n')
+        (self.folder / "pgbouncer.ini").write_text(
+            f"[databases]\n* = host=127.0.0.1 port={pg_port}\n"
+            f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {self.folder / 'userlist.txt'}\nadmin_users = postgres\n"
+            f"pool_mode = {pool_mode}\ndefault_pool_size = {pool_size}\nmax_client_conn = 500\n"
+            f"max_db_connections = {pool_size}\n")
+        as_root = ["-u", "postgres"] if os.geteuid() == 0 else []
+        if as_root:
+            for path in (self.folder, *self.folder.iterdir()):
+                shutil.chown(path, "postgres")
+        super().__init__("pgbouncer", ["/usr/sbin/pgbouncer", *as_root, str(self.folder / "pgbouncer.ini")],
+                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, logs=logs,
+                         ready=lambda: port_open(self.port))
+
+    def url(self, dbname: str) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def show(self, what: str) -> list[dict]:
+        """`SHOW <what>` of the admin console (SERVERS, CLIENTS, POOLS, ...), one dict a row."""
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="pgbouncer", autocommit=True,
+                             connect_timeout=5, cursor_factory=psycopg.ClientCursor) as conn:  # simple queries only
+            cursor = conn.execute(f"SHOW {what}")
+            names = [column.name for column in cursor.description]
+            return [dict(zip(names, row)) for row in cursor.fetchall()]
