@@ -3,7 +3,8 @@
 - `GET /livez`: the process answers. 200 `{"status": "ok"}`; nothing else is touched, so it
   answers while PostgreSQL and Redis are both down.
 - `GET /readyz`: the process can serve. PostgreSQL hands out a connection, Redis answers PING
-  (when REDIS_URL is set), the Celery broker answers (a redis:// broker: PING; the embedded
+  (when REDIS_URL is set; with REDIS_SENTINELS, the primary the Sentinels name), the Celery broker
+  answers (a redis:// broker, or the sentinel:// one REDIS_SENTINELS makes: PING; the embedded
   filesystem:// broker: its folders are there and writable; any other: a kombu connect), and
   every migration is applied. 200 with each check's result, or 503 with the same object naming
   what failed: `{"status": "unavailable", "checks": {"database": "ok", "redis": "down: <cause>",
@@ -36,6 +37,8 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from gateway.state.backend import sentinels_of
+from gateway.state.sentinel import master_client
 from gateway.telemetry.redact import redact
 from gateway.web.errors import FrameworkError, render_error
 
@@ -145,7 +148,7 @@ def check_database() -> str:
 def check_redis() -> str:
     if not settings.REDIS_URL:
         return NOT_CONFIGURED
-    _ping(settings.REDIS_URL)
+    _ping(settings.REDIS_URL, sentinels_of(settings))
     return OK
 
 
@@ -154,6 +157,8 @@ def check_broker() -> str:
     scheme = url.partition("://")[0].lower()
     if scheme in ("redis", "rediss"):
         _ping(url)
+    elif scheme == "sentinel" and url == settings.REDIS_BROKER_URL:  # the Sentinels' primary, as the counters'
+        _ping(settings.REDIS_URL, sentinels_of(settings))
     elif scheme == "filesystem":
         options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
         for key in ("data_folder_in", "data_folder_out", "control_folder"):
@@ -184,20 +189,22 @@ def check_migrations() -> str:
     return OK
 
 
-_clients: dict[str, object] = {}
+_clients: dict[tuple, object] = {}
 
 
-def _ping(url: str) -> None:
+def _ping(url: str, sentinels=None) -> None:
     """PING on a client of our own with short timeouts and no retries (the counters' client
-    waits and retries longer, as a call should)."""
-    client = _clients.get(url)
+    waits and retries longer, as a call should); with `sentinels`, of the primary they name."""
+    client = _clients.get((url, sentinels))
     if client is None:
         import redis
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        client = _clients[url] = redis.Redis.from_url(url, socket_connect_timeout=CHECK_SECONDS,
-                                                      socket_timeout=CHECK_SECONDS, retry=Retry(NoBackoff(), 0))
+        options = {"socket_connect_timeout": CHECK_SECONDS, "socket_timeout": CHECK_SECONDS,
+                   "retry": Retry(NoBackoff(), 0)}
+        client = _clients[(url, sentinels)] = (redis.Redis.from_url(url, **options) if sentinels is None
+                                               else master_client(url, sentinels, **options))
     client.ping()
 
 
@@ -210,7 +217,7 @@ def cause_of(exc: BaseException) -> str:
 
 
 def _passwords() -> list[str]:
-    found = [settings.DATABASES["default"].get("PASSWORD") or ""]
+    found = [settings.DATABASES["default"].get("PASSWORD") or "", getattr(settings, "REDIS_SENTINEL_PASSWORD", "")]
     for url in (settings.REDIS_URL, settings.CELERY_BROKER_URL):
         try:
             found.append(urlsplit(url).password or "")

@@ -173,20 +173,21 @@ if not DEBUG:
             "for example the output of: python -c 'import secrets; print(secrets.token_urlsafe(50))'"
         )
 
-REDIS_URL = env.str("REDIS_URL", default="")
+from gateway.settings.redis import *  # noqa: E402,F403  REDIS_URL, or the primary that Redis Sentinel names
 
 # Counters live in the cache without Redis. Culling at Django's default of 300 entries would
 # drop live request windows and duplicate marks; past 100000 it removes the expired ones first.
 EMBEDDED_CACHE = {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "gateway_cache",
                   "OPTIONS": {"MAX_ENTRIES": 100_000}}
-if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+if REDIS_URL:  # noqa: F405
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,  # noqa: F405
+                          "OPTIONS": REDIS_CACHE_OPTIONS}}  # noqa: F405
 else:
     CACHES = {"default": EMBEDDED_CACHE}
 # django-ratelimit's counts (the admin login, accounts/admin_login.py), beside the counters ("gw:").
 # Without Redis, the database cache with an atomic add and increment (E003 refuses the plain one).
 CACHES["ratelimit"] = {**CACHES["default"], "KEY_PREFIX": "gw"}
-if not REDIS_URL:
+if not REDIS_URL:  # noqa: F405
     CACHES["ratelimit"]["BACKEND"] = "accounts.admin_login.CounterCache"
 RATELIMIT_USE_CACHE = "ratelimit"
 
@@ -222,9 +223,9 @@ vars().update(EMAIL_CONFIG)
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="gateway@localhost")
 
 # --- Celery -------------------------------------------------------------------------------
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "filesystem://")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_BROKER_URL or "filesystem://")  # noqa: F405
 CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {}
+    (REDIS_BROKER_TRANSPORT_OPTIONS if CELERY_BROKER_URL.startswith("sentinel://") else {})  # noqa: F405
     if not CELERY_BROKER_URL.startswith("filesystem://")
     else {
         "data_folder_in": str(VAR_DIR / "broker"),

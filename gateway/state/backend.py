@@ -23,11 +23,22 @@ from django.dispatch import receiver
 
 from gateway.state.cache_backend import CacheBackend
 from gateway.state.redis_backend import RedisBackend
+from gateway.state.sentinel import Sentinels
 
 
 def choose() -> RedisBackend | CacheBackend:
-    """The backend the settings ask for."""
-    return RedisBackend(settings.REDIS_URL) if settings.REDIS_URL else CacheBackend()
+    """The backend the settings ask for: with REDIS_SENTINELS, Redis is the primary they name."""
+    if not settings.REDIS_URL:
+        return CacheBackend()
+    return RedisBackend(settings.REDIS_URL, sentinels_of(settings))
+
+
+def sentinels_of(config) -> Sentinels | None:
+    """The Sentinels the settings name (REDIS_SENTINELS, REDIS_SENTINEL_SERVICE, REDIS_SENTINEL_PASSWORD), or None."""
+    addresses = tuple((host, int(port)) for host, port in getattr(config, "REDIS_SENTINELS", ()) or ())
+    if not addresses:
+        return None
+    return Sentinels(addresses, config.REDIS_SENTINEL_SERVICE, config.REDIS_SENTINEL_PASSWORD or "")
 
 
 current: RedisBackend | CacheBackend = choose()
@@ -36,5 +47,5 @@ current: RedisBackend | CacheBackend = choose()
 @receiver(setting_changed)
 def _follow_the_setting(*, setting: str, **_kwargs) -> None:
     global current
-    if setting == "REDIS_URL":
+    if setting in ("REDIS_URL", "REDIS_SENTINELS"):
         current = choose()

@@ -9,12 +9,10 @@ the Redis backend's, with the cache's own key scheme around them (":1:gw:...").
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from contextlib import contextmanager
 
-from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, cache, caches
 from django.core.cache.backends.db import DatabaseCache
 from django.core.cache.backends.redis import RedisCache
@@ -25,7 +23,6 @@ from gateway.state.redis_client import (
     PROBE_HELD,
     PROBE_NO_COOLDOWN,
     PROBE_TAKEN,
-    client_for,
     delete_under,
 )
 from gateway.state.windows import HitResult, Window
@@ -196,9 +193,7 @@ class CacheBackend:
                 cursor.execute(f"DELETE FROM {connection.ops.quote_name(table)} WHERE cache_key LIKE %s",
                                [prefix + "%"])
         elif isinstance(store, RedisCache):
-            location = settings.CACHES[DEFAULT_CACHE_ALIAS]["LOCATION"]
-            first = re.split("[;,]", location)[0] if isinstance(location, str) else location[0]  # takes the writes
-            delete_under(client_for(first), prefix)
+            delete_under(store._cache.get_client(None, write=True), prefix)  # its writer (the Sentinels' primary)
         else:
             raise TypeError(f"the counters' keys cannot be listed in a {type(store).__name__}: "
                             "the database or the Redis cache holds them")

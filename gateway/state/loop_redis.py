@@ -15,6 +15,11 @@ cannot be reached or the connection drops (tried again twice on a new connection
 redis-py client was configured), TimeoutError after `TIMEOUT_SECONDS` without an answer, and the
 error replies redis-py would raise (BusyLoadingError while Redis loads its data, ...).
 
+With Sentinel (REDIS_SENTINELS, gateway/state/sentinel.py), each new connection asks the Sentinels in turn for
+the primary (`SENTINEL get-master-addr-by-name`); a `READONLY` reply (the server was demoted: a failover happened)
+closes the connection and fails as a lost connection, so the command is tried again on the new primary. Nothing of
+this runs on a connection that works: a call costs what it cost without Sentinel.
+
 An asyncio connection belongs to the loop that opened it: each loop gets a client of its own
 (one loop per web process; tests may run several, one after the other).
 """
@@ -29,7 +34,7 @@ from collections import deque
 import hiredis
 from redis._parsers.base import BaseParser
 from redis.connection import parse_url
-from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
+from redis.exceptions import ConnectionError, NoScriptError, ReadOnlyError, ResponseError, TimeoutError
 
 from gateway.state import backend
 from gateway.state.redis_client import (
@@ -38,6 +43,7 @@ from gateway.state.redis_client import (
     KEY_PREFIX,
     hit_script_call,
     hit_script_result,
+    primary_seen,
     script_sha,
 )
 from gateway.state.windows import HitResult
@@ -84,7 +90,11 @@ class _Connection(asyncio.Protocol):
             if answer.done():  # timed out: the connection is being closed
                 continue
             if isinstance(reply, hiredis.ReplyError):
-                answer.set_exception(BaseParser.parse_error(str(reply)))
+                error = BaseParser.parse_error(str(reply))
+                if isinstance(error, ReadOnlyError):  # a demoted primary: the next try goes to the new one
+                    error = ConnectionError(f"Redis is now a replica: {reply}")
+                    self.close()
+                answer.set_exception(error)
             else:
                 answer.set_result(reply)
 
@@ -122,8 +132,9 @@ class _Connection(asyncio.Protocol):
 class LoopRedis:
     """A Redis client for one event loop (see the module's docstring)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, sentinels=None) -> None:
         self.url = url
+        self.sentinels = sentinels  # gateway/state/sentinel.py's `Sentinels`, or None: the server at `url`
         self.options = parse_url(url)
         self.connection: _Connection | None = None
         self.connecting = asyncio.Lock()
@@ -170,7 +181,10 @@ class LoopRedis:
     async def _connect(self) -> _Connection:
         loop, options = asyncio.get_running_loop(), self.options
         try:
-            if "path" in options:
+            if self.sentinels is not None:
+                host, port = await self._primary()
+                opening = loop.create_connection(_Connection, host, port)
+            elif "path" in options:
                 opening = loop.create_unix_connection(_Connection, options["path"])
             else:
                 tls = ssl.create_default_context() if self.url.startswith("rediss://") else None
@@ -193,6 +207,32 @@ class LoopRedis:
             raise
         return connection
 
+    async def _primary(self) -> tuple[str, int]:
+        """The primary's address, from the first Sentinel that names one (ConnectionError when none does)."""
+        loop, problems = asyncio.get_running_loop(), []
+        for host, port in self.sentinels.addresses:
+            try:
+                _, asking = await asyncio.wait_for(loop.create_connection(_Connection, host, port), TIMEOUT_SECONDS)
+            except (OSError, asyncio.TimeoutError) as exc:
+                problems.append(f"{host}:{port}: {exc or type(exc).__name__}")
+                continue
+            try:
+                if self.sentinels.password:
+                    await self._answer(asking, asking.send(("AUTH", self.sentinels.password)))
+                reply = await self._answer(asking, asking.send(("SENTINEL", "get-master-addr-by-name",
+                                                                self.sentinels.service)))
+            except (ConnectionError, TimeoutError, ResponseError) as exc:
+                problems.append(f"{host}:{port}: {exc}")
+                continue
+            finally:
+                asking.close()
+            if reply:
+                address = reply[0].decode(), int(reply[1])
+                primary_seen(address, self.url, self.sentinels)
+                return address
+            problems.append(f"{host}:{port}: no primary for {self.sentinels.service!r}")
+        raise ConnectionError(f"No Sentinel names a primary: {'; '.join(problems)}")
+
     def close(self) -> None:
         if self.connection is not None:
             self.connection.close()
@@ -213,7 +253,7 @@ def loop_client(clients: weakref.WeakKeyDictionary) -> LoopRedis:
     if client is None or client.url != url:
         if client is not None:
             client.close()
-        client = clients[loop] = LoopRedis(url)
+        client = clients[loop] = LoopRedis(url, backend.current.sentinels)
     return client
 
 

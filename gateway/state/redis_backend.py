@@ -30,9 +30,10 @@ class RedisBackend:
 
     on_loop = True  # its steps may also run from the event loop (gateway/state/loop_redis.py)
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, sentinels=None) -> None:
         self.url = url
-        self.client = client_for(url)
+        self.sentinels = sentinels  # gateway/state/sentinel.py's `Sentinels`: ask them for the primary
+        self.client = client_for(url, sentinels)
         self.hit_script = self.client.register_script(HIT_SCRIPT)
         self.add_script = self.client.register_script(ADD_SCRIPT)
         self.mark_script = self.client.register_script(MARK_SCRIPT)
@@ -40,7 +41,7 @@ class RedisBackend:
         self.loads_script = self.client.register_script(LOADS_SCRIPT)
 
     def __repr__(self) -> str:
-        return f"RedisBackend({self.url!r})"
+        return f"RedisBackend({self.url!r}{'' if self.sentinels is None else f', {self.sentinels!r}'})"
 
     # --- Windows: fixed-window counters (gateway/state/counters.py says how they count) ---------
 

@@ -9,12 +9,16 @@ Redis, so every process agrees with the clock the rest of the service uses, and 
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
 import time
 from functools import lru_cache
 
 from gateway.state.windows import HitResult, Window
 
 KEY_PREFIX = "gw:"  # also the prefix of the same keys in the Django cache (gateway/state/cache_backend.py)
+
+logger = logging.getLogger(__name__)
 
 # KEYS: n counters, then g guard keys (versions), then r keys to read (amounts).
 # ARGV: now (ms), window (ms), n, g, r, n ceilings, g expected versions ("" = any).
@@ -163,11 +167,69 @@ return out
 
 
 @lru_cache(maxsize=None)
-def client_for(url: str):
-    """The process's client of the Redis at `url` (redis-py pools its connections)."""
+def client_for(url: str, sentinels=None):
+    """The process's client of the Redis at `url` (redis-py pools its connections); with `sentinels`
+    (gateway/state/sentinel.py), of the primary they name, with `url`'s database and password."""
     import redis
 
+    if sentinels is not None:
+        from gateway.state.sentinel import master_client
+
+        return master_client(url, sentinels, on_primary=lambda address: primary_seen(address, url, sentinels))
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+
+
+# --- After a Sentinel failover ----------------------------------------------------------------------
+# The new primary holds what was replicated to it before the switch: a quota or budget amount may lack the last
+# additions the old primary took (replication is asynchronous). So after a switch they are dropped, once for the
+# whole deployment, and rebuilt from the usage records when next read, as after a Redis restart. The first process
+# to connect to a primary it had not seen sets `gw:primary` to its address (SWITCH_SCRIPT): when it held another
+# (or nothing), that process drops the amounts, in a thread of its own (the connection it was making goes on).
+AMOUNT_PREFIXES = ("tokens:", "spend:")  # the quota and budget amounts' keys (gateway/limits/quotas.py)
+PRIMARY_KEY = "primary"
+SWITCH_SCRIPT = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+_primary_seen: str | None = None  # this process's last primary ("host:port")
+_primary_lock = threading.Lock()
+
+
+def primary_seen(address, url: str, sentinels) -> None:
+    """The Sentinels named `address` as the primary (at a new connection of the client of `url` and `sentinels`):
+    when this process had not seen it yet, `forget_after_switch` runs in a thread."""
+    global _primary_seen
+    where = f"{address[0]}:{address[1]}"
+    if where == _primary_seen:
+        return
+    with _primary_lock:
+        if where == _primary_seen:
+            return
+        _primary_seen = where
+    threading.Thread(target=forget_after_switch, args=(where, url, sentinels), name="redis-switch",
+                     daemon=True).start()
+
+
+def forget_after_switch(where: str, url: str, sentinels) -> bool:
+    """When `gw:primary` did not name `where` yet: name it, and drop the quota and budget amounts. True when
+    they were dropped; on a failure, the next connection tries again."""
+    global _primary_seen
+    try:
+        client = client_for(url, sentinels)
+        if not int(client.eval(SWITCH_SCRIPT, 1, KEY_PREFIX + PRIMARY_KEY, where)):
+            return False
+        for prefix in AMOUNT_PREFIXES:
+            delete_under(client, KEY_PREFIX + prefix)
+    except Exception as exc:
+        with _primary_lock:
+            _primary_seen = None
+        logger.warning("Redis primary %s: the quota amounts could not be dropped after the switch (%s: %s); "
+                       "tried again at the next connection", where, type(exc).__name__, exc)
+        return False
+    logger.warning("Redis primary is now %s (Sentinel): the quota and budget amounts are dropped, to be rebuilt "
+                   "from the usage records", where)
+    return True
 
 
 @lru_cache(maxsize=None)

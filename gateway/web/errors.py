@@ -151,8 +151,9 @@ def _outage_types() -> tuple[tuple[str, tuple[type[BaseException], ...]], ...]:
         try:
             from redis import exceptions as redis_exceptions
 
+            # with Sentinel, a failover: MasterNotFoundError is a ConnectionError; ReadOnlyError, a demoted primary
             cache += [redis_exceptions.ConnectionError, redis_exceptions.TimeoutError,
-                      redis_exceptions.BusyLoadingError]
+                      redis_exceptions.BusyLoadingError, redis_exceptions.ReadOnlyError]
         except ImportError:
             pass
         try:
