@@ -15,7 +15,9 @@ and DATABASE_POOLER, what a connection pooler between the processes and PostgreS
   server connection and uses it on the next (`prepared statement "_pg3_0" does not exist`).
   Django 5.2 already leaves them off (`prepare_threshold` None, client-side binding cursors,
   which never prepare); this pins it, and refuses a DATABASE_URL that asks for them, or for
-  `assume_role` (a `SET ROLE` per connection, which the pooler does not carry over).
+  `assume_role` (a `SET ROLE` per connection, which the pooler does not carry over). On SQLite
+  (no pooler is put in front of it) the value changes nothing: a process a test starts on SQLite
+  inherits it with the rest of the environment.
 
 The value names the pooling mode rather than a product: the mode is what decides what breaks.
 The gateway's own code keeps no session state (no `SET`, advisory lock, `LISTEN`, temporary
@@ -71,16 +73,13 @@ def databases(var_dir: Path) -> dict:
     if pooler not in POOLERS:
         raise ImproperlyConfigured(f"DATABASE_POOLER: {pooler!r} is neither 'none' nor 'transaction' (a pooler "
                                    "such as PgBouncer in pool_mode = transaction).")
-    if pooler == "transaction":
+    if pooler == "transaction" and default["ENGINE"] == "django.db.backends.postgresql":  # SQLite: no pooler
         _for_transaction_pooling(default)
     return {"default": default}
 
 
 def _for_transaction_pooling(default: dict) -> None:
-    if default["ENGINE"] != "django.db.backends.postgresql":
-        raise ImproperlyConfigured("DATABASE_POOLER=transaction is for PostgreSQL behind a pooler: DATABASE_URL "
-                                   "is not a postgres:// URL.")
-    options = default.setdefault("OPTIONS", {})
+    options = default["OPTIONS"]
     if options.get("prepare_threshold") is not None:
         raise ImproperlyConfigured("DATABASE_POOLER=transaction: DATABASE_URL asks for prepared statements "
                                    "(prepare_threshold), which a pooler in transaction mode loses between "

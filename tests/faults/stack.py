@@ -31,7 +31,7 @@ from tests.faults.services import (
 )
 
 # Variables of the caller's environment that could point a child at the shared services.
-SERVICE_VARS = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "EMAIL_URL", "GATEWAY_VAR_DIR",
+SERVICE_VARS = ("DATABASE_URL", "DATABASE_POOLER", "REDIS_URL", "CELERY_BROKER_URL", "EMAIL_URL", "GATEWAY_VAR_DIR",
                 "PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "DJANGO_SETTINGS_MODULE")
 WEB_WORKERS = 2
 HEAVY = 100_000  # request ceilings out of the way of the load

@@ -86,6 +86,13 @@ def bounced():
         stack.close()
 
 
+@pytest.fixture(autouse=True)
+def _logs_on_failure(bounced: BouncedStack, request):
+    yield
+    if getattr(request.node, "_faults_failed", False):  # tests/faults/conftest.py
+        print(f"\n===== logs of the stack in {bounced.base} =====\n{bounced.tail()}")
+
+
 def _account(stack: Stack, name: str, **spec) -> dict:
     return stack.seed({"op": "account", "name": f"{name}-{os.urandom(3).hex()}", **spec})
 

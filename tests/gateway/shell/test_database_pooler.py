@@ -37,7 +37,6 @@ def test_transaction_pooling_turns_server_side_cursors_and_prepared_statements_o
 
 @pytest.mark.parametrize(("env", "refused"), [
     ({"DATABASE_POOLER": "pgbouncer"}, "'pgbouncer' is neither 'none' nor 'transaction'"),
-    ({"DATABASE_POOLER": "transaction"}, "is not a postgres:// URL"),
     ({"DATABASE_POOLER": "transaction", "DATABASE_URL": f"{POSTGRES}?prepare_threshold=5"}, "prepare_threshold"),
     ({"DATABASE_POOLER": "transaction", "DATABASE_URL": f"{POSTGRES}?assume_role=owner"}, "SET ROLE"),
 ])
@@ -46,6 +45,13 @@ def test_it_refuses_what_cannot_work(environment, tmp_path, env, refused):
         environment.setenv(name, value)
     with pytest.raises(ImproperlyConfigured, match=refused):
         databases(tmp_path)
+
+
+def test_it_changes_nothing_on_sqlite(environment, tmp_path):
+    environment.setenv("DATABASE_POOLER", "transaction")
+    default = databases(tmp_path)["default"]
+    assert default["ENGINE"] == "django.db.backends.sqlite3" and "DISABLE_SERVER_SIDE_CURSORS" not in default
+    assert "prepare_threshold" not in default["OPTIONS"]
 
 
 def test_a_url_may_still_pass_other_options(environment, tmp_path):
