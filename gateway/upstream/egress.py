@@ -13,8 +13,8 @@ proxies (also written without a scheme); `user:password@` in the proxy's URL bec
 an error with its credentials: only its host and port are shown.
 
 The environment is read once per process, at the first call (`environment()`); the route of each
-origin is kept (`route()`), so with no proxy set a call pays one cached lookup. Tests change the
-environment, then call `reset()`."""
+origin is kept (`route()`). With no proxy set, `OFF` is true once it was read and the client does
+not even ask. Tests change the environment, then call `reset()`."""
 
 from __future__ import annotations
 
@@ -137,10 +137,15 @@ def read_environment(env=None) -> Environment:
     return Environment(proxies, entries, bypass_all)
 
 
+OFF = False  # True once the environment was read and names no proxy: the client skips route()
+
+
 @functools.cache
 def environment() -> Environment:
     """The environment's proxies, read once per process."""
+    global OFF
     found = read_environment()
+    OFF = not found.proxies
     for scheme, proxy in sorted(found.proxies.items()):
         if proxy.problem:
             logger.warning("Model calls to %s servers will fail: %s.", scheme, proxy.problem)
@@ -200,6 +205,8 @@ def asked_credentials(proxy: Proxy) -> str:
 
 def reset() -> None:
     """Read the environment again at the next call (tests)."""
+    global OFF
+    OFF = False
     environment.cache_clear()
     route.cache_clear()
 

@@ -326,7 +326,7 @@ class Client:
 
     async def send(self, request: Request) -> Response:
         """Send `request`; return once the answer's head has arrived."""
-        route = egress.route(request.origin)  # None (a cached lookup) unless a proxy is set for it
+        route = None if egress.OFF else egress.route(request.origin)  # None unless a proxy is set for it
         data = _encode(request, route)
         key = request.origin if route is None else route.key  # pooled per (proxy, origin)
         conn = self._take(key) or await self._connect(request.origin, route, request.timeouts.connect)

@@ -88,13 +88,15 @@ def test_credentials_become_a_basic_header_and_are_never_shown(caplog):
         "HTTP_PROXY is not a proxy URL"
 
 
-def test_without_a_proxy_the_route_is_a_cached_none(proxy_env):  # noqa: F811
+def test_the_environment_is_read_once_and_without_a_proxy_the_client_does_not_ask(proxy_env, monkeypatch):  # noqa: F811
     origin = ("https", "api.example.com", 443)
+    assert not egress.OFF  # not read yet
     assert egress.route(origin) is None and egress.route(None) is None
-    hits = egress.route.cache_info().hits
-    assert egress.route(origin) is None and egress.route.cache_info().hits == hits + 1  # read once
-    proxy_env(HTTPS_PROXY="http://p:3128")
-    assert egress.route(origin).proxy.shown == "p:3128" and egress.route(origin).tunnel
+    assert egress.OFF  # read: no proxy; the client skips route() from now on
+    monkeypatch.setenv("HTTPS_PROXY", "http://p:3128")
+    assert egress.route(origin) is None  # read once per process: a change is seen after reset()
+    egress.reset()
+    assert egress.route(origin).proxy.shown == "p:3128" and egress.route(origin).tunnel and not egress.OFF
 
 
 def test_plain_http_goes_through_the_proxy_in_absolute_form(proxy_env, proxy, upstream):  # noqa: F811
