@@ -7,7 +7,7 @@ with iterators, a revoked key refused at once; and, without the setting, the ser
 chunked read declares lost to the next transaction on another server connection.
 
 Its own PostgreSQL cluster, Redis and PgBouncer on free loopback ports (tests/faults/services.py);
-about 30 s. Run alone with `bin/test tests/faults/test_pgbouncer.py`."""
+about 40 s. Run alone with `bin/test tests/faults/test_pgbouncer.py`."""
 
 from __future__ import annotations
 

@@ -211,14 +211,18 @@ def test_with_postgresql_and_redis_down_livez_answers_and_readyz_names_both(djan
 
 
 def test_readyz_reports_migrations_not_applied(transactional_db, django_db_blocker, tmp_path):
-    """A database nothing was migrated into (a PostgreSQL schema of its own; an empty SQLite file)."""
+    """A database nothing was migrated into (on PostgreSQL a database of its own beside the test
+    database, which a PgBouncer in front reaches too, as it would not a URL's search_path option:
+    bin/test-through-pgbouncer; an empty SQLite file)."""
     with django_db_blocker.unblock():
         from tests.servers import test_database_url
 
+        empty = f"{connection.settings_dict['NAME']}_readyz"
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
-                cursor.execute("CREATE SCHEMA IF NOT EXISTS readyz_empty")
-            url = f"{test_database_url()}?options=-c%20search_path%3Dreadyz_empty"
+                cursor.execute(f'DROP DATABASE IF EXISTS "{empty}" WITH (FORCE)')
+                cursor.execute(f'CREATE DATABASE "{empty}"')
+            url = f"{test_database_url().rsplit('/', 1)[0]}/{empty}"
         else:
             url = f"sqlite:///{tmp_path / 'empty.sqlite3'}"
         try:
@@ -226,8 +230,8 @@ def test_readyz_reports_migrations_not_applied(transactional_db, django_db_block
                 ready = httpx.get(f"{base}/readyz", timeout=10)
         finally:
             if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("DROP SCHEMA IF EXISTS readyz_empty CASCADE")
+                with connection.cursor() as cursor:  # a pooler's server connections to it closed too
+                    cursor.execute(f'DROP DATABASE IF EXISTS "{empty}" WITH (FORCE)')
 
     assert ready.status_code == 503
     checks = ready.json()["checks"]
