@@ -2,7 +2,9 @@
 a model host, three gateway hosts, a load balancer host and a client host (tests/scale/hosts.py).
 
     10.77.0.2   pg        PostgreSQL 15 (initdb in a temp dir)
-    10.77.0.3   redis     redis-server
+    10.77.0.3   redis     the Redis primary and a Sentinel
+    10.77.0.4   redis2    its replica and a Sentinel
+    10.77.0.5   sentinel3 the third Sentinel (tests/scale/sentinels.py)
     10.77.0.11  gw1       web + worker + beat
     10.77.0.12  gw2       web + worker
     10.77.0.13  gw3       web + worker
@@ -30,12 +32,12 @@ from tests.scale.hosts import (
     Balancer,
     GatewayHost,
     HostPostgres,
-    HostRedis,
     gateway_env,
     http_ok,
     python_in,
 )
 from tests.scale.netns import Network, in_netns
+from tests.scale.sentinels import RedisGroup
 
 GATEWAYS = ("gw1", "gw2", "gw3")
 # The ceilings the proofs count against (tests/scale/test_across_hosts.py): low, so a bounded load
@@ -58,18 +60,18 @@ class Cluster:
 
     def start(self) -> Cluster:
         net = self.net.up()
-        for role, octet in (("pg", 2), ("redis", 3), ("gw1", 11), ("gw2", 12), ("gw3", 13), ("lb", 20),
-                            ("client", 30), ("models", 40)):
+        for role, octet in (("pg", 2), ("redis", 3), ("redis2", 4), ("sentinel3", 5), ("gw1", 11), ("gw2", 12),
+                            ("gw3", 13), ("lb", 20), ("client", 30), ("models", 40)):
             net.add_host(role, octet)
         self.pg = HostPostgres(self.base, self.logs, net.exec_prefix("pg"), net.address("pg"))
-        self.redis = HostRedis(self.base, self.logs, net.exec_prefix("redis"), net.address("redis"))
-        self.env = gateway_env(self.pg.url, self.redis.url, CEILINGS)
+        self.redis = RedisGroup(self.base, self.logs, net, self.probe)
+        self.env = gateway_env(self.pg.url, {**self.redis.env(), **CEILINGS})
         self.upstream = Service("upstream", [*net.exec_prefix("models"), PYTHON, "-m", "tests.upstream", "--host",
                                              net.address("models"), "--port", str(UPSTREAM_PORT), "--latency-ms", "20"],
                                 env=self.env, logs=self.logs)
-        self.processes += [self.redis, self.upstream]
-        self.redis.start(timeout=20)
+        self.processes += [*self.redis.services, self.upstream]
         self.upstream.start()
+        self.redis.start()
         self.pg.init()
         self.pg.start()
         self.pg.create_database()
@@ -130,6 +132,8 @@ class Cluster:
 
     def ensure_running(self) -> None:
         """Before each test: a host an earlier test left stopped is started again."""
+        if not self.redis.alive():
+            self.redis.start()
         for host in self.hosts.values():
             if not host.alive():
                 host.start()

@@ -213,7 +213,7 @@ class Balancer(Service):
         return f"http://{self.address}:{LB_PORT}"
 
 
-def gateway_env(pg_url: str, redis_url: str, extra: dict[str, str]) -> dict[str, str]:
+def gateway_env(pg_url: str, extra: dict[str, str]) -> dict[str, str]:
     """The environment every gateway host shares (tests/faults/stack.py's, on the hosts' addresses)."""
     from tests.faults.stack import SERVICE_VARS
 
@@ -224,8 +224,6 @@ def gateway_env(pg_url: str, redis_url: str, extra: dict[str, str]) -> dict[str,
         "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
         "DJANGO_SETTINGS_MODULE": "gateway.settings",
         "DATABASE_URL": pg_url,
-        "REDIS_URL": redis_url,
-        "CELERY_BROKER_URL": redis_url,
         "PYTHONPATH": str(ROOT),
         "PYTHONUNBUFFERED": "1",
         "SECRET_KEY": "scale-" + "x" * 50,
