@@ -166,10 +166,15 @@ return out
 """
 
 
-@lru_cache(maxsize=None)
 def client_for(url: str, sentinels=None):
     """The process's client of the Redis at `url` (redis-py pools its connections); with `sentinels`
     (gateway/state/sentinel.py), of the primary they name, with `url`'s database and password."""
+    return one_client(url, sentinels)
+
+
+@lru_cache(maxsize=None)
+def one_client(url: str, sentinels):
+    """`client_for`'s cache: one client per (url, sentinels) (`one_client.cache_clear()` forgets them)."""
     import redis
 
     if sentinels is not None:

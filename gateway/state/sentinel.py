@@ -57,13 +57,15 @@ class WatchedPool(SentinelConnectionPool):
 
     def __init__(self, *args, on_primary=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.on_primary = on_primary
+        if on_primary is not None:  # the connections ask the pool's proxy, not the pool
+            asking = self.proxy.get_master_address
 
-    def get_master_address(self):
-        address = super().get_master_address()
-        if self.on_primary is not None:
-            self.on_primary(address)
-        return address
+            def get_master_address():
+                address = asking()
+                on_primary(address)
+                return address
+
+            self.proxy.get_master_address = get_master_address
 
 
 def master_pool(url: str, sentinels: Sentinels, on_primary=None, **options):

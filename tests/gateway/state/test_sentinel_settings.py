@@ -88,3 +88,12 @@ def test_without_sentinels_nothing_changes(settings):
     found = sentinels_of(settings)
     assert found == Sentinels((("s1", 26379),), "gw", "secret")
     assert "secret" not in repr(found)
+
+
+def test_the_amounts_dropped_after_a_switch_are_the_quota_and_budget_counters():
+    from gateway.limits.quotas import quota_window_keys
+    from gateway.state.redis_client import AMOUNT_PREFIXES
+
+    keys = [counted.key for counted in quota_window_keys(account_id=7)]
+    assert keys and all(key.startswith(AMOUNT_PREFIXES) for key in keys)
+    assert {key.split(":")[0] + ":" for key in keys} == set(AMOUNT_PREFIXES)
