@@ -274,9 +274,10 @@ class PrivatePgBouncer(Service):
     `pool_size` server connections at most per database and user, so that the transactions of
     different clients share them. PgBouncer refuses to run as root: it is then told to switch to
     the `postgres` user (`-u`), and its folder is that user's. Its admin console (database
-    `pgbouncer`) takes the user `postgres`."""
+    `pgbouncer`) takes the user `postgres`. Other settings of pgbouncer.ini as keyword arguments."""
 
-    def __init__(self, base: Path, logs: Path, pg_port: int, pool_size: int = 2, pool_mode: str = "transaction"):
+    def __init__(self, base: Path, logs: Path, pg_port: int, pool_size: int = 2, pool_mode: str = "transaction",
+                 **settings: object):
         self.port = free_port()
         self.folder = base / "pgbouncer"
         self.folder.mkdir()
@@ -286,7 +287,7 @@ class PrivatePgBouncer(Service):
             f"[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {self.folder / 'userlist.txt'}\nadmin_users = postgres\n"
             f"pool_mode = {pool_mode}\ndefault_pool_size = {pool_size}\nmax_client_conn = 500\n"
-            f"max_db_connections = {pool_size}\n")
+            f"max_db_connections = {pool_size}\n" + "".join(f"{name} = {value}\n" for name, value in settings.items()))
         as_root = ["-u", "postgres"] if os.geteuid() == 0 else []
         if as_root:
             for path in (self.folder, *self.folder.iterdir()):

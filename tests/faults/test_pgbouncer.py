@@ -16,6 +16,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -28,6 +29,9 @@ from tests.faults.services import PYTHON, ROOT, PrivatePgBouncer
 from tests.faults.stack import WEB_WORKERS, Stack, wait_for
 
 POOL_SIZE = 2  # PgBouncer's server connections to the gateway's database, for every client together
+# PgBouncer's wait for a server connection, as docs/deploying.md advises (its default, 120 s, is how
+# long a query hangs once PostgreSQL is gone); and its pause between failed logins (15 s by default)
+QUERY_WAIT_SECONDS = 5
 MODEL = "ref/echo-1"
 OPERATOR = {"email": "operator@faults.test", "password": "faults-operator-password-1"}
 
@@ -37,7 +41,8 @@ class BouncedStack(Stack):
 
     def __init__(self):
         super().__init__(DATABASE_POOLER="transaction")
-        self.bouncer = PrivatePgBouncer(self.base, self.logs, self.pg.port, pool_size=POOL_SIZE)
+        self.bouncer = PrivatePgBouncer(self.base, self.logs, self.pg.port, pool_size=POOL_SIZE,
+                                        query_wait_timeout=QUERY_WAIT_SECONDS, server_login_retry=1)
         self.direct_env = {**self.env, "DATABASE_POOLER": "none"}
         self.env["DATABASE_URL"] = self.bouncer.url(self.pg.dbname)  # the services share this mapping
         self.services = [self.upstream, self.web, self.worker]
@@ -119,7 +124,7 @@ def test_the_console_pages_that_read_with_iterators(bounced: BouncedStack):
     rendered outside it), while calls of other clients run their transactions on the same two
     server connections."""
     account = _account(bounced, "pgb-console")
-    load = Load(bounced.url, chat_maker(account["key"], MODEL, "pgb-console"), 60, concurrency=4).start()
+    load = Load(bounced.url, chat_maker(account["key"], MODEL, "pgbconsole"), 60, concurrency=4).start()
     with httpx.Client(base_url=bounced.url, timeout=20) as client:
         client.get("/admin/login/")
         signed_in = client.post("/admin/login/?next=/admin/", data={
@@ -152,6 +157,27 @@ def test_a_revoked_key_is_refused_at_once(bounced: BouncedStack):
             after = list(pool.map(lambda _: client.post("/v1/chat/completions", json=body, headers=key).status_code,
                                   range(8)))
     assert after == [401] * 8
+
+
+def test_postgresql_restarted_behind_pgbouncer_under_load(bounced: BouncedStack):
+    """PostgreSQL stopped for 3 s behind PgBouncer and started again under calls and events: 503
+    with Retry-After while it is gone (a query waits QUERY_WAIT_SECONDS for a server connection,
+    then new connections are refused at once), never a 500; the calls answered are metered once,
+    the events accepted are run once; the API answers again once PgBouncer logs in again."""
+    account = _account(bounced, "pgb-restart", routines=2)
+    chats = Load(bounced.url, chat_maker(account["key"], MODEL, "pgbrestart"), 60, rate=15, concurrency=6).start()
+    events = Load(bounced.url, event_maker(account["routines"], "pgbrestart"), 16, rate=4, concurrency=2).start()
+    chats.wait_answered(15)
+    bounced.pg.stop("fast")
+    time.sleep(3)
+    bounced.pg.start()
+    key = {"Authorization": f"Bearer {account['key']}"}
+    wait_for(lambda: httpx.get(f"{bounced.url}/api/v1/usage", headers=key, timeout=10).status_code == 200, 30,
+             "the API answering once PostgreSQL is back")
+    answers = chats.join(120) + events.join(120)
+    checks.check_answers(answers, outage=True)
+    checks.check_chats(bounced, account, answers)
+    checks.check_events(bounced, account, answers)
 
 
 def _probe(stack: BouncedStack, pooler: str) -> dict:
