@@ -1,4 +1,4 @@
-"""Fixtures of the multi-host tests: one stack of hosts in network namespaces for the whole session
+"""Fixtures of the multi-host tests: one stack of hosts in network namespaces for the whole folder
 (tests/scale/cluster.py), every gateway host running again before each test, the logs shown when a
 test fails. These tests use no database or Redis of the test run: the `_fresh_state` of
 tests/conftest.py is replaced by one that does nothing."""
@@ -24,8 +24,9 @@ def _fresh_state():
     yield
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster():
+    """Up for the tests of this folder, stopped once they are done (not at the end of the whole suite)."""
     with running_cluster() as c:
         print(f"\nthe multi-host stack came up in {c.timings}")
         yield c

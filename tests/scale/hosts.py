@@ -17,7 +17,8 @@ from pathlib import Path
 
 from tests.faults.services import BIN, PYTHON, ROOT, PrivatePostgres, Service, pid_alive
 
-HOST_VARS = ("PROMETHEUS_MULTIPROC_DIR", "USAGE_SPOOL_DIR", "HOME")
+HOST_VARS = ("PROMETHEUS_MULTIPROC_DIR", "USAGE_SPOOL_DIR", "HOME", "DATABASE_POOLER", "REDIS_SENTINELS",
+             "REDIS_SENTINEL_SERVICE", "REDIS_SENTINEL_PASSWORD")
 PROCFILE = dict(line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if ": " in line)
 WEB_PORT = 8000
 LB_PORT = 8080

@@ -17,7 +17,7 @@ from tests.scale.report import figures
 from tests.scale.test_across_hosts import MODEL, accounts, check_usage_on_every_host
 from tests.scale.test_host_faults import QUOTA, spread
 
-BACK_WITHIN = 20.0
+BACK_WITHIN = 30.0  # about 11 s measured (docs/scaling.md)
 
 
 def test_redis_primary_host_lost_under_load(hosts: Cluster):
