@@ -1,22 +1,16 @@
 """Redis behind Sentinel (REDIS_SENTINELS set; gateway/settings/redis.py): every connection is made to the primary
 the Sentinels name at that moment, so a failover moves the process to the new primary at its next connection.
 
-- `Sentinels`: the addresses, the service and the Sentinels' password, as the backend choice reads them from the
-  settings (gateway/state/backend.py).
-- `master_pool(url, sentinels)`: redis-py's pool of connections to the primary (`SentinelConnectionPool`): it asks
-  the Sentinels at each new connection, and a connection that finds the old primary demoted (a `READONLY` reply)
-  is dropped and fails with ConnectionError, which a caller answers as an outage (gateway/web/errors.py) and the
-  next connection goes to the new primary. The counters' client (gateway/state/redis_client.py), the health probe,
-  and, through `SentinelPool`, the Django caches use it. kombu's own `sentinel://` transport does the same for the
-  Celery broker.
-- `primary_address(sentinels)`: the primary's address, asked the way the event loop's client asks it
-  (gateway/state/loop_redis.py), for the tests and the health probe.
+- `Sentinels`: the addresses, the service and the Sentinels' password (read by gateway/state/backend.py).
+- `master_pool(url, sentinels)`: redis-py's pool of connections to the primary: it asks the Sentinels at each new
+  connection, and a connection that finds the old primary demoted (`READONLY`) is dropped and fails with
+  ConnectionError, an outage (gateway/web/errors.py); the next one goes to the new primary. The counters' client
+  (gateway/state/redis_client.py), the health probe and, through `SentinelPool`, the Django caches use it; kombu's
+  `sentinel://` transport does the same for the Celery broker. `primary_address`: the primary, as named now.
 
-While the Sentinels have not named a new primary yet (the old one is down, the failover takes
-`down-after-milliseconds` plus the election), connections fail: MasterNotFoundError (a ConnectionError) or a refused
-connection, both outages.
+While no primary is named (the failover takes `down-after-milliseconds` plus the election), connections fail with
+MasterNotFoundError (a ConnectionError) or are refused: outages.
 """
-
 from __future__ import annotations
 
 from dataclasses import dataclass
