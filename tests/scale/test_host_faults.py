@@ -22,6 +22,9 @@ from tests.scale.test_across_hosts import MODEL, V1_CEILING, accounts, check_usa
 
 FLUSH_SECONDS = 0.5  # USAGE_FLUSH_SECONDS's default, which the hosts run with
 QUOTA = 10**9  # a ceiling, so the quota windows are counted (and rebuilt), never reached
+# A counter rebuilt while another host's spool holds records not yet written misses them (at 2.5 calls a
+# second for one account and a 0.5 s flush, one or two): docs/scaling.md
+REBUILT_SHORT = 3
 
 
 def spread(accs: list[dict], prefix: str, per_account: int = V1_CEILING) -> list[list]:
@@ -149,7 +152,9 @@ def test_host_cut_off_from_redis(hosts: Cluster):
     assert statuses[503] > 0, "the cut was not seen"
     for n, acc in enumerate(accs):
         checks.check_chats(hosts, acc, [a for a in answers if a.ident.startswith(f"cut{n}-")])
-    check_usage_on_every_host(hosts, accs[0])
+    short = check_usage_on_every_host(hosts, accs[0], rebuilt_calls=REBUILT_SHORT)
+    figures("quota counters after the cut", [f"/api/v1/usage short of the records by {short} call(s) (gw3's "
+                                             f"unsure counters dropped and rebuilt; at most {REBUILT_SHORT})"])
 
 
 def test_host_lost_with_its_disk(hosts: Cluster):
