@@ -84,6 +84,9 @@ class Network:
         self.hosts: dict[str, tuple[str, str]] = {}  # role: (namespace, address)
 
     def up(self) -> Network:
+        if os.geteuid() != 0:
+            raise RuntimeError("tests/scale makes network namespaces and needs root, as CI has; without it run "
+                               "the suite with --ignore=tests/scale")
         sweep_stale()
         self._netns(self.switch)
         ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
