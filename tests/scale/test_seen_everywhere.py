@@ -1,7 +1,8 @@
 """Issue 28, "Proven across hosts" (continued): what one host decides, every host holds at once. A
-token quota spent through the balancer is refused by all hosts at its ceiling; a webhook event sent
-to the three hosts at the same time is accepted once; a group's allowed models changed by a command
-on one host, and an API key revoked through another, are seen by every host on its next request."""
+token quota and a budget in money spent through the balancer are refused by all hosts at their
+ceiling; a webhook event sent to the three hosts at the same time is accepted once; a group's
+allowed models changed by a command on one host, and an API key revoked through another, are seen
+by every host on its next request."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import tempfile
 import time
 from collections import Counter, defaultdict
+from decimal import Decimal
 
 import httpx
 
@@ -62,6 +64,40 @@ def test_token_quota_exact_across_hosts(hosts: Cluster):
     assert all(a.body["error"]["code"] == "permission_denied" for a in refused), refused[0].body
     checks.check_chats(hosts, acc, answers)
     check_usage_on_every_host(hosts, acc)
+
+
+def test_budget_exact_across_hosts(hosts: Cluster):
+    """A daily budget in money a little over seven calls' cost (issue 25), spent through the round robin:
+    answered up to the call whose cost reaches it, then refused 403 naming the budget by whichever host
+    takes the next; every host reports the spend the usage records hold."""
+    calibration = account(hosts, "calib")
+    reply = request(hosts, "POST", f"{hosts.url}/v1/chat/completions",
+                    headers={"Authorization": f"Bearer {calibration['key']}"},
+                    json={"model": MODEL, "messages": [{"role": "user", "content": "hello budget-000"}]})
+    assert reply.status_code == 200, reply.text[:300]
+    usage = reply.json()["usage"]
+    per_call = usage["prompt_tokens"] * checks.INPUT_UNITS + usage["completion_tokens"] * checks.OUTPUT_UNITS
+    step = 10**6  # a budget has four decimal places: 10**6 cost units (gateway/registry/prices.py)
+    budget = math.ceil((7 * per_call + 1) / step) * step
+    acc = account(hosts, "budget", daily_budget=str(Decimal(budget) / 10**10))
+    calls = 15  # below the /v1 ceiling of 20: only the budget refuses
+    answers = load.run(hosts, [load.chat(acc["key"], MODEL, f"budget-{i:03d}") for i in range(calls)],
+                       rate=5, concurrency=1, deadline=30)
+    statuses = Counter(a.status for a in answers)
+    expected = math.ceil(budget / per_call)
+    refused = [a for a in answers if a.status == 403]
+    figures("budget across hosts", [f"{calls} calls made, {statuses[200]} answered, {len(refused)} refused by the "
+                                    f"budget; a budget of {budget} cost units at {per_call} a call allows {expected}"])
+    assert statuses == {200: expected, 403: calls - expected}, dict(statuses)
+    assert all(a.body["error"]["message"].startswith("Budget reached") for a in refused), refused[0].body
+    checks.check_chats(hosts, acc, answers)
+    (spent,) = hosts.pg.query("SELECT coalesce(sum(cost_units), 0) FROM gateway_usagerecord WHERE account_id = %s",
+                              (acc["account_id"],))[0]
+    assert spent == expected * per_call
+    for host in hosts.hosts.values():
+        body = hosts.probe(lambda url: httpx.get(url, headers={"Authorization": f"Bearer {acc['key']}"},
+                                                 timeout=10).json(), f"{host.url}/api/v1/usage")
+        assert Decimal(body["day"]["spend"]) == Decimal(spent) / 10**10, (host.name, body["day"])
 
 
 def test_duplicate_event_across_hosts_refused(hosts: Cluster):
