@@ -25,6 +25,7 @@ QUOTA = 10**9  # a ceiling, so the quota windows are counted (and rebuilt), neve
 # A counter rebuilt while another host's spool holds records not yet written misses them (at 2.5 calls a
 # second for one account and a 0.5 s flush, one or two): docs/scaling.md
 REBUILT_SHORT = 3
+EVENTS = 48
 
 
 def spread(accs: list[dict], prefix: str, per_account: int = V1_CEILING) -> list[list]:
@@ -118,10 +119,15 @@ def test_host_cut_off_from_redis(hosts: Cluster):
     """gw3 loses its route to the Redis primary (a route inside its namespace only) for 3 s under load:
     its answers are 503 with Retry-After in the /v1 error shape, never 500, the other hosts answer;
     once the route is back gw3 answers 200 again, and every answered call is metered once, the quota
-    counters equal to the records on every host."""
-    *accs, prober = accounts(hosts, "cut", 13, daily_tokens=QUOTA)
+    counters equal to the records on every host. Webhook events go with the calls: those gw3 takes
+    while cut off answer 503, every one accepted is stored once and runs once."""
+    *accs, prober, hooked = accounts(hosts, "cut", 14, daily_tokens=QUOTA, routines=2)
     gw3 = hosts.hosts["gw3"]
-    drive = load.Drive(hosts, spread(accs, "cut"), rate=30, concurrency=8, deadline=40).start()
+    tag = os.urandom(3).hex()
+    requests = spread(accs, "cut")
+    for i in range(EVENTS):  # one event every four calls: every host takes some (round robin over 3)
+        requests.insert(i * 5, load.event(hooked["routines"][i % 2], f"cutev-{tag}-{i}"))
+    drive = load.Drive(hosts, requests, rate=36, concurrency=8, deadline=40).start()
     drive.wait_answered(40)
     primary = hosts.redis.primary_role()
     hosts.net.cut_route("gw3", primary)
@@ -141,14 +147,20 @@ def test_host_cut_off_from_redis(hosts: Cluster):
     for a in answers:
         if a.status == 503:
             error = a.body.get("error", {}) if isinstance(a.body, dict) else {}
-            if not a.retry_after or not {"message", "type", "code"} <= set(error):
+            if not a.retry_after or (a.kind == "chat" and not {"message", "type", "code"} <= set(error)):
                 problems.append(f"{a.ident}: 503 {a.body} Retry-After {a.retry_after}")
         elif a.status != 200:
             problems.append(f"{a.ident}: {a.status} {str(a.body)[:200]}")
-    figures("a host cut off from Redis", [
-        f"{len(answers)} calls made: {dict(statuses)} (503: gw3's share while cut off)",
-        f"gw3 answered 200 again {back_after:.1f}s after its route to Redis was back"])
     checks.fail_if(problems, "answers while gw3 was cut off from Redis")
+    events = [a for a in answers if a.kind == "event"]
+    result = checks.check_events(hosts, hooked, answers)
+    stored = hosts.pg.query("SELECT count(*) FROM routines_event e JOIN routines_routine r ON r.id = e.routine_id "
+                            "WHERE r.account_id = %s", (hooked["account_id"],))[0][0]
+    figures("a host cut off from Redis", [
+        f"{len(answers)} calls and events made: {dict(statuses)} (503: gw3's share while cut off)",
+        f"{len(events)} events: {result['accepted']} accepted, {stored} stored, each run once",
+        f"gw3 answered 200 again {back_after:.1f}s after its route to Redis was back"])
+    assert stored == result["accepted"]
     assert statuses[503] > 0, "the cut was not seen"
     for n, acc in enumerate(accs):
         checks.check_chats(hosts, acc, [a for a in answers if a.ident.startswith(f"cut{n}-")])
