@@ -125,6 +125,8 @@ def test_primary_killed_under_load(sentinel_stack: SentinelStack):
         assert statuses == {200: GENERAL_CEILING, 429: 5}, f"the ceiling on the new primary: {dict(statuses)}"
         ready = httpx.get(f"{live.url}/readyz", timeout=10)
         assert ready.status_code == 200, f"/readyz after the failover: {ready.text}"
+        scrape = httpx.get(f"{live.url}/metrics", timeout=10).text  # from loopback: no token needed
+        assert 'gateway_scrape_reading_up{reading="queue_depth"} 1.0' in scrape, "the broker's depth not read"
     except AssertionError:
         print(f"\n===== logs of the stack in {live.base} =====\n{live.tail()}")
         raise
