@@ -31,8 +31,12 @@ from tests.faults.services import (
 )
 
 # Variables of the caller's environment that could point a child at the shared services.
+# The caller's services and folders: the stack's processes get their own (a shared metrics folder or HOME,
+# where gunicorn keeps its control socket, would mix them with the caller's or another stack's processes).
 SERVICE_VARS = ("DATABASE_URL", "DATABASE_POOLER", "REDIS_URL", "CELERY_BROKER_URL", "EMAIL_URL", "GATEWAY_VAR_DIR",
-                "PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "DJANGO_SETTINGS_MODULE")
+                "PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "DJANGO_SETTINGS_MODULE",
+                "PROMETHEUS_MULTIPROC_DIR", "USAGE_SPOOL_DIR", "REDIS_SENTINELS", "REDIS_SENTINEL_SERVICE",
+                "REDIS_SENTINEL_PASSWORD", "HOME")
 WEB_WORKERS = 2
 HEAVY = 100_000  # request ceilings out of the way of the load
 
@@ -75,6 +79,7 @@ class Stack:
             "REDIS_URL": self.redis.url,
             "CELERY_BROKER_URL": self.redis.url,
             "GATEWAY_VAR_DIR": str(self.var),
+            "HOME": str(self.var),
             "PYTHONPATH": str(ROOT),
             "PYTHONUNBUFFERED": "1",
             "SECRET_KEY": "faults-" + "x" * 50,  # 50 characters at least, or the settings refuse to start
