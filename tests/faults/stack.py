@@ -33,8 +33,9 @@ from tests.faults.services import (
 # Variables of the caller's environment that could point a child at the shared services.
 # The caller's services and folders: the stack's processes get their own (a shared metrics folder or HOME,
 # where gunicorn keeps its control socket, would mix them with the caller's or another stack's processes).
+# PGOPTIONS too: libpq sends it as the `options` startup parameter, which PgBouncer refuses (.ci/run sets it).
 SERVICE_VARS = ("DATABASE_URL", "DATABASE_POOLER", "REDIS_URL", "CELERY_BROKER_URL", "EMAIL_URL", "GATEWAY_VAR_DIR",
-                "PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "DJANGO_SETTINGS_MODULE",
+                "PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "PGOPTIONS", "DJANGO_SETTINGS_MODULE",
                 "PROMETHEUS_MULTIPROC_DIR", "USAGE_SPOOL_DIR", "REDIS_SENTINELS", "REDIS_SENTINEL_SERVICE",
                 "REDIS_SENTINEL_PASSWORD", "HOME")
 WEB_WORKERS = 2
