@@ -74,7 +74,7 @@ class Receiver:
     url: str
     spans: list[Span] = field(default_factory=list)
     posts: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Condition = field(default_factory=threading.Condition)  # notified at each export
 
     def clear(self) -> None:
         with self.lock:
@@ -84,15 +84,13 @@ class Receiver:
     def wait_for(self, check, timeout: float = 15.0, what: str = "the spans") -> list[Span]:
         """The spans received once `check(spans)` holds (a deadline, never a fixed sleep)."""
         deadline = time.monotonic() + timeout
-        while True:
-            with self.lock:
-                spans = list(self.spans)
-            if check(spans):
-                return spans
-            if time.monotonic() > deadline:
-                names = [(s.name, s.trace_id[:8]) for s in spans]
-                raise AssertionError(f"timed out waiting for {what}; received {names}")
-            time.sleep(0.05)
+        with self.lock:
+            while not check(spans := list(self.spans)):
+                if time.monotonic() > deadline:
+                    names = [(s.name, s.trace_id[:8]) for s in spans]
+                    raise AssertionError(f"timed out waiting for {what}; received {names}")
+                self.lock.wait(max(deadline - time.monotonic(), 0.001))  # woken by the next export
+            return spans
 
     def trace(self, trace_id: str) -> list[Span]:
         with self.lock:
@@ -116,6 +114,7 @@ def otlp_receiver():
             with received.lock:
                 received.spans.extend(spans)
                 received.posts += 1
+                received.lock.notify_all()
             answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("Content-Type", "application/x-protobuf")

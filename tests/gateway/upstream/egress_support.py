@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from gateway.upstream import egress
+from tests.faults.services import wait_for
 from tests.servers import free_port
 from tests.upstream import Upstream
 from tests.upstream.app import UpstreamApp
@@ -49,15 +49,6 @@ def proxy_env(monkeypatch):
 
     yield set_env
     egress.reset()
-
-
-def wait_until(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
-    return value
 
 
 def _listening(port: int) -> bool:
@@ -88,7 +79,7 @@ class Tinyproxy:
         return [line.split("): ", 1)[1] for line in self.log().splitlines() if "Request (file descriptor" in line]
 
     def wait_for(self, line: str, timeout: float = 5.0) -> None:
-        wait_until(lambda: line in self.requests(), timeout, f"{line!r} in the proxy's log")
+        wait_for(lambda: line in self.requests(), timeout, f"{line!r} in the proxy's log")
 
 
 @contextlib.contextmanager
@@ -107,7 +98,7 @@ def tinyproxy(directory: Path, *, user: str | None = None, password: str | None 
         proc = subprocess.Popen([TINYPROXY, "-d", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        wait_until(lambda: proc.poll() is not None or _listening(port), 10, "tinyproxy to listen")
+        wait_for(lambda: proc.poll() is not None or _listening(port), 10, "tinyproxy to listen")
         assert proc.poll() is None, log_path.read_text()
         yield Tinyproxy(port, log_path, user, password)
     finally:
@@ -154,7 +145,7 @@ def tls_upstream(cert_path: Path, key_path: Path):
     thread = threading.Thread(target=server.run, name=f"tls-upstream-{port}", daemon=True)
     thread.start()
     try:
-        wait_until(lambda: server.started or not thread.is_alive(), 10, "the TLS upstream to start")
+        wait_for(lambda: server.started or not thread.is_alive(), 10, "the TLS upstream to start")
         assert server.started
         yield Upstream(state, f"https://127.0.0.1:{port}")
     finally:
