@@ -151,3 +151,20 @@ def tls_upstream(cert_path: Path, key_path: Path):
     finally:
         server.should_exit = server.force_exit = True
         thread.join(5)
+
+
+PROXY_PASSWORD = "pr0xy-s3cret-Pa55"
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    """A tinyproxy on loopback for the module's tests."""
+    with tinyproxy(tmp_path_factory.mktemp("tinyproxy")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    """A tinyproxy that asks for credentials (user `gw`, PROXY_PASSWORD)."""
+    with tinyproxy(tmp_path_factory.mktemp("tinyproxy-auth"), user="gw", password=PROXY_PASSWORD) as running:
+        yield running

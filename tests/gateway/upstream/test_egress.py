@@ -14,25 +14,21 @@ from gateway.upstream import egress
 from gateway.upstream import http_client as uh
 from gateway.upstream.providers.base import failure_from_transport
 from tests.gateway.upstream import upstream_http_support
-from tests.gateway.upstream.egress_support import certificate, proxy_env, tinyproxy, tls_upstream  # noqa: F401
+from tests.gateway.upstream.egress_support import (  # noqa: F401 — fixtures among them
+    PROXY_PASSWORD,
+    certificate,
+    guarded,
+    proxy,
+    proxy_env,
+    tinyproxy,
+    tls_upstream,
+)
 from tests.gateway.upstream.upstream_http_support import FAST, run
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 _each_loop = upstream_http_support.each_loop  # the autouse fixture: every test on asyncio and on uvloop
 
-PASSWORD = "pr0xy-s3cret-Pa55"
-
-
-@pytest.fixture(scope="module")
-def proxy(tmp_path_factory):
-    with tinyproxy(tmp_path_factory.mktemp("tinyproxy")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def guarded(tmp_path_factory):
-    with tinyproxy(tmp_path_factory.mktemp("tinyproxy-auth"), user="gw", password=PASSWORD) as running:
-        yield running
+PASSWORD = PROXY_PASSWORD  # what the `guarded` proxy asks for
 
 
 @pytest.fixture(scope="module")

@@ -22,23 +22,19 @@ from tests.factories import (
     ModelServerFactory,
     api_key_for,
 )
-from tests.gateway.upstream.egress_support import certificate, proxy_env, tinyproxy, tls_upstream  # noqa: F401
+from tests.gateway.upstream.egress_support import (  # noqa: F401 — fixtures among them
+    PROXY_PASSWORD,
+    certificate,
+    guarded,
+    proxy,
+    proxy_env,
+    tinyproxy,
+    tls_upstream,
+)
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
-PASSWORD = "gw-pr0xy-Pa55word"
+PASSWORD = PROXY_PASSWORD  # what the `guarded` proxy asks for
 HELLO = [{"role": "user", "content": "hello proxy"}]
-
-
-@pytest.fixture(scope="module")
-def proxy(tmp_path_factory):
-    with tinyproxy(tmp_path_factory.mktemp("tinyproxy")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def guarded(tmp_path_factory):
-    with tinyproxy(tmp_path_factory.mktemp("tinyproxy-auth"), user="gw", password=PASSWORD) as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
