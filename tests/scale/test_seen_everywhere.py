@@ -38,17 +38,21 @@ def chat_status(cluster: Cluster, url: str, key: str) -> int:
                    json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}).status_code
 
 
+def one_call_usage(cluster: Cluster, marker: str) -> dict:
+    """The usage of one call like those of the load (`load.chat` with `marker`), by an account of its own."""
+    calibration = account(cluster, "calib")
+    reply = request(cluster, "POST", f"{cluster.url}/v1/chat/completions",
+                    headers={"Authorization": f"Bearer {calibration['key']}"},
+                    json={"model": MODEL, "messages": [{"role": "user", "content": f"hello {marker}"}]})
+    assert reply.status_code == 200, reply.text[:300]
+    return reply.json()["usage"]
+
+
 def test_token_quota_exact_across_hosts(hosts: Cluster):
     """A daily quota of 7 calls' tokens and one: calls one after another through the round robin
     (each host sees a third of them) are answered 8 times, then refused 403 by whichever host takes
     the next; the counter every host reads equals the usage records."""
-    calibration = account(hosts, "calib")
-    marker = "quota-000"
-    reply = request(hosts, "POST", f"{hosts.url}/v1/chat/completions",
-                    headers={"Authorization": f"Bearer {calibration['key']}"},
-                    json={"model": MODEL, "messages": [{"role": "user", "content": f"hello {marker}"}]})
-    assert reply.status_code == 200, reply.text[:300]
-    per_call = reply.json()["usage"]["total_tokens"]
+    per_call = one_call_usage(hosts, "quota-000")["total_tokens"]
     quota = 7 * per_call + 1
     acc = account(hosts, "quota", daily_tokens=quota)
     calls = 15  # below the /v1 ceiling of 20: only the quota refuses
@@ -70,12 +74,7 @@ def test_budget_exact_across_hosts(hosts: Cluster):
     """A daily budget in money a little over seven calls' cost (issue 25), spent through the round robin:
     answered up to the call whose cost reaches it, then refused 403 naming the budget by whichever host
     takes the next; every host reports the spend the usage records hold."""
-    calibration = account(hosts, "calib")
-    reply = request(hosts, "POST", f"{hosts.url}/v1/chat/completions",
-                    headers={"Authorization": f"Bearer {calibration['key']}"},
-                    json={"model": MODEL, "messages": [{"role": "user", "content": "hello budget-000"}]})
-    assert reply.status_code == 200, reply.text[:300]
-    usage = reply.json()["usage"]
+    usage = one_call_usage(hosts, "budget-000")
     per_call = usage["prompt_tokens"] * checks.INPUT_UNITS + usage["completion_tokens"] * checks.OUTPUT_UNITS
     step = 10**6  # a budget has four decimal places: 10**6 cost units (gateway/registry/prices.py)
     budget = math.ceil((7 * per_call + 1) / step) * step
