@@ -12,7 +12,7 @@ An endpoint takes one method; a route that takes several joins one endpoint per 
 `by_method` in its app's urls.py.
 
 For an async view, with Redis, the checks run in the event loop: the caller from this process's
-credential cache, then one counter step on Redis from the loop (gateway/state/loop_redis.py). Only
+credential cache, then one counter step on Redis from the loop (gateway/state/redis/loop.py). Only
 what needs the database hops to a worker thread: a credential not in the cache, a quota window to
 rebuild, and `prepare`, unless the endpoint says its `prepare` reads only what the process holds
 (`prepare_in_loop`) and the model registry is current. Without Redis (the embedded default), the
@@ -36,8 +36,8 @@ from accounts.key_use import note_key_use
 from gateway.limits import ratelimit
 from gateway.limits.quotas import quota_missing, quota_readings, quota_window_keys
 from gateway.registry.snapshot import note_stamps, registry_current, stamp_keys
-from gateway.state import loop_redis
 from gateway.state.counters import window_hit
+from gateway.state.redis import loop as loop_redis
 from gateway.state.workers import in_worker
 from gateway.web.errors import ApiError, FrameworkError, render_error
 

@@ -2,7 +2,7 @@
 product reads REDIS_URL to choose how to count, cool down or stamp, except the few places listed
 here with their reason. And no module imports another's private name (`from x import _name`): what
 a module shares, it names publicly (the Redis client, its key prefix and its scripts are
-gateway/state/redis_client.py's)."""
+gateway/state/redis/client.py's)."""
 
 import ast
 from pathlib import Path

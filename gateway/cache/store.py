@@ -20,8 +20,8 @@ from django.db import DatabaseError
 from redis.exceptions import RedisError
 
 from gateway.state import backend
-from gateway.state.loop_redis import LoopRedis, loop_client
-from gateway.state.redis_client import KEY_PREFIX
+from gateway.state.redis.client import KEY_PREFIX
+from gateway.state.redis.loop import LoopRedis, loop_client
 from gateway.state.workers import in_worker
 
 logger = logging.getLogger(__name__)

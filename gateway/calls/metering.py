@@ -72,7 +72,7 @@ async def meter_async(*, account_id: int, model: str, surface: str, input_tokens
                       request_id: str = "", key: str | None = None, cached: bool = False,
                       price: Price | None = None, cached_input_tokens: int = 0) -> None:
     """`meter` from the event loop: the spool append is one write(); the quota counters are
-    added to from the loop (gateway/state/loop_redis.py), so no thread is needed. Never raises."""
+    added to from the loop (gateway/state/redis/loop.py), so no thread is needed. Never raises."""
     if (record := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
                           cached_input_tokens)) is not None:
         await quota_add_async(account_id=account_id, tokens=input_tokens + output_tokens,

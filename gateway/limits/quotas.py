@@ -262,7 +262,7 @@ def quota_add(*, account_id: int, tokens: int, cost_units: int = 0, now: datetim
 async def quota_add_async(*, account_id: int, tokens: int, cost_units: int = 0,
                           now: datetime | None = None) -> bool:
     """`quota_add` from the event loop: with Redis, one round trip from the loop (no thread)."""
-    from gateway.state import loop_redis
+    from gateway.state.redis import loop as loop_redis
     from gateway.state.workers import in_worker
 
     if not loop_redis.available() or (unsure_counters and not settings.USAGE_BATCHED):

@@ -38,7 +38,7 @@ from django.db import close_old_connections, connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from gateway.state.backend import sentinels_of
-from gateway.state.sentinel import master_client
+from gateway.state.redis.sentinel import master_client
 from gateway.telemetry.redact import redact
 from gateway.web.errors import FrameworkError, render_error
 

@@ -34,7 +34,7 @@ from typing import ClassVar, final
 from django.conf import settings
 
 from gateway.state import backend
-from gateway.state.redis_client import PROBE_HELD, PROBE_NO_COOLDOWN, PROBE_TAKEN
+from gateway.state.redis.client import PROBE_HELD, PROBE_NO_COOLDOWN, PROBE_TAKEN
 from gateway.state.workers import in_worker
 
 logger = logging.getLogger(__name__)

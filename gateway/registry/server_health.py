@@ -50,7 +50,7 @@ _unwritable_logged = False
 
 
 def _key(server_id: int, what: str) -> str:
-    from gateway.state.redis_client import KEY_PREFIX
+    from gateway.state.redis.client import KEY_PREFIX
 
     return f"{KEY_PREFIX}health:{server_id}:{what}"
 

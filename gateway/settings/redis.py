@@ -61,7 +61,7 @@ if REDIS_SENTINELS:
         _db = int(_url.path.strip("/") or 0)
     except ValueError:
         raise ImproperlyConfigured("REDIS_URL's path must be a database number, such as /0.") from None
-    REDIS_CACHE_OPTIONS = {"pool_class": "gateway.state.sentinel.SentinelPool", "sentinels": REDIS_SENTINELS,
+    REDIS_CACHE_OPTIONS = {"pool_class": "gateway.state.redis.sentinel.SentinelPool", "sentinels": REDIS_SENTINELS,
                            "service": REDIS_SENTINEL_SERVICE, "sentinel_password": REDIS_SENTINEL_PASSWORD}
     _credentials = (f"{quote(unquote(_url.username or ''), safe='')}:{quote(unquote(_url.password), safe='')}@"
                     if _url.password else "")

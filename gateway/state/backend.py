@@ -22,15 +22,18 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from gateway.state.cache_backend import CacheBackend
-from gateway.state.redis_backend import RedisBackend
-from gateway.state.sentinel import Sentinels
+from gateway.state.redis import loop
+from gateway.state.redis.backend import RedisBackend
+from gateway.state.redis.sentinel import Sentinels
 
 
 def choose() -> RedisBackend | CacheBackend:
-    """The backend the settings ask for: with REDIS_SENTINELS, Redis is the primary they name."""
-    if not settings.REDIS_URL:
-        return CacheBackend()
-    return RedisBackend(settings.REDIS_URL, sentinels_of(settings))
+    """The backend the settings ask for: with REDIS_SENTINELS, Redis is the primary they name. The event
+    loop's client (gateway/state/redis/loop.py) is told which."""
+    chosen = CacheBackend() if not settings.REDIS_URL else RedisBackend(
+        settings.REDIS_URL, sentinels_of(settings), cache=CacheBackend())
+    loop.follow(chosen)
+    return chosen
 
 
 def sentinels_of(config) -> Sentinels | None:

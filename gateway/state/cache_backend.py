@@ -18,7 +18,7 @@ from django.core.cache.backends.db import DatabaseCache
 from django.core.cache.backends.redis import RedisCache
 from django.db import connections, router, transaction
 
-from gateway.state.redis_client import (
+from gateway.state.redis.client import (
     KEY_PREFIX,
     PROBE_HELD,
     PROBE_NO_COOLDOWN,

@@ -9,7 +9,7 @@ what the other processes said at the last trade.
 
 The trade: a daemon thread, started by the first pooled pick (`watch`), sends this process's news
 and reads everyone's every SYNC_SECONDS, in one step of the chosen backend (`loads_trade`: one Lua
-script on Redis, LOADS_SCRIPT in gateway/state/redis_client.py), never on a call's way. Shared keys,
+script on Redis, LOADS_SCRIPT in gateway/state/redis/client.py), never on a call's way. Shared keys,
 under the counters' prefix:
 
     gw:loads:seen                 process → when it last traded (ms); a process silent for

@@ -147,15 +147,15 @@ def test_a_demoted_primary_sends_the_clients_to_the_new_one(tmp_path):
     dropped once for the switch, by the first process to see it, and a second look drops nothing."""
     import asyncio
 
-    from gateway.state.loop_redis import LoopRedis
-    from gateway.state.redis_client import (
+    from gateway.state.redis.client import (
         ADD_SCRIPT,
         KEY_PREFIX,
         PRIMARY_KEY,
         client_for,
         forget_after_switch,
     )
-    from gateway.state.sentinel import Sentinels, primary_address
+    from gateway.state.redis.loop import LoopRedis
+    from gateway.state.redis.sentinel import Sentinels, primary_address
     from tests.faults.sentinel import SERVICE, SentinelRedis
 
     logs = tmp_path / "logs"

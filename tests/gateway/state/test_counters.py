@@ -19,8 +19,8 @@ from gateway.state.counters import (
     version_bump,
     window_hit,
 )
-from gateway.state.redis_backend import RedisBackend
-from gateway.state.redis_client import client_for
+from gateway.state.redis.backend import RedisBackend
+from gateway.state.redis.client import client_for
 from tests.conftest import clear_counters
 
 

@@ -1,4 +1,4 @@
-"""The event loop's own Redis client (gateway/state/loop_redis.py): the counter steps' results, the
+"""The event loop's own Redis client (gateway/state/redis/loop.py): the counter steps' results, the
 commands of one loop turn in one write with each reply matched to its command, and redis-py's
 exceptions for every failure (an outage is a 503: gateway/web/errors.py)."""
 
@@ -11,7 +11,8 @@ import pytest
 import redis as redis_py
 from redis.exceptions import ConnectionError, ResponseError, TimeoutError
 
-from gateway.state import counters, loop_redis
+from gateway.state import counters
+from gateway.state.redis import loop as loop_redis
 from tests.conftest import clear_counters
 from tests.faults.stack import PrivateRedis
 

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from gateway.settings.redis import sentinel_addresses
 from gateway.state.backend import sentinels_of
-from gateway.state.sentinel import Sentinels
+from gateway.state.redis.sentinel import Sentinels
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -57,7 +57,7 @@ def test_with_sentinels_the_caches_and_the_broker_follow_the_primary(tmp_path):
     assert got["options"] == {"master_name": "gw", "sentinel_kwargs": {"password": "sentinel-secret"}}
     for alias in ("cache", "ratelimit"):
         assert got[alias]["LOCATION"] == "redis://:p%40ss@gw/3"
-        assert got[alias]["OPTIONS"] == {"pool_class": "gateway.state.sentinel.SentinelPool",
+        assert got[alias]["OPTIONS"] == {"pool_class": "gateway.state.redis.sentinel.SentinelPool",
                                          "sentinels": [["s1", 26379], ["s2", 26380]], "service": "gw",
                                          "sentinel_password": "sentinel-secret"}
 
@@ -92,7 +92,7 @@ def test_without_sentinels_nothing_changes(settings):
 
 def test_the_amounts_dropped_after_a_switch_are_the_quota_and_budget_counters():
     from gateway.limits.quotas import quota_window_keys
-    from gateway.state.redis_client import AMOUNT_PREFIXES
+    from gateway.state.redis.client import AMOUNT_PREFIXES
 
     keys = [counted.key for counted in quota_window_keys(account_id=7)]
     assert keys and all(key.startswith(AMOUNT_PREFIXES) for key in keys)

@@ -86,7 +86,7 @@ def test_without_redis_the_checks_stay_in_one_hop(caller, hops, settings):
 def test_the_loop_counter_step_survives_a_redis_restart(settings, tmp_path):
     """A pooled asyncio connection that a restarted Redis closed is replaced at once: the next
     counter step succeeds (without a retry it failed once, and its request got a 503)."""
-    from gateway.state import loop_redis
+    from gateway.state.redis import loop as loop_redis
     from tests.faults.stack import PrivateRedis
 
     redis = PrivateRedis(tmp_path, tmp_path).start()

@@ -5,7 +5,7 @@ the Sentinels name at that moment, so a failover moves the process to the new pr
 - `master_pool(url, sentinels)`: redis-py's pool of connections to the primary: it asks the Sentinels at each new
   connection, and a connection that finds the old primary demoted (`READONLY`) is dropped and fails with
   ConnectionError, an outage (gateway/web/errors.py); the next one goes to the new primary. The counters' client
-  (gateway/state/redis_client.py), the health probe and, through `SentinelPool`, the Django caches use it; kombu's
+  (gateway/state/redis/client.py), the health probe and, through `SentinelPool`, the Django caches use it; kombu's
   `sentinel://` transport does the same for the Celery broker. `primary_address`: the primary, as named now.
 
 While no primary is named (the failover takes `down-after-milliseconds` plus the election), connections fail with

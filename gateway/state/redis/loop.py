@@ -15,7 +15,7 @@ cannot be reached or the connection drops (tried again twice on a new connection
 redis-py client was configured), TimeoutError after `TIMEOUT_SECONDS` without an answer, and the
 error replies redis-py would raise (BusyLoadingError while Redis loads its data, ...).
 
-With Sentinel (REDIS_SENTINELS, gateway/state/sentinel.py), each new connection asks the Sentinels in turn for
+With Sentinel (REDIS_SENTINELS, gateway/state/redis/sentinel.py), each new connection asks the Sentinels in turn for
 the primary (`SENTINEL get-master-addr-by-name`); a `READONLY` reply (the server was demoted: a failover happened)
 closes the connection and fails as a lost connection, so the command is tried again on the new primary. Nothing of
 this runs on a connection that works: a call costs what it cost without Sentinel.
@@ -36,8 +36,7 @@ from redis._parsers.base import BaseParser
 from redis.connection import parse_url
 from redis.exceptions import ConnectionError, NoScriptError, ReadOnlyError, ResponseError, TimeoutError
 
-from gateway.state import backend
-from gateway.state.redis_client import (
+from gateway.state.redis.client import (
     ADD_SCRIPT,
     HIT_SCRIPT,
     KEY_PREFIX,
@@ -52,11 +51,18 @@ TIMEOUT_SECONDS = 2.0
 RETRY_DELAYS = (0.01, 0.05)  # before the second and the third try of a command whose connection failed
 
 _clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_chosen = None  # the backend gateway/state/backend.py chose (it says so: `follow`)
+
+
+def follow(chosen) -> None:
+    """The shared state is now `chosen` (a backend with `on_loop`, `url` and `sentinels`)."""
+    global _chosen
+    _chosen = chosen
 
 
 def available() -> bool:
     """Whether the counters may be stepped from the loop: the chosen backend is Redis."""
-    return backend.current.on_loop
+    return _chosen is not None and _chosen.on_loop
 
 
 def _pack(args) -> bytes:
@@ -134,7 +140,7 @@ class LoopRedis:
 
     def __init__(self, url: str, sentinels=None) -> None:
         self.url = url
-        self.sentinels = sentinels  # gateway/state/sentinel.py's `Sentinels`, or None: the server at `url`
+        self.sentinels = sentinels  # gateway/state/redis/sentinel.py's `Sentinels`, or None: the server at `url`
         self.options = parse_url(url)
         self.connection: _Connection | None = None
         self.connecting = asyncio.Lock()
@@ -249,11 +255,11 @@ def loop_client(clients: weakref.WeakKeyDictionary) -> LoopRedis:
     the response cache another (gateway/cache/store.py), so neither waits behind the other's replies."""
     loop = asyncio.get_running_loop()
     client = clients.get(loop)
-    url = backend.current.url
+    url = _chosen.url
     if client is None or client.url != url:
         if client is not None:
             client.close()
-        client = clients[loop] = LoopRedis(url, backend.current.sentinels)
+        client = clients[loop] = LoopRedis(url, _chosen.sentinels)
     return client
 
 

@@ -1,6 +1,6 @@
 """The gateway's Redis: one client per URL for the whole process, the prefix of every key the
 gateway keeps there, and the Lua scripts that make each shared step atomic (gateway/state/
-redis_backend.py runs them from synchronous code, gateway/state/loop_redis.py from the event loop).
+redis/backend.py runs them from synchronous code, gateway/state/redis/loop.py from the event loop).
 
 Time is read from `time.time()` in the application and passed to the scripts, not read from
 Redis, so every process agrees with the clock the rest of the service uses, and tests can move it.
@@ -168,7 +168,7 @@ return out
 
 def client_for(url: str, sentinels=None):
     """The process's client of the Redis at `url` (redis-py pools its connections); with `sentinels`
-    (gateway/state/sentinel.py), of the primary they name, with `url`'s database and password."""
+    (gateway/state/redis/sentinel.py), of the primary they name, with `url`'s database and password."""
     return one_client(url, sentinels)
 
 
@@ -178,7 +178,7 @@ def one_client(url: str, sentinels):
     import redis
 
     if sentinels is not None:
-        from gateway.state.sentinel import master_client
+        from gateway.state.redis.sentinel import master_client
 
         return master_client(url, sentinels, on_primary=lambda address: primary_seen(address, url, sentinels))
     return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)

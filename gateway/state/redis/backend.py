@@ -2,14 +2,14 @@
 number of web and worker processes share one count (gateway/state/backend.py chooses it).
 
 Keys are given without the prefix; this backend adds `KEY_PREFIX`. The same steps from the event
-loop are gateway/state/loop_redis.py's, with the same scripts and keys.
+loop are gateway/state/redis/loop.py's, with the same scripts and keys.
 """
 
 from __future__ import annotations
 
 import time
 
-from gateway.state.redis_client import (
+from gateway.state.redis.client import (
     ADD_SCRIPT,
     HIT_SCRIPT,
     KEY_PREFIX,
@@ -28,11 +28,12 @@ from gateway.state.windows import HitResult
 class RedisBackend:
     """Counters, amounts, marks, stamps and cooldowns in the Redis at `url`."""
 
-    on_loop = True  # its steps may also run from the event loop (gateway/state/loop_redis.py)
+    on_loop = True  # its steps may also run from the event loop (gateway/state/redis/loop.py)
 
-    def __init__(self, url: str, sentinels=None) -> None:
+    def __init__(self, url: str, sentinels=None, *, cache=None) -> None:
         self.url = url
-        self.sentinels = sentinels  # gateway/state/sentinel.py's `Sentinels`: ask them for the primary
+        self.cache = cache  # the Django cache's backend, whose keys `reset` also deletes
+        self.sentinels = sentinels  # gateway/state/redis/sentinel.py's `Sentinels`: ask them for the primary
         self.client = client_for(url, sentinels)
         self.hit_script = self.client.register_script(HIT_SCRIPT)
         self.add_script = self.client.register_script(ADD_SCRIPT)
@@ -133,7 +134,6 @@ class RedisBackend:
         the Django cache keeps under it (the model servers' health, gateway/registry/server_health.py,
         kept 30 days by server id), which would outlive a test's database and show a new server of the
         same id as healthy."""
-        from gateway.state.cache_backend import CacheBackend
-
         delete_under(self.client, KEY_PREFIX)
-        CacheBackend().reset()
+        if self.cache is not None:
+            self.cache.reset()
