@@ -38,12 +38,12 @@ class Identity:
     principal: Principal
     token: str
     expires_at: datetime  # of the key or session itself
-    expected_versions: tuple[int, int] | None  # from the cache; None when just read from the database
+    expected_version: int | None  # from the cache; None when just read from the database
 
     @property
-    def version_keys(self) -> list[str]:
-        account = self.principal.account
-        return [principal_cache.account_version_key(account.pk), principal_cache.group_version_key(account.group_id)]
+    def version_key(self) -> str:
+        """The account's version, which its group's changes move too (accounts/principal_cache.py)."""
+        return principal_cache.account_version_key(self.principal.account.pk)
 
 
 def presented_credential(request: HttpRequest) -> tuple[str | None, str]:
@@ -68,7 +68,7 @@ def identify_cached(request: HttpRequest) -> Identity | None:
     """`identify` from this process's cache alone (no database): None when it is not there."""
     token = _token(request)
     if (entry := principal_cache.cached(token)) is not None:
-        return Identity(entry.principal, token, entry.expires_at, entry.versions)
+        return Identity(entry.principal, token, entry.expires_at, entry.version)
     return None
 
 
@@ -92,9 +92,9 @@ def _read(token: str) -> tuple[Principal, datetime]:
 
 
 def remember(identity: Identity, versions: tuple[int, ...]) -> None:
-    """Keep a freshly read identity with the versions the counter step just returned."""
-    if identity.expected_versions is None:
-        principal_cache.remember(identity.token, identity.principal, identity.expires_at, (versions[0], versions[1]))
+    """Keep a freshly read identity with the version the counter step just returned."""
+    if identity.expected_version is None:
+        principal_cache.remember(identity.token, identity.principal, identity.expires_at, versions[0])
 
 
 def authenticate(

@@ -36,7 +36,7 @@ from accounts.key_use import note_key_use
 from gateway.limits import ratelimit
 from gateway.limits.quotas import quota_missing, quota_readings, quota_window_keys
 from gateway.registry.snapshot import note_stamps, registry_current, stamp_keys
-from gateway.state.counters import window_hit
+from gateway.state.counters import account_tag, window_hit
 from gateway.state.redis import loop as loop_redis
 from gateway.state.workers import in_worker
 from gateway.web.errors import ApiError, FrameworkError, render_error
@@ -145,17 +145,18 @@ def endpoint(
         if plan is None:
             return None
         counters, window, guards, reads = plan[1]
-        return _outcome(plan, window_hit(counters, window, guards=guards, reads=reads))
+        return _outcome(plan, window_hit(counters, window, guards=guards, reads=reads, beside=stamp_keys()))
 
     async def _counted_from_loop(request: HttpRequest, identity: Identity):
         plan = _count_plan(request, identity)
         if plan is None:
             return None
         counters, window, guards, reads = plan[1]
-        return _outcome(plan, await loop_redis.window_hit(counters, window, guards=guards, reads=reads))
+        return _outcome(plan, await loop_redis.window_hit(counters, window, guards=guards, reads=reads,
+                                                          beside=stamp_keys()))
 
     def _count_plan(request: HttpRequest, identity: Identity):
-        cached = identity.expected_versions is not None
+        cached = identity.expected_version is not None
         try:
             principal = authenticate(request, identity, key_allowed=auth != SESSION,
                                      session_needs_api_access=session_needs_api_access)
@@ -164,20 +165,17 @@ def endpoint(
                 return None
             raise
         account_id = principal.account.pk
-        counters = ratelimit.limit_counters(limit, subject=f"acct:{account_id}") if limit else []
+        counters = ratelimit.limit_counters(limit, subject=f"acct:{account_tag(account_id)}") if limit else []
         quota_keys = quota_window_keys(account_id=account_id)
-        expected = identity.expected_versions or (None, None)
-        # the model registry's stamps ride along (any value expected): the request's registry()
-        # calls use them instead of a round trip of their own (gateway/registry/routing.py)
-        guards = [*zip(identity.version_keys, expected), *((key, None) for key in stamp_keys())]
+        guards = [(identity.version_key, identity.expected_version)]
         hit_args = (counters, settings.RATE_WINDOW_SECONDS, guards, [counted.key for counted in quota_keys])
         return principal, hit_args, quota_keys
 
     def _outcome(plan, result):
-        principal, (_, _, guards, _), quota_keys = plan
-        if len(result.versions) == len(guards):
-            note_stamps(result.versions[-2:])
-        return None if result.stale else (principal, quota_keys, result)
+        # the model registry's stamps, read beside the step in its round trip: the request's registry()
+        # calls use them instead of a round trip of their own (gateway/registry/routing.py)
+        note_stamps(result.beside)
+        return None if result.stale else (plan[0], plan[2], result)
 
     def admit_in_worker(request: HttpRequest) -> dict[str, str]:
         try:

@@ -1,12 +1,14 @@
 """Who a credential belongs to, kept in each process for a few seconds (DESIGN.md, Runtime).
 
-An entry holds the account and group as read from the database and the *versions* of both as
-they stood then. Versions live with the counters (Redis, or the Django cache) and move on
-whenever a key is made or revoked, a session ends, or an account or group is saved. Every request
-sends the versions it expects to the same atomic counter step that checks its ceilings; when one
-has moved, nothing is counted, the entry is dropped and the credential is read afresh. So a
-revoked key, a deactivated account or a group without API access is refused at once in every
-process, while a warm request makes no database query at all.
+An entry holds the account and group as read from the database and the account's *version* as
+it stood then. The version lives with the counters (Redis, or the Django cache) and moves on
+whenever a key is made or revoked, a session ends, or the account is saved; a change to a group
+moves the version of each of its accounts (a write per member on a rare change, so that the step
+reads one account's keys alone: one Redis Cluster slot, docs/scaling.md). Every request sends the
+version it expects to the same atomic counter step that checks its ceilings; when it has moved,
+nothing is counted, the entry is dropped and the credential is read afresh. So a revoked key, a
+deactivated account or a group without API access is refused at once in every process, while a
+warm request makes no database query at all.
 """
 
 from __future__ import annotations
@@ -21,23 +23,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.secrets import digest
+from gateway.state.counters import account_tag
 
 MAX_ENTRIES = 10_000
 
 
 def account_version_key(account_id: int) -> str:
-    return f"authv:a:{account_id}"
-
-
-def group_version_key(group_id: int) -> str:
-    return f"authv:g:{group_id}"
+    return f"authv:{account_tag(account_id)}"
 
 
 @dataclass(frozen=True)
 class Entry:
     principal: object  # accounts.authentication.Principal
     expires_at: datetime  # of the key or session itself
-    versions: tuple[int, int]  # (account, group) when it was read
+    version: int  # the account's, when it was read
     stored_at: float
 
 
@@ -55,13 +54,13 @@ def cached(token: str) -> Entry | None:
     return entry
 
 
-def remember(token: str, principal, expires_at: datetime, versions: tuple[int, int]) -> None:
+def remember(token: str, principal, expires_at: datetime, version: int) -> None:
     if settings.CREDENTIAL_CACHE_SECONDS <= 0:
         return
     with _lock:
         if len(_entries) >= MAX_ENTRIES:
             _entries.clear()
-        _entries[digest(token)] = Entry(principal, expires_at, versions, time.monotonic())
+        _entries[digest(token)] = Entry(principal, expires_at, version, time.monotonic())
 
 
 def forget(token: str) -> None:
@@ -79,7 +78,11 @@ def bump_account(account_id: int) -> None:
 
 
 def bump_group(group_id: int) -> None:
-    _bump_on_commit([group_version_key(group_id)])
+    """Move the version of every account of the group (those it has as the change is made)."""
+    from accounts.models import Account
+
+    members = Account.objects.filter(group_id=group_id).values_list("pk", flat=True)
+    _bump_on_commit([account_version_key(pk) for pk in members])
 
 
 def _bump_on_commit(keys: list[str]) -> None:

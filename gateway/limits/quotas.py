@@ -33,7 +33,7 @@ from django.db.models import F, Q, Sum
 
 from gateway.limits.budgets import BUDGET_FIELDS, budget_refusal, budgets_of
 from gateway.models import UsageRecord
-from gateway.state.counters import amounts_add, amounts_forget, amounts_get, amounts_seed
+from gateway.state.counters import account_tag, amounts_add, amounts_forget, amounts_get, amounts_seed
 from gateway.telemetry import genai, metrics, tracing
 from gateway.usage.writer import amounts_from_line, usage_writer
 from gateway.web.errors import ApiError
@@ -148,7 +148,8 @@ def _limits(values: tuple) -> dict[tuple[str, str], int]:
 def quota_window_keys(*, account_id: int, now: datetime | None = None) -> list[Counted]:
     """The counters of each current window, tokens then spend (read along with the request's ceilings)."""
     hour = int((now.timestamp() if now is not None else time.time()) // 3600)
-    return [Counted(f"{kind}:{account_id}:{suffix}", window, kind)
+    tag = account_tag(account_id)
+    return [Counted(f"{kind}:{tag}:{suffix}", window, kind)
             for kind in (TOKENS, SPEND) for window, suffix in _windows_of_hour(hour)]
 
 

@@ -10,10 +10,10 @@ cooldown is renewed. The others go on skipping it while the probe is out.
 Shared state, through the backend chosen at start-up (gateway/state/backend.py: Redis, or the
 Django cache without it), under the counters' prefix:
 
-    gw:cooldown:<server id>         the time (ms) the cooldown ends. The key outlives the end
-                                    (GRACE_FACTOR), so "down, waiting for its probe" is known
-    gw:cooldown:<server id>:probe   the probe's lock (SET NX with an expiry)
-    gw:cooldown:v                   a stamp moved on every change
+    gw:cooldown:{registry}:<server id>         the time (ms) the cooldown ends. The key outlives the
+                                               end (GRACE_FACTOR), so "down, waiting for its probe" is known
+    gw:cooldown:{registry}:<server id>:probe   the probe's lock (SET NX with an expiry)
+    gw:cooldown:{registry}:v                   a stamp moved on every change
 
 Every process keeps a copy of the cooldowns (`LocalCopy`: one object, written under its one
 lock). The model registry reads the stamp in the same round trip as its own
@@ -39,7 +39,10 @@ from gateway.state.workers import in_worker
 
 logger = logging.getLogger(__name__)
 
-STAMP_KEY = "cooldown:v"
+# The registry's stamps and the cooldowns share one hash tag: one Redis Cluster slot holds them, so a cooldown's
+# write and its stamp's move are one transaction, and the cooldowns are read in one MGET (docs/scaling.md).
+REGISTRY_TAG = "{registry}"
+STAMP_KEY = f"cooldown:{REGISTRY_TAG}:v"
 GRACE_FACTOR = 10  # the cooldown key lives this many cooldowns (at least MIN_KEY_SECONDS)
 MIN_KEY_SECONDS = 300
 PROBE_RECHECK_SECONDS = 0.25  # after losing the probe lock, skip without asking for so long
@@ -130,11 +133,11 @@ _local = LocalCopy()
 
 
 def cooldown_key(server_id: int) -> str:
-    return f"cooldown:{server_id}"
+    return f"cooldown:{REGISTRY_TAG}:{server_id}"
 
 
 def probe_key(server_id: int) -> str:
-    return f"cooldown:{server_id}:probe"
+    return f"cooldown:{REGISTRY_TAG}:{server_id}:probe"
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:

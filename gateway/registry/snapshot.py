@@ -119,7 +119,7 @@ class Registry:
         return tuple({target.server.api_key for target in self.by_id.values() if target.server.api_key})
 
 
-REGISTRY_STAMP_KEY = "registry:v"
+REGISTRY_STAMP_KEY = f"registry:{cooldown.REGISTRY_TAG}:v"
 
 
 def registry_version_key() -> str:

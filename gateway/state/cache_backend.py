@@ -55,28 +55,31 @@ class CacheBackend:
 
     # --- Windows ----------------------------------------------------------------------------
 
-    def window_hit(self, counters, window, guards, reads) -> HitResult:
+    def window_hit(self, counters, window, guards, reads, beside=()) -> HitResult:
         now = time.time()
         keys = [KEY_PREFIX + key for key, _ in counters]
         guard_keys = [KEY_PREFIX + key for key, _ in guards]
         read_keys = [KEY_PREFIX + key for key in reads]
+        beside_keys = [KEY_PREFIX + key for key in beside]
         with cache_step():
-            stored = cache.get_many(keys + guard_keys + read_keys)
+            stored = cache.get_many(keys + guard_keys + read_keys + beside_keys)
             versions = tuple(int(stored.get(k, 0)) for k in guard_keys)
+            values = tuple(int(stored.get(k) or 0) for k in beside_keys)
             if any(expected is not None and expected != v for (_, expected), v in zip(guards, versions)):
-                return HitResult(False, (), stale=True, versions=versions)
+                return HitResult(False, (), stale=True, versions=versions, beside=values)
             current = []
             for (key, ceiling), cache_key in zip(counters, keys):
                 count, reset_at = stored.get(cache_key, (0, 0.0))
                 if now >= reset_at:
                     count, reset_at = 0, now + window
                 if count >= ceiling:
-                    return HitResult(False, (Window(key, ceiling, count, reset_at),))
+                    return HitResult(False, (Window(key, ceiling, count, reset_at),), beside=values)
                 current.append((key, ceiling, count + 1, reset_at))
             for (key, ceiling, count, reset_at), cache_key in zip(current, keys):
                 cache.set(cache_key, (count, reset_at), timeout=max(reset_at - now, 0) + 1)
         amounts = tuple(_live_amount(stored.get(k), now) for k in read_keys)
-        return HitResult(True, tuple(Window(*row) for row in current), versions=versions, amounts=amounts)
+        return HitResult(True, tuple(Window(*row) for row in current), versions=versions, amounts=amounts,
+                         beside=values)
 
     def hits_many(self, hits) -> list[HitResult]:
         return [self.window_hit(counters, window, [], []) for counters, window in hits]

@@ -17,19 +17,28 @@ from gateway.state import backend
 from gateway.state.windows import HitResult
 
 
+def account_tag(account_id: int) -> str:
+    """The hash tag in every key of an account's (`{a<id>}`): Redis Cluster keeps the keys of one tag in one
+    slot, so one script may step an account's ceilings, version and amounts (docs/scaling.md, "Key layout")."""
+    return f"{{a{account_id}}}"
+
+
 def window_hit(
     counters: list[tuple[str, int]],
     window: int,
     *,
     guards: list[tuple[str, int | None]] = (),
     reads: list[str] = (),
+    beside: list[str] = (),
 ) -> HitResult:
     """Count one hit against every `(key, ceiling)` pair, or against none of them.
 
     In the same atomic step: `guards` are version keys compared with the values the caller
     expects (None: any); when one differs nothing is counted and `stale` is set, so the caller
-    can refresh what it cached and try again. `reads` are amount keys whose totals come back."""
-    return backend.current.window_hit(counters, window, list(guards), list(reads))
+    can refresh what it cached and try again. `reads` are amount keys whose totals come back. The
+    keys of a step are one account's (one Redis Cluster slot); `beside` are other integers read in
+    the same round trip, not in the step (`HitResult.beside`)."""
+    return backend.current.window_hit(counters, window, list(guards), list(reads), list(beside))
 
 
 def hits_many(hits: list[tuple[list[tuple[str, int]], int]]) -> list[HitResult]:

@@ -12,12 +12,16 @@ and reads everyone's every SYNC_SECONDS, in one step of the chosen backend (`loa
 script on Redis, LOADS_SCRIPT in gateway/state/redis/client.py), never on a call's way. Shared keys,
 under the counters' prefix:
 
-    gw:loads:seen                 process → when it last traded (ms); a process silent for
-                                  STALE_SECONDS is gone, and its calls in flight no longer count
-    gw:loads:flights:<model id>   process → its calls in flight to the deployment
-    gw:loads:latency:<model id>   e: the moving average of the time to first byte (µs), t: when it
-                                  moved, r: when the deployment was last tried (ms)
-    gw:loads:calls:<quarter>      model id → calls started in that quarter of an hour (the admin's share)
+    gw:loads:{loads}:seen                 process → when it last traded (ms); a process silent for
+                                          STALE_SECONDS is gone, and its calls in flight no longer count
+    gw:loads:{loads}:flights:<model id>   process → its calls in flight to the deployment
+    gw:loads:{loads}:latency:<model id>   e: the moving average of the time to first byte (µs), t: when
+                                          it moved, r: when the deployment was last tried (ms)
+    gw:loads:{loads}:calls:<quarter>      model id → calls started in that quarter of an hour (the
+                                          admin's share)
+
+One hash tag for them all (`{loads}`): the one script's keys are in one Redis Cluster slot, which is
+right for what they are (a step per process every SYNC_SECONDS, never per call).
 
 So a process sees the others' calls in flight at most SYNC_SECONDS late (its own at once), and the
 moving latency merges every process's times. Without Redis (the embedded default: one web process)
@@ -47,6 +51,7 @@ DECAY_SECONDS = 10.0  # ...at least 1 - exp(-gap / DECAY_SECONDS): after a quiet
 QUARTER_SECONDS = 900  # calls are counted per quarter of an hour, for the admin's share of calls
 KEEP_SECONDS = 60  # the processes' and the calls in flight's keys, while nobody trades
 KEEP_LATENCY_SECONDS = 86400
+TAG = "{loads}"  # the hash tag of every key here: one Redis Cluster slot for the one script
 
 
 @dataclass(frozen=True)
@@ -175,12 +180,12 @@ def trade() -> bool:
         _count_here(calls, now)
         return False
     quarter = int(now // QUARTER_SECONDS)
-    keys = ["loads:seen", f"loads:calls:{quarter}", f"loads:calls:{quarter - 1}"]
+    keys = [f"loads:{TAG}:seen", f"loads:{TAG}:calls:{quarter}", f"loads:{TAG}:calls:{quarter - 1}"]
     args: list = [book.process, int(now * 1000), int(STALE_SECONDS * 1000), ALPHA, int(DECAY_SECONDS * 1000),
                   KEEP_SECONDS * 1000, KEEP_LATENCY_SECONDS * 1000, 2 * QUARTER_SECONDS * 1000, len(ids)]
     for i in ids:
         total, count = samples.get(i, (0.0, 0))
-        keys += [f"loads:flights:{i}", f"loads:latency:{i}"]
+        keys += [f"loads:{TAG}:flights:{i}", f"loads:{TAG}:latency:{i}"]
         args += [i, owns[i], calls.get(i, 0), int(total * 1_000_000), count, int(tried[i] * 1000)]
     try:
         out = store.loads_trade(keys, args)

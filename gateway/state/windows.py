@@ -25,6 +25,7 @@ class HitResult:
     stale: bool = False  # a guard differed: nothing was counted
     versions: tuple[int, ...] = ()  # the guards' current values (when allowed or stale)
     amounts: tuple[int | None, ...] = ()  # the read keys' totals (when allowed); None: missing
+    beside: tuple[int, ...] = ()  # the values read beside the step, in the same round trip (0: missing)
 
     @property
     def refused_by(self) -> Window | None:

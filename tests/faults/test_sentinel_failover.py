@@ -168,7 +168,7 @@ def test_a_demoted_primary_sends_the_clients_to_the_new_one(tmp_path):
         sync = client_for(url, where)
         first = "%s:%s" % primary_address(where)
         wait_for(lambda: sync.get(KEY_PREFIX + PRIMARY_KEY) == first.encode(), 10, "gw:primary set at the start")
-        sync.set(KEY_PREFIX + "tokens:1:day:0", 5)
+        sync.set(KEY_PREFIX + "tokens:{a1}:day:0", 5)
 
         async def steps(client: LoopRedis):
             await client.script(ADD_SCRIPT, [KEY_PREFIX + "spend:1:day:0"], [1])
@@ -191,10 +191,10 @@ def test_a_demoted_primary_sends_the_clients_to_the_new_one(tmp_path):
         assert group.client().get(KEY_PREFIX + "t:loop") == b"2"
         second = f"127.0.0.1:{new.port}"
         wait_for(lambda: group.client().get(KEY_PREFIX + PRIMARY_KEY) == second.encode()
-                 and group.client().get(KEY_PREFIX + "tokens:1:day:0") is None, 10,
+                 and group.client().get(KEY_PREFIX + "tokens:{a1}:day:0") is None, 10,
                  "the amounts dropped after the switch (to be rebuilt), once")
-        sync.set(KEY_PREFIX + "tokens:1:day:0", 5)
+        sync.set(KEY_PREFIX + "tokens:{a1}:day:0", 5)
         assert forget_after_switch(second, url, where) is False  # once per switch
-        assert group.client().get(KEY_PREFIX + "tokens:1:day:0") == b"5"
+        assert group.client().get(KEY_PREFIX + "tokens:{a1}:day:0") == b"5"
     finally:  # the clients made here stay in client_for's cache, unused: clearing it would renew the others'
         group.stop()

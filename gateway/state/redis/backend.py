@@ -17,6 +17,7 @@ from gateway.state.redis.client import (
     MARK_SCRIPT,
     PROBE_SCRIPT,
     client_for,
+    delete_each,
     delete_under,
     hit_script_call,
     hit_script_result,
@@ -46,9 +47,13 @@ class RedisBackend:
 
     # --- Windows: fixed-window counters (gateway/state/counters.py says how they count) ---------
 
-    def window_hit(self, counters, window, guards, reads) -> HitResult:
+    def window_hit(self, counters, window, guards, reads, beside=()) -> HitResult:
         keys, args = hit_script_call(counters, window, guards, reads)
-        return hit_script_result(self.hit_script(keys=keys, args=args), counters, len(guards))
+        if not beside:
+            return hit_script_result(self.hit_script(keys=keys, args=args), counters, len(guards))
+        raw, values = scripts_in_one_trip(self.client, HIT_SCRIPT, [(keys, args)],
+                                          also=[("MGET", *(KEY_PREFIX + key for key in beside))])
+        return hit_script_result(raw, counters, len(guards), values)
 
     def hits_many(self, hits) -> list[HitResult]:
         replies = scripts_in_one_trip(self.client, HIT_SCRIPT,
@@ -94,7 +99,7 @@ class RedisBackend:
         return [bool(int(reply)) for reply in replies]
 
     def unmark(self, keys) -> None:
-        self.client.delete(*(KEY_PREFIX + key for key in keys))
+        delete_each(self.client, [KEY_PREFIX + key for key in keys])
 
     # --- Plain values: stamps and cooldowns (gateway/registry) --------------------------------
 

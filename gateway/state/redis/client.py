@@ -253,25 +253,27 @@ def hit_script_call(counters, window, guards, reads) -> tuple[list[str], list]:
     return keys, args
 
 
-def hit_script_result(raw, counters, g: int) -> HitResult:
-    """The reply of one `HIT_SCRIPT` step, read back."""
+def hit_script_result(raw, counters, g: int, beside=()) -> HitResult:
+    """The reply of one `HIT_SCRIPT` step, read back, with the MGET reply of the keys read beside it."""
     out = [int(x) for x in raw]
     n = len(counters)
+    beside = tuple(int(value or 0) for value in beside)
     if out[0] == -1:
-        return HitResult(False, (), stale=True, versions=tuple(out[1:]))
+        return HitResult(False, (), stale=True, versions=tuple(out[1:]), beside=beside)
     if out[0]:
         key, ceiling = counters[out[0] - 1]
-        return HitResult(False, (Window(key, ceiling, out[1], out[2] / 1000),))
+        return HitResult(False, (Window(key, ceiling, out[1], out[2] / 1000),), beside=beside)
     windows = tuple(
         Window(key, ceiling, out[1 + 2 * i], out[2 + 2 * i] / 1000) for i, (key, ceiling) in enumerate(counters)
     )
     rest = out[1 + 2 * n:]
     amounts = tuple(None if amount < 0 else amount for amount in rest[g:])
-    return HitResult(True, windows, versions=tuple(rest[:g]), amounts=amounts)
+    return HitResult(True, windows, versions=tuple(rest[:g]), amounts=amounts, beside=beside)
 
 
-def scripts_in_one_trip(client, script: str, calls: list[tuple[list, list]]) -> list:
-    """One script run once per `(keys, args)`: EVALSHA in a pipeline. Not redis-py's `Script` in a
+def scripts_in_one_trip(client, script: str, calls: list[tuple[list, list]], *, also=()) -> list:
+    """One script run once per `(keys, args)`: EVALSHA in a pipeline, then the commands of `also`
+    (`("MGET", key, ...)`), whose replies follow the scripts'. Not redis-py's `Script` in a
     pipeline, which asks Redis whether the script is loaded (SCRIPT EXISTS) on every execution: a
     second round trip. A Redis that lost its scripts (it restarted) refuses them all (NOSCRIPT);
     the script is loaded and the calls made again."""
@@ -284,6 +286,8 @@ def scripts_in_one_trip(client, script: str, calls: list[tuple[list, list]]) -> 
         pipe = client.pipeline(transaction=False)
         for keys, args in calls:
             pipe.evalsha(sha, len(keys), *keys, *args)
+        for command in also:
+            pipe.execute_command(*command)
         try:
             return pipe.execute()
         except NoScriptError:
@@ -293,7 +297,17 @@ def scripts_in_one_trip(client, script: str, calls: list[tuple[list, list]]) -> 
 
 
 def delete_under(client, prefix: str) -> None:
-    """Delete every key that starts with `prefix` (the tests' reset), a thousand at a time."""
+    """Delete every key that starts with `prefix` (the tests' reset, the amounts after a failover), a
+    thousand at a time: one DEL per key in a pipeline, as keys of many slots may not share a command on
+    Redis Cluster."""
     keys = list(client.scan_iter(prefix + "*", count=1000))
     for start in range(0, len(keys), 1000):
-        client.delete(*keys[start:start + 1000])
+        delete_each(client, keys[start:start + 1000])
+
+
+def delete_each(client, keys) -> None:
+    """Delete `keys` (with the prefix) in one round trip, a DEL each: they may be in different slots."""
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.delete(key)
+    pipe.execute()

@@ -147,21 +147,35 @@ class LoopRedis:
 
     async def command(self, *args):
         """The reply to one command; tried again on a new connection when its connection failed."""
+        return (await self.commands(args))[0]
+
+    async def commands(self, *commands) -> list:
+        """The replies to several commands written at once (one round trip), in order; tried again on a
+        new connection as `command` is. An error reply raises once the replies before it are in."""
         for delay in (*RETRY_DELAYS, None):
             try:
                 connection = await self._connected()
-                return await self._answer(connection, connection.send(args))
+                answers = [connection.send(args) for args in commands]
+                try:
+                    return [await self._answer(connection, answer) for answer in answers]
+                except BaseException:
+                    for answer in answers:  # those not awaited: their outcome is not reported as lost
+                        answer.add_done_callback(_outcome_read)
+                    raise
             except ConnectionError:
                 if delay is None:
                     raise
                 await asyncio.sleep(delay)
 
-    async def script(self, source: str, keys: list, args: list):
-        """EVALSHA, or EVAL once when Redis does not have the script (it restarted)."""
+    async def script(self, source: str, keys: list, args: list, *also):
+        """EVALSHA, or EVAL once when Redis does not have the script (it restarted). With `also`
+        (commands such as `("MGET", key, ...)`), they go in the same write: the replies are then the
+        script's followed by theirs."""
         try:
-            return await self.command("EVALSHA", script_sha(source), len(keys), *keys, *args)
+            replies = await self.commands(("EVALSHA", script_sha(source), len(keys), *keys, *args), *also)
         except NoScriptError:
-            return await self.command("EVAL", source, len(keys), *keys, *args)
+            replies = await self.commands(("EVAL", source, len(keys), *keys, *args), *also)
+        return replies if also else replies[0]
 
     async def _answer(self, connection: _Connection, answer: asyncio.Future):
         timer = asyncio.get_running_loop().call_later(TIMEOUT_SECONDS, self._time_out, connection, answer)
@@ -244,6 +258,11 @@ class LoopRedis:
             self.connection.close()
 
 
+def _outcome_read(answer: asyncio.Future) -> None:
+    if not answer.cancelled():
+        answer.exception()
+
+
 def _client() -> LoopRedis:
     """The running loop's client of the chosen Redis (a new one when the choice moved to another)."""
     return loop_client(_clients)
@@ -263,11 +282,14 @@ def loop_client(clients: weakref.WeakKeyDictionary) -> LoopRedis:
     return client
 
 
-async def window_hit(counters: list[tuple[str, int]], window: int, *, guards=(), reads=()) -> HitResult:
+async def window_hit(counters: list[tuple[str, int]], window: int, *, guards=(), reads=(), beside=()) -> HitResult:
     """`gateway.state.counters.window_hit` in one round trip from the loop."""
     guards, reads = list(guards), list(reads)
     keys, args = hit_script_call(counters, window, guards, reads)
-    return hit_script_result(await _client().script(HIT_SCRIPT, keys, args), counters, len(guards))
+    if not beside:
+        return hit_script_result(await _client().script(HIT_SCRIPT, keys, args), counters, len(guards))
+    raw, values = await _client().script(HIT_SCRIPT, keys, args, ("MGET", *(KEY_PREFIX + key for key in beside)))
+    return hit_script_result(raw, counters, len(guards), values)
 
 
 async def amounts_add(additions: list[tuple[str, int]]) -> None:

@@ -120,7 +120,7 @@ def test_a_refused_server_is_skipped_by_the_next_call_without_a_connection(close
     with caplog.at_level(logging.WARNING):
         first, _ = call([target])
     assert isinstance(first, ChainExhausted) and first.status == 503
-    assert redis_client(redis_url).exists(f"gw:cooldown:{target.server.id}")
+    assert redis_client(redis_url).exists("gw:" + cooldown.cooldown_key(target.server.id))
     fell = [r.getMessage() for r in caplog.records if r.name == "gateway.calls.dispatch"]
     assert fell and "model m on server s failed: connect failed" in fell[0]
 
@@ -207,7 +207,7 @@ def test_a_failed_probe_renews_the_cooldown(closed_port, redis_url):
         second, _ = call([target])
     assert send.call_count == 1
     assert isinstance(first, ChainExhausted) and isinstance(second, ChainExhausted)
-    ends = int(redis_client(redis_url).get(f"gw:cooldown:{target.server.id}")) / 1000
+    ends = int(redis_client(redis_url).get("gw:" + cooldown.cooldown_key(target.server.id))) / 1000
     assert ends > time.time() + 25
 
 
@@ -219,7 +219,7 @@ def test_a_probe_that_reaches_the_server_lets_it_back_in(upstream, redis_url):  
     registry()
     opened, _ = call([target])
     assert opened.target.public_id == "s/m"
-    assert not redis_client(redis_url).exists(f"gw:cooldown:{target.server.id}")
+    assert not redis_client(redis_url).exists("gw:" + cooldown.cooldown_key(target.server.id))
     assert len(upstream.requests) == 1
 
 
@@ -281,7 +281,7 @@ def test_an_operator_saving_the_server_clears_its_cooldown(closed_port, redis_ur
     with django_capture_on_commit_callbacks(execute=True):
         row.base_url = "http://127.0.0.1:1/v1"
         row.save()
-    assert not redis_client(redis_url).exists(f"gw:cooldown:{target.server.id}")
+    assert not redis_client(redis_url).exists("gw:" + cooldown.cooldown_key(target.server.id))
     assert cooldown.verdict(target.server) == Verdict.GO
 
 

@@ -29,8 +29,9 @@ def another_process(name, model_id, *, in_flight=-1, samples=(0.0, 0), calls=0, 
     """What another process sends in its own trade (LOADS_SCRIPT's arguments, as loads.trade makes them)."""
     now = time.time() if at is None else at
     quarter = int(now // loads.QUARTER_SECONDS)
-    keys = ["loads:seen", f"loads:calls:{quarter}", f"loads:calls:{quarter - 1}",
-            f"loads:flights:{model_id}", f"loads:latency:{model_id}"]
+    tag = loads.TAG
+    keys = [f"loads:{tag}:seen", f"loads:{tag}:calls:{quarter}", f"loads:{tag}:calls:{quarter - 1}",
+            f"loads:{tag}:flights:{model_id}", f"loads:{tag}:latency:{model_id}"]
     args = [name, int(now * 1000), int(loads.STALE_SECONDS * 1000), loads.ALPHA, int(loads.DECAY_SECONDS * 1000),
             60_000, 86_400_000, 1_800_000, 1,
             model_id, in_flight, calls, int(samples[0] * 1_000_000), samples[1], int(tried * 1000)]
