@@ -65,7 +65,7 @@ def meter(*, account_id: int, model: str, surface: str, input_tokens: int, outpu
     if (record := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
                           cached_input_tokens)) is not None:
         quota_add(account_id=account_id, tokens=input_tokens + output_tokens, cost_units=record.cost_units,
-                  now=record.created_at)  # never raises
+                  now=record.created_at, record=record.key)  # never raises
 
 
 async def meter_async(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
@@ -76,7 +76,7 @@ async def meter_async(*, account_id: int, model: str, surface: str, input_tokens
     if (record := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
                           cached_input_tokens)) is not None:
         await quota_add_async(account_id=account_id, tokens=input_tokens + output_tokens,
-                              cost_units=record.cost_units, now=record.created_at)
+                              cost_units=record.cost_units, now=record.created_at, record=record.key)
 
 
 def cost_units_of(*, model: str, price: Price | None, input_tokens: int, output_tokens: int,

@@ -8,7 +8,9 @@ The counters (gateway/state/counters.py, in Redis or the Django cache) are a cac
 A window's counter that is missing (Redis restarted, the key expired, never used) is rebuilt before
 the check: what the account's records in the database add up to in that window, plus the records
 in this host's spool not yet written (one aggregate query), set only if still missing. A call's
-tokens are added only to a counter that exists, so a rebuild never counts them twice. An addition
+tokens are added only to a counter that exists, so a rebuild never counts them twice; while one is
+being rebuilt, they wait for the rebuild, which counts them unless it read their record
+(`quota_rebuild`), so none is lost either. An addition
 that fails (Redis down) leaves its counters unsure: they are dropped once Redis answers again, to
 be rebuilt from the records (`quota_forget_unsure`, by the usage drainer). gateway/usage/writer.py
 keeps the unsure counters, so this module imports it one way: the writer never imports quotas.
@@ -33,7 +35,16 @@ from django.db.models import F, Q, Sum
 
 from gateway.limits.budgets import BUDGET_FIELDS, budget_refusal, budgets_of
 from gateway.models import UsageRecord
-from gateway.state.counters import account_tag, amounts_add, amounts_forget, amounts_get, amounts_seed
+from gateway.state.counters import (
+    Pending,
+    account_tag,
+    amounts_add,
+    amounts_forget,
+    amounts_get,
+    amounts_pending,
+    amounts_rebuilding,
+    amounts_settle,
+)
 from gateway.telemetry import genai, metrics, tracing
 from gateway.usage.writer import amounts_from_line, usage_writer
 from gateway.web.errors import ApiError
@@ -193,12 +204,37 @@ def quota_missing(*, account, keyed: list[Counted], amounts: tuple | list) -> li
     return [c for c, amount in zip(keyed, amounts) if amount is None and limits[(c.kind, c.window.period)] >= 0]
 
 
+REBUILD_SECONDS = 30  # how long the additions to counters being rebuilt wait for the rebuild
+
+
+def pending_for(account_id: int) -> Pending:
+    """Where the additions to the account's counters wait while they are rebuilt (its hash tag)."""
+    tag = account_tag(account_id)
+    return Pending(f"rebuilding:{tag}", f"pending:{tag}")
+
+
 def quota_rebuild(*, account_id: int, missing: list[Counted]) -> dict[str, int]:
     """Set each missing window's counter to what the account's usage records add up to in it (tokens,
-    or cost): those in the database and those spooled on this host but not yet written (a record in
-    both counts once, from the spool, so one that is written meanwhile is not lost nor doubled); set
-    only where still missing (SET NX). One aggregate query for all of them. Returns the totals the
-    counters hold."""
+    or cost), set only where still missing. In order:
+
+    1. the counters are marked as being rebuilt: from then on, a call's addition to one of them waits
+       in the account's pending additions, by record, rather than being dropped;
+    2. the records spooled on this host but not yet written are read;
+    3. the pending additions are read: their records are counted from there, not from (2) nor (4);
+    4. the database's records, those of (2) and (3) left out (a record written meanwhile is in the
+       spool or the pending additions, and counts once): the older ones added up in one query, those
+       made since a while before (1) read one by one, so that their keys are known;
+    5. the counters are set to (2) + (4) plus every addition still waiting whose record is neither in
+       (2) nor (4): those of (3), and those made since (3) by records that (2) and (4) did not see.
+
+    So a call metered at any point of a rebuild is counted once: before (1), its record is in (2) or
+    (4); after (1), its addition waits and is counted from there unless (2) or (4) holds its record.
+    What stays out: the records other hosts had spooled, not yet written, whose additions came before
+    (1). Returns the totals the counters hold."""
+    pending, keys = pending_for(account_id), [c.key for c in missing]
+    # (4)'s records read one by one: those made from a while before (1), as an addition follows its record
+    recent = datetime.now(timezone.utc) - timedelta(seconds=REBUILD_SECONDS)
+    amounts_rebuilding(pending, keys, REBUILD_SECONDS)
     since = min(c.window.starts_at for c in missing)
     spooled: dict[str, tuple[datetime, int, int]] = {}
     for line in usage_writer.spooled():
@@ -208,19 +244,27 @@ def quota_rebuild(*, account_id: int, missing: list[Counted]) -> dict[str, int]:
             continue  # a line the drainer will set aside as well
         if account == account_id and at >= since:
             spooled[key] = (at, tokens, cost_units)
-    not_spooled = ~Q(key__in=list(spooled)) if spooled else Q()
+    waiting = amounts_pending(pending, keys)
+    taken = {record for records in waiting.values() for record in records}
+    read = {key: value for key, value in spooled.items() if key not in taken}
+    rows = UsageRecord.objects.filter(account_id=account_id, created_at__gte=since)
+    if elsewhere := [*read, *taken]:
+        rows = rows.exclude(key__in=elsewhere)
+    one_by_one = Q(created_at__gte=recent, key__isnull=False)  # (records written before they had keys: summed)
+    read.update((key, (at, tokens, cost_units)) for key, at, tokens, cost_units in rows.filter(one_by_one).values_list(
+        "key", "created_at", F("input_tokens") + F("output_tokens"), "cost_units"))
     amount_of = {TOKENS: F("input_tokens") + F("output_tokens"), SPEND: F("cost_units")}
-    sums = UsageRecord.objects.filter(account_id=account_id, created_at__gte=since).aggregate(**{
+    sums = rows.exclude(one_by_one).aggregate(**{
         f"w{i}": Sum(amount_of[c.kind], filter=Q(created_at__gte=c.window.starts_at,
-                                                  created_at__lt=c.window.resets_at) & not_spooled)
+                                                  created_at__lt=c.window.resets_at))
         for i, c in enumerate(missing)
     })
     entries = []
     for i, c in enumerate(missing):
         part = 1 if c.kind == TOKENS else 2
-        in_spool = sum(v[part] for v in spooled.values() if c.window.starts_at <= v[0] < c.window.resets_at)
-        entries.append((c.key, c.window.resets_at.timestamp(), (sums[f"w{i}"] or 0) + in_spool))
-    return dict(zip([c.key for c in missing], amounts_seed(entries)))
+        listed = sum(v[part] for v in read.values() if c.window.starts_at <= v[0] < c.window.resets_at)
+        entries.append((c.key, c.window.resets_at.timestamp(), (sums[f"w{i}"] or 0) + listed))
+    return dict(zip(keys, amounts_settle(pending, entries, set(read))))
 
 
 def quota_check(*, account, used: Used | None = None) -> None:
@@ -246,31 +290,34 @@ def quota_check(*, account, used: Used | None = None) -> None:
             raise budget_refusal(window.period, budget, timestamp(window.resets_at))
 
 
-def quota_add(*, account_id: int, tokens: int, cost_units: int = 0, now: datetime | None = None) -> bool:
+def quota_add(*, account_id: int, tokens: int, cost_units: int = 0, now: datetime | None = None,
+              record: str = "") -> bool:
     """Add a call's tokens and cost to the account's current windows that have a counter (a missing
-    one is rebuilt from the records when next read), in one step. Never raises: when the addition
+    one is rebuilt from the records when next read; while it is being rebuilt, the addition of
+    `record`, the usage record's key, waits for it), in one step. Never raises: when the addition
     fails, the counters are remembered as unsure and dropped once they can be (False is returned)."""
     additions = _additions(account_id, tokens, cost_units, now)
     try:
         if unsure_counters and not settings.USAGE_BATCHED:  # else the usage drainer drops them
             quota_forget_unsure()
-        amounts_add(additions)
+        amounts_add(additions, pending=pending_for(account_id), record=record)
         return True
     except Exception as exc:
         return _addition_failed(account_id, additions, exc)
 
 
 async def quota_add_async(*, account_id: int, tokens: int, cost_units: int = 0,
-                          now: datetime | None = None) -> bool:
+                          now: datetime | None = None, record: str = "") -> bool:
     """`quota_add` from the event loop: with Redis, one round trip from the loop (no thread)."""
     from gateway.state.redis import loop as loop_redis
     from gateway.state.workers import in_worker
 
     if not loop_redis.available() or (unsure_counters and not settings.USAGE_BATCHED):
-        return await in_worker(quota_add)(account_id=account_id, tokens=tokens, cost_units=cost_units, now=now)
+        return await in_worker(quota_add)(account_id=account_id, tokens=tokens, cost_units=cost_units, now=now,
+                                          record=record)
     additions = _additions(account_id, tokens, cost_units, now)
     try:
-        await loop_redis.amounts_add(additions)
+        await loop_redis.amounts_add(additions, pending=pending_for(account_id), record=record)
         return True
     except Exception as exc:
         return _addition_failed(account_id, additions, exc)

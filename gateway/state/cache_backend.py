@@ -20,10 +20,12 @@ from django.db import connections, router, transaction
 
 from gateway.state.redis.client import (
     KEY_PREFIX,
+    PENDING_MS,
     PROBE_HELD,
     PROBE_NO_COOLDOWN,
     PROBE_TAKEN,
     delete_under,
+    pending_of,
 )
 from gateway.state.windows import HitResult, Window
 
@@ -98,28 +100,53 @@ class CacheBackend:
         stored = cache.get_many(full)
         return [_live_amount(stored.get(k), now) for k in full]
 
-    def amounts_add(self, additions) -> None:
+    def amounts_add(self, additions, pending, record) -> None:
         full = [(KEY_PREFIX + key, amount) for key, amount in additions]
         now = time.time()
         with cache_step():
             stored = cache.get_many([key for key, _ in full])
+            marks = cache.get(KEY_PREFIX + pending.marks, {}) if pending is not None else {}
+            waiting = {}
             for key, amount in full:
                 value = stored.get(key)
                 if _live_amount(value, now) is not None:
                     total, expires_at = value
                     cache.set(key, (total + amount, expires_at), timeout=max(expires_at - now, 0) + 60)
+                elif marks.get(key, 0) > now * 1000:
+                    waiting[f"{key}|{record}"] = amount
+            if waiting:
+                held = cache.get(KEY_PREFIX + pending.additions, {})
+                cache.set(KEY_PREFIX + pending.additions, {**held, **waiting}, timeout=PENDING_MS / 1000)
 
-    def amounts_seed(self, entries) -> list[int]:
-        now = time.time()
-        totals = []
+    def amounts_rebuilding(self, pending, keys, until_ms) -> None:
         with cache_step():
+            marks = cache.get(KEY_PREFIX + pending.marks, {})
+            marks.update({KEY_PREFIX + key: until_ms for key in keys})
+            cache.set(KEY_PREFIX + pending.marks, marks, timeout=max(until_ms / 1000 - time.time(), 0) + 1)
+
+    def amounts_pending(self, pending, keys) -> dict[str, dict[str, int]]:
+        return pending_of(cache.get(KEY_PREFIX + pending.additions, {}), keys)
+
+    def amounts_settle(self, pending, entries, counted) -> list[int]:
+        now, counted, totals = time.time(), set(counted), []
+        with cache_step():
+            marks = cache.get(KEY_PREFIX + pending.marks, {})
+            waiting = cache.get(KEY_PREFIX + pending.additions, {})
             for key, expires_at, total in entries:
                 full = KEY_PREFIX + key
+                mine = {field: amount for field, amount in waiting.items() if field.startswith(full + "|")}
+                for field, amount in mine.items():
+                    del waiting[field]
+                    if field[len(full) + 1:] not in counted:
+                        total += amount
+                marks.pop(full, None)
                 held = _live_amount(cache.get(full), now)
                 if held is None:
                     cache.set(full, (total, expires_at), timeout=max(expires_at - now, 0) + 60)
                     held = total
                 totals.append(held)
+            cache.set(KEY_PREFIX + pending.marks, marks, timeout=60)
+            cache.set(KEY_PREFIX + pending.additions, waiting, timeout=PENDING_MS / 1000)
         return totals
 
     def amounts_forget(self, keys) -> None:

@@ -13,6 +13,9 @@ before asking it.
 
 from __future__ import annotations
 
+import time
+from typing import NamedTuple
+
 from gateway.state import backend
 from gateway.state.windows import HitResult
 
@@ -57,9 +60,19 @@ def version_bump(keys: list[str]) -> None:
 # --- Amounts: running totals per window (token quotas) ------------------------------------
 #
 # An amount is a cache of what the usage records add up to (gateway/limits/quotas.py): a missing key
-# (never set, expired, or lost with a Redis restart) reads as None and is rebuilt from the records
-# with `amounts_seed`, which sets it only when it is still missing. `amounts_add` adds to a key
-# only when it exists, so an addition never starts a total that the rebuild then counts again.
+# (never set, expired, or lost with a Redis restart) reads as None and is rebuilt from the records.
+# `amounts_add` adds a record's amounts to the keys that exist; a missing key stays missing, so an
+# addition never starts a total that a rebuild then counts again. But a record the rebuild does not
+# see (made after it read the records) must not be lost either: while a key is being rebuilt
+# (`amounts_rebuilding`), the additions to it are kept aside by record (`Pending`), and the rebuild's
+# `amounts_settle` takes in those of the records it did not count.
+
+
+class Pending(NamedTuple):
+    """Where the additions to one owner's amounts wait while they are rebuilt (keys of its hash tag)."""
+
+    marks: str  # amount key → until when (ms) it is being rebuilt
+    additions: str  # "<amount key>|<record>" → the record's amount, made while the key was being rebuilt
 
 
 def amounts_get(keys: list[str]) -> list[int | None]:
@@ -69,19 +82,31 @@ def amounts_get(keys: list[str]) -> list[int | None]:
     return backend.current.amounts_get(keys)
 
 
-def amounts_add(additions: list[tuple[str, int]]) -> None:
-    """Add each `(key, amount)` to its key where the key exists, all in one atomic step; a missing key
-    stays missing. Amounts of 0 or less are left out."""
+def amounts_add(additions: list[tuple[str, int]], *, pending: Pending | None = None, record: str = "") -> None:
+    """Add each `(key, amount)` of `record` to its key where the key exists, all in one atomic step; a
+    missing key stays missing, and where it is being rebuilt the amount waits in `pending`. Amounts
+    of 0 or less are left out."""
     if additions := [(key, amount) for key, amount in additions if amount > 0]:
-        backend.current.amounts_add(additions)
+        backend.current.amounts_add(additions, pending if record else None, record)
 
 
-def amounts_seed(entries: list[tuple[str, float, int]]) -> list[int]:
-    """Set each `(key, expires_at, total)` that is still missing (SET NX), to live until its
-    window ends; return the totals now held (the seeded one, or one set meanwhile)."""
+def amounts_rebuilding(pending: Pending, keys: list[str], seconds: float) -> None:
+    """`keys` are being rebuilt for the next `seconds`: the additions to them wait in `pending`."""
+    backend.current.amounts_rebuilding(pending, keys, int((time.time() + seconds) * 1000))
+
+
+def amounts_pending(pending: Pending, keys: list[str]) -> dict[str, dict[str, int]]:
+    """The additions waiting for each of `keys`: key → {record: amount}."""
+    return backend.current.amounts_pending(pending, keys)
+
+
+def amounts_settle(pending: Pending, entries: list[tuple[str, float, int]], counted: set[str]) -> list[int]:
+    """End a rebuild: set each `(key, expires_at, total)` that is still missing, to live until its
+    window ends, to `total` plus the additions waiting for it whose record is not in `counted` (the
+    records `total` holds); return the totals now held (a key set meanwhile keeps its own)."""
     if not entries:
         return []
-    return backend.current.amounts_seed(entries)
+    return backend.current.amounts_settle(pending, entries, sorted(counted))
 
 
 def amounts_forget(keys: list[str]) -> None:

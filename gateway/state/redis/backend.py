@@ -16,12 +16,16 @@ from gateway.state.redis.client import (
     LOADS_SCRIPT,
     MARK_SCRIPT,
     PROBE_SCRIPT,
+    SETTLE_SCRIPT,
+    add_script_call,
     client_for,
     delete_each,
     delete_under,
     hit_script_call,
     hit_script_result,
+    pending_of,
     scripts_in_one_trip,
+    settle_script_call,
 )
 from gateway.state.windows import HitResult
 
@@ -38,6 +42,7 @@ class RedisBackend:
         self.client = client_for(url, sentinels)
         self.hit_script = self.client.register_script(HIT_SCRIPT)
         self.add_script = self.client.register_script(ADD_SCRIPT)
+        self.settle_script = self.client.register_script(SETTLE_SCRIPT)
         self.mark_script = self.client.register_script(MARK_SCRIPT)
         self.probe_script = self.client.register_script(PROBE_SCRIPT)
         self.loads_script = self.client.register_script(LOADS_SCRIPT)
@@ -72,17 +77,22 @@ class RedisBackend:
         values = self.client.mget([KEY_PREFIX + key for key in keys])
         return [int(v) if v is not None else None for v in values]
 
-    def amounts_add(self, additions) -> None:
-        self.add_script(keys=[KEY_PREFIX + key for key, _ in additions], args=[amount for _, amount in additions])
+    def amounts_add(self, additions, pending, record) -> None:
+        keys, args = add_script_call(additions, pending, record)
+        self.add_script(keys=keys, args=args)
 
-    def amounts_seed(self, entries) -> list[int]:
-        now = time.time()
+    def amounts_rebuilding(self, pending, keys, until_ms) -> None:
         pipe = self.client.pipeline(transaction=True)
-        for key, expires_at, total in entries:
-            pipe.set(KEY_PREFIX + key, total, nx=True, ex=max(int(expires_at - now) + 60, 1))
-            pipe.get(KEY_PREFIX + key)
-        replies = pipe.execute()
-        return [int(value) for value in replies[1::2]]
+        pipe.hset(KEY_PREFIX + pending.marks, mapping={KEY_PREFIX + key: until_ms for key in keys})
+        pipe.pexpireat(KEY_PREFIX + pending.marks, until_ms + 1000)
+        pipe.execute()
+
+    def amounts_pending(self, pending, keys) -> dict[str, dict[str, int]]:
+        return pending_of(self.client.hgetall(KEY_PREFIX + pending.additions), keys)
+
+    def amounts_settle(self, pending, entries, counted) -> list[int]:
+        keys, args = settle_script_call(pending, entries, counted)
+        return [int(value) for value in self.settle_script(keys=keys, args=args)]
 
     def amounts_forget(self, keys) -> None:
         self.client.delete(*(KEY_PREFIX + key for key in keys))

@@ -66,13 +66,56 @@ for k = 1, r do out[#out + 1] = tonumber(redis.call('GET', KEYS[n + g + k]) or '
 return out
 """
 
-# KEYS: the amounts. ARGV: what to add to each, in order. Adds to each key that exists; the others
-# stay missing.
+PENDING_MS = 120_000  # how long pending additions outlive the last one (a rebuild that never settled)
+
+# KEYS: the amounts, then (with a record) the owner's rebuild marks and pending additions
+# (gateway/state/counters.py `Pending`). ARGV: the record ('' for none), now (ms), then what to add to
+# each amount, in order. Adds to each key that exists; the others stay missing, and where one is being
+# rebuilt (its mark's end is to come), the record's amount waits in the pending additions.
 ADD_SCRIPT = """
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then redis.call('INCRBY', KEYS[i], ARGV[i]) end
+local record, now, n = ARGV[1], tonumber(ARGV[2]), #ARGV - 2
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('INCRBY', KEYS[i], ARGV[i + 2])
+  elseif record ~= '' and tonumber(redis.call('HGET', KEYS[n + 1], KEYS[i]) or '0') > now then
+    redis.call('HSET', KEYS[n + 2], KEYS[i] .. '|' .. record, ARGV[i + 2])
+    redis.call('PEXPIRE', KEYS[n + 2], PENDING_MS)
+  end
 end
 return 0
+""".replace("PENDING_MS", str(PENDING_MS))
+
+# KEYS: the rebuild marks, the pending additions, then the amounts. ARGV: now (ms), n, then per amount its
+# total and its life (s), then the records the totals hold. Sets each amount still missing to its total plus
+# its pending additions of the other records; drops its mark and pending additions either way. Returns the
+# amounts now held.
+SETTLE_SCRIPT = """
+local n = tonumber(ARGV[2])
+local counted = {}
+for j = 3 + 2 * n, #ARGV do counted[ARGV[j]] = true end
+local waiting = redis.call('HGETALL', KEYS[2])
+local out = {}
+for i = 1, n do
+  local key = KEYS[2 + i]
+  local head = key .. '|'
+  local held = redis.call('GET', key)
+  local total = tonumber(ARGV[1 + 2 * i])
+  for f = 1, #waiting, 2 do
+    local field = waiting[f]
+    if string.sub(field, 1, #head) == head then
+      if not counted[string.sub(field, #head + 1)] then total = total + tonumber(waiting[f + 1]) end
+      redis.call('HDEL', KEYS[2], field)
+    end
+  end
+  if held then
+    out[i] = tonumber(held)
+  else
+    redis.call('SET', key, total, 'EX', ARGV[2 + 2 * i])
+    out[i] = total
+  end
+  redis.call('HDEL', KEYS[1], key)
+end
+return out
 """
 
 # KEYS: the mark. ARGV: now (ms), window (ms). Returns 1 when the mark was set (first sight),
@@ -269,6 +312,36 @@ def hit_script_result(raw, counters, g: int, beside=()) -> HitResult:
     rest = out[1 + 2 * n:]
     amounts = tuple(None if amount < 0 else amount for amount in rest[g:])
     return HitResult(True, windows, versions=tuple(rest[:g]), amounts=amounts, beside=beside)
+
+
+def add_script_call(additions, pending, record: str) -> tuple[list[str], list]:
+    """The KEYS and ARGV of one `ADD_SCRIPT` step (`pending`: counters.Pending, or None)."""
+    keys = [KEY_PREFIX + key for key, _ in additions]
+    if pending is not None:
+        keys += [KEY_PREFIX + pending.marks, KEY_PREFIX + pending.additions]
+    return keys, [record, int(time.time() * 1000), *(amount for _, amount in additions)]
+
+
+def settle_script_call(pending, entries, counted) -> tuple[list[str], list]:
+    """The KEYS and ARGV of one `SETTLE_SCRIPT` step."""
+    now = time.time()
+    keys = [KEY_PREFIX + pending.marks, KEY_PREFIX + pending.additions, *(KEY_PREFIX + key for key, _, _ in entries)]
+    args = [int(now * 1000), len(entries)]
+    for _, expires_at, total in entries:
+        args += [total, max(int(expires_at - now) + 60, 1)]
+    return keys, [*args, *counted]
+
+
+def pending_of(fields: dict, keys) -> dict[str, dict[str, int]]:
+    """A pending additions hash (HGETALL's reply, "<amount key>|<record>" → amount) for `keys` (without the
+    prefix): key → {record: amount}."""
+    out: dict[str, dict[str, int]] = {key: {} for key in keys}
+    for field, amount in fields.items():
+        key, _, record = (field.decode() if isinstance(field, bytes) else field).partition("|")
+        key = key.removeprefix(KEY_PREFIX)
+        if key in out:
+            out[key][record] = int(amount)
+    return out
 
 
 def scripts_in_one_trip(client, script: str, calls: list[tuple[list, list]], *, also=()) -> list:

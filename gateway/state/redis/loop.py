@@ -40,6 +40,7 @@ from gateway.state.redis.client import (
     ADD_SCRIPT,
     HIT_SCRIPT,
     KEY_PREFIX,
+    add_script_call,
     hit_script_call,
     hit_script_result,
     primary_seen,
@@ -292,8 +293,7 @@ async def window_hit(counters: list[tuple[str, int]], window: int, *, guards=(),
     return hit_script_result(raw, counters, len(guards), values)
 
 
-async def amounts_add(additions: list[tuple[str, int]]) -> None:
+async def amounts_add(additions: list[tuple[str, int]], *, pending=None, record: str = "") -> None:
     """`gateway.state.counters.amounts_add` from the loop."""
     if additions := [(key, amount) for key, amount in additions if amount > 0]:
-        await _client().script(ADD_SCRIPT, [KEY_PREFIX + key for key, _ in additions],
-                               [amount for _, amount in additions])
+        await _client().script(ADD_SCRIPT, *add_script_call(additions, pending if record else None, record))

@@ -251,6 +251,58 @@ def test_a_rebuild_counts_the_records_still_in_the_spool_once(backend, spooling,
     assert UsageRecord.objects.filter(account=owner).count() == 3
 
 
+@pytest.mark.parametrize("batched", [True, False], ids=["spooled", "written"])
+@pytest.mark.parametrize("when", ["before the spool is read", "after the spool is read",
+                                  "after the pending additions are read"])
+def test_a_call_metered_during_a_rebuild_is_counted_once(backend, owner, monkeypatch, settings, tmp_path,
+                                                         when, batched):
+    """A call metered at any point of a counter's rebuild: its record may be read by the rebuild or not,
+    and its addition finds no counter. It is counted exactly once (before the additions waited for a
+    rebuild, one metered after the spool was read was lost: the counter came out one call short)."""
+    from gateway.limits import quotas
+
+    settings.USAGE_BATCHED = batched
+    settings.USAGE_SPOOL_DIR = tmp_path / "spool"
+    monkeypatch.setattr(usage_writer, "start", lambda: None)
+    set_ceilings(owner.group, day=1000, month=10_000)
+    spend(owner, 30)
+    usage_writer.flush(timeout=1)
+    spend(owner, 20)  # in the spool when batched
+    forget_counters()
+    spooled, pending, came = usage_writer.spooled, quotas.amounts_pending, []
+
+    def interloper():
+        came.append(when)
+        spend(owner, 7)  # another request's call, metered now
+
+    def reading_the_spool():
+        if when == "before the spool is read":
+            interloper()
+        lines = spooled()
+        if when == "after the spool is read":
+            interloper()
+        return lines
+
+    def reading_the_pending_additions(*args):
+        held = pending(*args)
+        if when == "after the pending additions are read":
+            interloper()
+        return held
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(usage_writer, "spooled", reading_the_spool)
+        patched.setattr(quotas, "amounts_pending", reading_the_pending_additions)
+        used = {w.period: amount for w, amount in quota_used(account_id=owner.pk).tokens}
+    assert came == [when]
+    assert used == {"day": 57, "week": 57, "month": 57}
+    assert day_used(owner) == 57
+    spend(owner, 1)
+    assert day_used(owner) == 58
+    forget_counters()
+    assert day_used(owner) == 58  # the records agree
+    usage_writer.spool().close()
+
+
 def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend, owner, monkeypatch):
     from gateway.state import backend as backend_in_use
 

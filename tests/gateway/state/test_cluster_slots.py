@@ -42,9 +42,9 @@ class ClusterNode(Service):
     def __init__(self, base: Path):
         self.port = free_port()
         super().__init__("redis-cluster", ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                                           "--cluster-port", str(free_port()),
                                            "--save", "", "--appendonly", "no", "--dir", str(base),
-                                           "--cluster-enabled", "yes", "--cluster-config-file", str(base / "nodes.conf")],
+                                           "--cluster-enabled", "yes", "--cluster-port", str(free_port()),
+                                           "--cluster-config-file", str(base / "nodes.conf")],
                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, logs=base, ready=self._pong)
 
     @property

@@ -9,10 +9,13 @@ from django.conf import settings as django_settings
 from gateway.state import backend as chosen
 from gateway.state.cache_backend import CacheBackend
 from gateway.state.counters import (
+    Pending,
     amounts_add,
     amounts_forget,
     amounts_get,
-    amounts_seed,
+    amounts_pending,
+    amounts_rebuilding,
+    amounts_settle,
     hits_many,
     mark_once,
     marks_many,
@@ -22,6 +25,8 @@ from gateway.state.counters import (
 from gateway.state.redis.backend import RedisBackend
 from gateway.state.redis.client import client_for
 from tests.conftest import clear_counters
+
+PENDING = Pending("t:rebuilding", "t:pending")
 
 
 @pytest.fixture(params=["redis", "cache"])
@@ -80,8 +85,8 @@ def test_an_amount_is_missing_until_seeded_and_an_addition_does_not_create_it(ba
         assert amounts_get(["t:q"]) == [None]
         hit = window_hit([("t:r", 10)], 60, reads=["t:q"])
         assert hit.allowed and hit.amounts == (None,)
-        assert amounts_seed([("t:q", 1_800_000_100, 40)]) == [40]
-        assert amounts_seed([("t:q", 1_800_000_100, 99)]) == [40]  # set only where missing
+        assert amounts_settle(PENDING, [("t:q", 1_800_000_100, 40)], set()) == [40]
+        assert amounts_settle(PENDING, [("t:q", 1_800_000_100, 99)], set()) == [40]  # set only where missing
         amounts_add([("t:q", 5)])
         assert amounts_get(["t:q"]) == [45]
         assert window_hit([("t:r", 10)], 60, reads=["t:q"]).amounts == (45,)
@@ -89,6 +94,29 @@ def test_an_amount_is_missing_until_seeded_and_an_addition_does_not_create_it(ba
         assert amounts_get(["t:q"]) == [None] or backend == "redis"  # Redis expires it 60 s later
         amounts_forget(["t:q"])
         assert amounts_get(["t:q"]) == [None]
+
+
+def test_additions_to_an_amount_being_rebuilt_wait_for_it_by_record(backend):
+    """A rebuild marks its amounts first; an addition made meanwhile waits, and the rebuild's settle takes
+    it in unless the total it computed already holds its record. An addition without a record, or to an
+    amount nobody rebuilds, is still dropped."""
+    with time_machine.travel(1_800_000_000, tick=False) as traveller:
+        amounts_add([("t:q", 5)], pending=PENDING, record="r0")  # not being rebuilt: dropped
+        amounts_rebuilding(PENDING, ["t:q", "t:s"], 30)
+        amounts_add([("t:q", 5)], pending=PENDING, record="r1")
+        amounts_add([("t:q", 7), ("t:s", 70)], pending=PENDING, record="r2")
+        amounts_add([("t:q", 100)])  # no record: nothing to wait by
+        assert amounts_get(["t:q", "t:s"]) == [None, None]
+        assert amounts_pending(PENDING, ["t:q"]) == {"t:q": {"r1": 5, "r2": 7}}
+        assert amounts_settle(PENDING, [("t:q", 1_800_000_100, 40), ("t:s", 1_800_000_100, 0)], {"r2"}) == [45, 0]
+        assert amounts_pending(PENDING, ["t:q", "t:s"]) == {"t:q": {}, "t:s": {}}  # taken in, or dropped
+        amounts_add([("t:q", 1)], pending=PENDING, record="r3")
+        assert amounts_get(["t:q"]) == [46]  # settled: added to at once
+        amounts_forget(["t:q"])
+        amounts_rebuilding(PENDING, ["t:q"], 30)
+        traveller.shift(31)  # a rebuild that never settled: its mark lapses
+        amounts_add([("t:q", 9)], pending=PENDING, record="r4")
+        assert amounts_pending(PENDING, ["t:q"]) == {"t:q": {}}
 
 
 def test_marks_and_hits_in_one_step_answer_as_one_at_a_time(backend):
@@ -168,7 +196,7 @@ def test_the_backend_is_the_settings_choice_and_follows_a_change(settings):
 def test_the_reset_empties_every_window_amount_mark_and_stamp(backend):
     with time_machine.travel(1_800_000_000, tick=False):
         assert window_hit([("t:r", 1)], 60).allowed
-        assert amounts_seed([("t:q", 1_800_000_100, 40)]) == [40]
+        assert amounts_settle(PENDING, [("t:q", 1_800_000_100, 40)], set()) == [40]
         assert mark_once("t:m", 60)
         version_bump(["t:v"])
         chosen.current.write(put=[("t:cooling", 7, 60)], bump=["t:v"])

@@ -30,15 +30,19 @@ def test_the_loop_steps_count_as_the_synchronous_ones(settings, redis_url):
     async def steps():
         first = await loop_redis.window_hit([("t:loop", 2)], 60)
         await loop_redis.amounts_add([("t:amount", 5)])  # missing: stays missing
-        counters.amounts_seed([("t:amount", time.time() + 60, 10)])
-        await loop_redis.amounts_add([("t:amount", 5)])
+        counters.amounts_rebuilding(pending, ["t:amount"], 30)
+        await loop_redis.amounts_add([("t:amount", 3)], pending=pending, record="r1")  # waits for the rebuild
+        counters.amounts_settle(pending, [("t:amount", time.time() + 60, 10)], set())
+        await loop_redis.amounts_add([("t:amount", 5)], pending=pending, record="r2")
         return first
+
+    pending = counters.Pending("t:rebuilding", "t:pending")
 
     first = asyncio.run(steps())
     second = counters.window_hit([("t:loop", 2)], 60)
     third = counters.window_hit([("t:loop", 2)], 60)
     assert (first.windows[0].count, second.windows[0].count, third.allowed) == (1, 2, False)
-    assert counters.amounts_get(["t:amount"]) == [15]
+    assert counters.amounts_get(["t:amount"]) == [18]
     clear_counters()
 
 
