@@ -207,6 +207,7 @@ def quota_missing(*, account, keyed: list[Counted], amounts: tuple | list) -> li
 REBUILD_SECONDS = 30  # how long the additions to counters being rebuilt wait for the rebuild
 
 
+@lru_cache(maxsize=4096)
 def pending_for(account_id: int) -> Pending:
     """Where the additions to the account's counters wait while they are rebuilt (its hash tag)."""
     tag = account_tag(account_id)

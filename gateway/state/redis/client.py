@@ -85,21 +85,21 @@ end
 return 0
 """.replace("PENDING_MS", str(PENDING_MS))
 
-# KEYS: the rebuild marks, the pending additions, then the amounts. ARGV: now (ms), n, then per amount its
-# total and its life (s), then the records the totals hold. Sets each amount still missing to its total plus
-# its pending additions of the other records; drops its mark and pending additions either way. Returns the
+# KEYS: the rebuild marks, the pending additions, then the amounts. ARGV: n, then per amount its total and
+# its life (s), then the records the totals hold. Sets each amount still missing to its total plus its
+# pending additions of the other records; drops its mark and pending additions either way. Returns the
 # amounts now held.
 SETTLE_SCRIPT = """
-local n = tonumber(ARGV[2])
+local n = tonumber(ARGV[1])
 local counted = {}
-for j = 3 + 2 * n, #ARGV do counted[ARGV[j]] = true end
+for j = 2 + 2 * n, #ARGV do counted[ARGV[j]] = true end
 local waiting = redis.call('HGETALL', KEYS[2])
 local out = {}
 for i = 1, n do
   local key = KEYS[2 + i]
   local head = key .. '|'
   local held = redis.call('GET', key)
-  local total = tonumber(ARGV[1 + 2 * i])
+  local total = tonumber(ARGV[2 * i])
   for f = 1, #waiting, 2 do
     local field = waiting[f]
     if string.sub(field, 1, #head) == head then
@@ -110,7 +110,7 @@ for i = 1, n do
   if held then
     out[i] = tonumber(held)
   else
-    redis.call('SET', key, total, 'EX', ARGV[2 + 2 * i])
+    redis.call('SET', key, total, 'EX', ARGV[1 + 2 * i])
     out[i] = total
   end
   redis.call('HDEL', KEYS[1], key)
@@ -326,7 +326,7 @@ def settle_script_call(pending, entries, counted) -> tuple[list[str], list]:
     """The KEYS and ARGV of one `SETTLE_SCRIPT` step."""
     now = time.time()
     keys = [KEY_PREFIX + pending.marks, KEY_PREFIX + pending.additions, *(KEY_PREFIX + key for key, _, _ in entries)]
-    args = [int(now * 1000), len(entries)]
+    args = [len(entries)]
     for _, expires_at, total in entries:
         args += [total, max(int(expires_at - now) + 60, 1)]
     return keys, [*args, *counted]
