@@ -158,10 +158,10 @@ class Service:
 
 
 class PrivateRedis(Service):
-    def __init__(self, base: Path, logs: Path):
+    def __init__(self, base: Path, logs: Path, *, name: str = "redis", options: tuple[str, ...] = ()):
         self.port = free_port()
-        super().__init__("redis", ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", str(base)],
+        super().__init__(name, ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                "--appendonly", "no", "--dir", str(base), *options],
                          env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, logs=logs, ready=self._pong)
 
     @property

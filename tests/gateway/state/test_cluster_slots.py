@@ -12,10 +12,7 @@ a server's cooldown, its probe and its clearing; the deployments' loads; a webho
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import time
-from pathlib import Path
 
 import pytest
 import redis
@@ -30,42 +27,19 @@ from gateway.state import counters, loads
 from gateway.state.counters import account_tag
 from tests.conftest import clear_counters
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
-from tests.faults.services import Service, free_port, wait_for
+from tests.faults.services import PrivateRedis, free_port, wait_for
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 BODY = {"model": "oa/echo-1", "messages": [{"role": "user", "content": "hi"}]}
 
 
-class ClusterNode(Service):
-    """A Redis in cluster mode on loopback, holding all 16,384 slots itself."""
-
-    def __init__(self, base: Path):
-        self.port = free_port()
-        super().__init__("redis-cluster", ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                                           "--save", "", "--appendonly", "no", "--dir", str(base),
-                                           "--cluster-enabled", "yes", "--cluster-port", str(free_port()),
-                                           "--cluster-config-file", str(base / "nodes.conf")],
-                         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, logs=base, ready=self._pong)
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"  # a cluster has database 0 alone
-
-    def _pong(self) -> bool:
-        try:
-            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
-                sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
-        except OSError:
-            return False
-
-    def client(self) -> redis.Redis:
-        return redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=5)
-
-
 @pytest.fixture(scope="module")
 def cluster_node(tmp_path_factory):
-    node = ClusterNode(tmp_path_factory.mktemp("cluster")).start(timeout=30)
+    base = tmp_path_factory.mktemp("cluster")
+    # a Redis in cluster mode on loopback (database 0 alone), to hold all 16,384 slots itself
+    options = ("--cluster-enabled", "yes", "--cluster-port", str(free_port()),
+               "--cluster-config-file", str(base / "nodes.conf"))
+    node = PrivateRedis(base, base, name="redis-cluster", options=options).start(timeout=30)
     try:
         client = node.client()
         client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
