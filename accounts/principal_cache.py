@@ -1,4 +1,5 @@
-"""Who a credential belongs to, kept in each process for a few seconds (DESIGN.md, Runtime).
+"""Who a credential belongs to, kept in each process for a few seconds (docs/design.md,
+"The hot path").
 
 An entry holds the account and group as read from the database and the account's *version* as
 it stood then. The version lives with the counters (Redis, or the Django cache) and moves on

@@ -1,4 +1,4 @@
-"""The reply of one native chat turn, as the events of DESIGN.md (native chat stream):
+"""The reply of one native chat turn, as the events of docs/design.md, "Native chat stream":
 
     meta  {request_id, conversation_id, model}
     delta {request_id, text}            (any number)

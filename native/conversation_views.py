@@ -1,4 +1,4 @@
-"""Conversations of native chat (DESIGN.md): list, read, move to the trash, delete for good.
+"""Conversations of native chat (docs/design.md, "Conversations"): list, read, move to the trash, delete for good.
 Only the caller's own; anything else is a 404. Errors are `{status: 'error', message}`."""
 
 from __future__ import annotations

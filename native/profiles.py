@@ -1,4 +1,4 @@
-"""Profiles a caller may use (DESIGN.md, Profiles; docs/decisions.md, "Profiles"), and the aliases
+"""Profiles a caller may use (docs/design.md, "Profiles"; docs/decisions.md, "Profiles"), and the aliases
 it may chat with (issue 24: `aliases_for`).
 
 A profile is listed to the members of the groups it is granted to, while it is enabled. Its

@@ -1,4 +1,4 @@
-"""Token counting (DESIGN.md, Token counting): for the count-tokens endpoints and for metering a
+"""Token counting (docs/design.md, "Token counting"): for the count-tokens endpoints and for metering a
 reply whose model server reported no usage.
 
 The tokenizer is `toktok` (package `toktok-rs`): OpenAI's BPE encodings compiled into the

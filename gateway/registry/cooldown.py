@@ -1,5 +1,5 @@
-"""Model servers that could not be reached are skipped by every process for a while (DESIGN.md,
-Runtime: outages; SERVER_COOLDOWN_SECONDS).
+"""Model servers that could not be reached are skipped by every process for a while
+(docs/design.md, "Outages"; SERVER_COOLDOWN_SECONDS).
 
 A connect failure, or a timeout before the first byte of a reply, puts the server in cooldown:
 every chain skips it at once (an UpstreamError like an unreachable server's, without a network

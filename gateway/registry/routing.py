@@ -1,4 +1,4 @@
-"""Which models answer a request (DESIGN.md, Models): resolve the requested id against the
+"""Which models answer a request (docs/design.md, "Models"): resolve the requested id against the
 registry (gateway/registry/snapshot.py), check the group's limits, and build the chain — the
 requested model, its fallbacks, then the default. A name that names a pool (an alias, or a bare
 name several servers hold) puts the pool's deployments first, in the order gateway/registry/pools.py

@@ -247,7 +247,8 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A worker outlives any broker outage: it keeps reconnecting (Celery's default gives up, and exits,
-# after 100 tries). Celery is pinned to 5.6.3: 5.7.0 exits on a Redis restart (faults.md).
+# after 100 tries). Celery is pinned to 5.6.3: 5.7.0 exits on a Redis restart
+# (docs/decisions.md, "Celery is pinned to 5.6.3").
 CELERY_BROKER_CONNECTION_RETRY = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # Runs in flight when the broker goes away finish their model call (a run never calls it twice).

@@ -116,7 +116,7 @@ def test_neutral_values_are_no_loss(world):
 
 
 def test_a_refusal_falls_through_to_the_next_model(world):
-    """The default model follows the requested one in the chain (DESIGN.md, Models)."""
+    """The default model follows the requested one in the chain (docs/design.md, "Models")."""
     completion = world.openai.chat.completions.create(model=MODEL, messages=HI, seed=7)
     assert completion.model == "oa/echo-1"
     assert world.upstream.last.json["seed"] == 7

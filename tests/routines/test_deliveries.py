@@ -1,4 +1,4 @@
-"""Deliveries (DESIGN.md, Routines): `inapp`, `email:` and `webhook:https://…` (signed JSON, https
+"""Deliveries (docs/design.md, "Routines"): `inapp`, `email:` and `webhook:https://…` (signed JSON, https
 only, private addresses refused unless allowed, retried with backoff on 5xx and timeouts). Each
 delivery is a task of its own (`routines.tasks.deliver_run_target`), retried by Celery."""
 

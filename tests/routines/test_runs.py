@@ -1,4 +1,4 @@
-"""Runs (DESIGN.md, Routines; spec 3.3, 6.1): claimed once, a model call through the gateway or
+"""Runs (docs/design.md, "Routines"; spec 3.3, 6.1): claimed once, a model call through the gateway or
 the prompt as it is, recorded with one delivery row per target; three failures in a row switch
 the routine off; the sweep takes up runs left queued or lost with their worker."""
 

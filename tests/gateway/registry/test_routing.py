@@ -1,4 +1,4 @@
-"""Resolving a model id and planning the chain (DESIGN.md, Models; spec 7.2, 8.5)."""
+"""Resolving a model id and planning the chain (docs/design.md, "Models"; spec 7.2, 8.5)."""
 
 import pytest
 
