@@ -1,13 +1,21 @@
 """The README's and docs/'s links lead somewhere a reader of the repository can follow: every
 relative link names a file (or a heading) inside the repository, and no path mentioned points
-outside it (the README once sent readers to ../shared/, which a clone does not have)."""
+outside it (the README once sent readers to ../shared/, which a clone does not have).
+
+And the product cites only what it holds: no tracked file names a document that lives beside the
+repository rather than in it (OUTSIDE_NAMES; what the product needs of them is in docs/design.md
+and docs/decisions.md), and every `docs/<file>.md` a file cites exists, with the section it names
+(`(docs/design.md, "Models")`) as one of its headings or the bold lead of one of its paragraphs.
+This file is the one place that may spell the forbidden names."""
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
+THIS_FILE = Path(__file__).resolve()
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\"[^\"]*\")?\s*$", re.MULTILINE)
@@ -50,3 +58,79 @@ def test_no_path_mentioned_points_outside_the_repository(document):
     outside = [span for span in CODE_SPAN.findall(document.read_text())
                if re.match(r"^\.\./", span) or "/../" in span]
     assert outside == [], f"{document.name} mentions paths outside the repository"
+
+
+# Documents kept beside the repository, never in it: a clone has none of them, so nothing may cite them.
+OUTSIDE_NAMES = ("DESIGN.md", "faults.md", "SPEC.md", "../shared")
+# The product's and the docs' files, as `git ls-files` pathspecs (`*` matches across folders too).
+PRODUCT_FILES = ("*.py", "*.md", "*.txt", "*.toml", "*.html", "bin/*", "Procfile", ".ci/run", ".importlinter",
+                 ".env.example")
+DOCS_PATH = re.compile(r"(?<![\w./-])docs/([\w.-]+\.md)")
+SECTION_CITATION = re.compile(r'(?<![\w./-])docs/([\w.-]+\.md),? "([^"\n]+)"')
+
+
+def tracked_files() -> list[Path]:
+    """The tracked files of PRODUCT_FILES that are in the working tree, this file excepted."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--", *PRODUCT_FILES], cwd=REPO, capture_output=True,
+                            check=True).stdout.decode()
+    paths = (REPO / name for name in listed.split("\0") if name)
+    return [path for path in paths if path.is_file() and path.resolve() != THIS_FILE]
+
+
+def outside_names(text: str) -> list[str]:
+    return [name for name in OUTSIDE_NAMES if name in text]
+
+
+def sections(text: str) -> list[str]:
+    """What a citation may name: a heading's text, or the bold words a paragraph opens with (code
+    spans' backticks dropped: "cache_control" names the heading "`cache_control`: carried ...")."""
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, re.MULTILINE)
+    leads = re.findall(r"^\*\*(.+?)\*\*", text, re.MULTILINE)
+    return [s.replace("`", "").strip().rstrip(".").lower() for s in headings + leads]
+
+
+def names_section(text: str, section: str) -> bool:
+    """The section is a heading or a paragraph's bold lead, or the opening words of one
+    ("Metrics and JSON logs" for the heading "Metrics and JSON logs (issue 14)")."""
+    wanted = section.strip().rstrip(".").lower()
+    return any(found.startswith(wanted) for found in sections(text))
+
+
+def test_the_citation_readers_find_names_paths_and_sections():
+    text = 'As ../shared/DESIGN.md says; see docs/a.md and (docs/b.md, "Counters"), not x/docs/c.md.'
+    assert outside_names(text) == ["DESIGN.md", "../shared"]
+    assert outside_names("docs/design.md, the design") == []  # our own design doc is not the outside one
+    assert DOCS_PATH.findall(text) == ["a.md", "b.md"]
+    assert SECTION_CITATION.findall(text) == [("b.md", "Counters")]
+    doc = ("# T\n\n## Metrics and JSON logs (issue 14)\n\n**Celery is pinned to 5.6.3 (with kombu).** Why.\n\n"
+           "### `cache_control`: carried\n")
+    assert names_section(doc, "Metrics and JSON logs")
+    assert names_section(doc, "cache_control")
+    assert names_section(doc, "Celery is pinned to 5.6.3")
+    assert not names_section(doc, "Why")
+
+
+def test_the_tracked_files_are_read():
+    files = {path.relative_to(REPO).as_posix() for path in tracked_files()}
+    assert {"README.md", "docs/design.md", "gateway/settings/__init__.py", "Procfile", ".ci/run", "bin/test"} <= files
+    assert "tests/gateway/shell/test_docs_links.py" not in files
+
+
+def test_no_file_cites_a_document_outside_the_repository():
+    naming = {path.relative_to(REPO).as_posix(): names for path in tracked_files()
+              if (names := outside_names(path.read_text(errors="replace")))}
+    assert naming == {}, "cite the repository's own docs instead (docs/design.md, docs/decisions.md)"
+
+
+def test_every_cited_doc_exists_with_its_section():
+    missing, unknown_sections = set(), set()
+    for path in tracked_files():
+        text = path.read_text(errors="replace")
+        where = path.relative_to(REPO).as_posix()
+        missing |= {(where, f"docs/{name}") for name in DOCS_PATH.findall(text) if not (REPO / "docs" / name).is_file()}
+        for name, section in SECTION_CITATION.findall(text):
+            doc = REPO / "docs" / name
+            if doc.is_file() and not names_section(doc.read_text(), section):
+                unknown_sections.add((where, f'docs/{name}, "{section}"'))
+    assert missing == set(), "cited docs that do not exist"
+    assert unknown_sections == set(), "cited sections that are no heading or bold paragraph lead of their doc"
