@@ -9,12 +9,19 @@ request loggers (an answer of 500 logs the path); it rewrites those parts of the
 Every other line: `RedactSecrets` sits on the console handler (settings.LOGGING) and takes out of
 a record's message, arguments and traceback whatever is shaped like a credential and the
 credentials this process holds (`gateway.telemetry.redact.configured_secrets`: the model servers' keys, the
-channel tokens). It leaves long hex strings alone (`loose=False`): request ids are made of them."""
+channel tokens). It leaves long hex strings alone (`loose=False`): request ids are made of them.
+
+It fails closed: a record it cannot clean (anything raised while cleaning it: an argument whose
+`str()` fails, a source of secrets that fails) is still written, as a fixed text
+(`log record withheld: its redaction failed (<exception type>)`, JSON field
+`event: redaction_failed`), without its message, arguments, fields, traceback or a request id the
+client chose, and counted in `gateway_log_redaction_failures_total` (gateway/telemetry/metrics.py)."""
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
 
 from gateway.telemetry.redact import QUERY_SECRET, REDACTED, configured_secrets
 from gateway.telemetry.redact import redact as redact_secrets
@@ -42,6 +49,10 @@ class RedactSecretPaths(logging.Filter):
 
 _PLAIN = (int, float, bool, type(None))
 _formatter = logging.Formatter()
+WITHHELD = "log record withheld: its redaction failed ({})"  # with the exception's type name
+WITHHELD_FIELDS = {"event": "redaction_failed"}
+_OWN_REQUEST_ID = re.compile(r"[0-9a-f]{32}")  # one the gateway made (gateway/telemetry/logjson.py)
+_counting = threading.local()
 
 
 class RedactSecrets(logging.Filter):
@@ -77,9 +88,47 @@ class RedactSecrets(logging.Filter):
                 record.exc_text = _formatter.formatException(record.exc_info)
             if record.exc_text:
                 record.exc_text = clean(record.exc_text)
-        except Exception:  # a log line is never lost to its redaction
-            pass
+        except Exception as exc:  # fail closed: the line is written, its content is not
+            return withhold(record, exc)
         return True
+
+
+def withhold(record: logging.LogRecord, exc: BaseException) -> bool:
+    """Replace what `record` says by a fixed text (a line is not lost, its content is) and count
+    it. The record is marked clean: a second handler's filter writes it as it is, counted once.
+    Never raises: a record that cannot even be overwritten is not written at all."""
+    try:
+        record.msg = WITHHELD.format(type(exc).__name__)
+        record.args = ()
+        record.exc_info = record.exc_text = record.stack_info = None
+        record.fields = dict(WITHHELD_FIELDS)
+        request_id = getattr(record, "request_id", None)
+        if request_id is not None and not (isinstance(request_id, str) and _OWN_REQUEST_ID.fullmatch(request_id)):
+            record.request_id = None  # a client may choose its request id: it goes with the rest
+        record.redacted = True
+        kept = True
+    except Exception:
+        kept = False
+    count_redaction_failure()
+    return kept
+
+
+def count_redaction_failure() -> None:
+    """gateway_log_redaction_failures_total + 1. Never raises, never logs; a record written by
+    the counting itself (on this thread, while it counts) is not counted again."""
+    if getattr(_counting, "active", False):
+        return
+    _counting.active = True
+    try:
+        # imported when first needed: metrics.py puts prometheus_client in multiprocess mode, which a
+        # process that only set up its logging (gunicorn's master) has no use for
+        from gateway.telemetry import metrics
+
+        metrics.log_redaction_failed()
+    except Exception:  # a failure to count is passed over: the record was withheld
+        pass
+    finally:
+        _counting.active = False
 
 
 def install() -> None:

@@ -95,16 +95,19 @@ class Exchange:
         """The request's line, cleaned here rather than by RedactSecrets (whose dozen patterns
         per field cost 60 µs a line): route, method, model and numbers come from the URLconf and
         the registry; only a request id the client chose can hold what looks like a credential."""
-        request_id = self.request_id
+        request_id, redacted = self.request_id, True
         if request_id is not None and not _OWN_REQUEST_ID.fullmatch(request_id):
-            request_id = redact(request_id, configured_secrets(), loose=False)
+            try:
+                request_id = redact(request_id, configured_secrets(), loose=False)
+            except Exception:  # the secrets are unknown: RedactSecrets tries, and withholds the line if it fails too
+                redacted = False
         method = self.method if self.method in metrics.METHODS else "other"
         route = self.route or metrics.UNMATCHED
         fields = {"request_id": request_id, "account_id": self.account_id, "route": route, "method": method,
                   "status": status, "duration_ms": round(seconds * 1000, 2)}
         if self.model is not None:
             fields.update(model=self.model, input_tokens=self.input_tokens, output_tokens=self.output_tokens)
-        extra = {"fields": fields, "request_id": request_id, "redacted": True}
+        extra = {"fields": fields, "request_id": request_id, "redacted": redacted}
         if self.span is not None:  # written after the span left the context: its ids given here
             extra["trace_id"], extra["span_id"] = span_ids(self.span) or (None, None)
         request_log.log(level, "%s %s %s", method, route, status, extra=extra)

@@ -68,6 +68,9 @@ ROUTINE_RUNS = Counter("gateway_routine_runs", "Routine runs ended, by outcome (
                        registry=None)
 ROUTINE_RUN_SECONDS = Histogram("gateway_routine_run_duration_seconds", "Time from a run's start to its end.",
                                 buckets=RUN_BUCKETS, registry=None)
+LOG_REDACTION_FAILURES = Counter("gateway_log_redaction_failures", "Log records whose redaction failed, each "
+                                 "written as a fixed text instead, its message, arguments, fields and traceback left "
+                                 "out (gateway/telemetry/logfilters.py).", registry=None)
 PROCESSES = Gauge("gateway_processes", "Processes alive that count metrics, by kind (web, worker).", ["kind"],
                   multiprocess_mode="livesum", registry=None)
 
@@ -139,6 +142,11 @@ def routine_run_ended(outcome: str, seconds: float | None) -> None:
     _child(ROUTINE_RUNS, outcome).inc()
     if seconds is not None:
         ROUTINE_RUN_SECONDS.observe(max(seconds, 0.0))
+
+
+def log_redaction_failed() -> None:
+    """A log record withheld (gateway/telemetry/logfilters.py, which calls it so that it never raises)."""
+    LOG_REDACTION_FAILURES.inc()
 
 
 def process_started(kind: str) -> None:

@@ -135,25 +135,29 @@ def credentials_in(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None
 # What else holds credentials, each a function without I/O: the model servers' keys of the registry
 # this process loaded (gateway/registry/snapshot.py loaded_server_keys, added by gateway/apps.py).
 secret_sources: list[Callable[[], Iterable[str]]] = []
+# The settings that hold credentials.
+SETTINGS_SECRETS = ("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET", "WHATSAPP_TOKEN", "EMAIL_HOST_PASSWORD")
 
 
 def configured_secrets() -> list[str]:
     """Credentials this process holds, without any I/O: the keys of the model servers in the
     registry if this process has loaded it, and the channel tokens and passwords of the settings.
-    Safe to call from a log filter (no database query, nothing that logs)."""
+    Safe to call from a log filter (no database query, nothing that logs).
+
+    It fails closed: a source that fails, or settings that cannot be read, raise here rather than
+    leave their credentials out of the list, so that no caller cleans a text without them (the log
+    filter then writes a fixed text instead of the record: gateway/telemetry/logfilters.py). Only a
+    process with no settings at all (none configured) has none of theirs to find."""
+    from django.conf import settings
+
     found: list[str] = []
     for source in secret_sources:
         found.extend(source())
-    try:
-        from django.conf import settings
-
-        if settings.configured:
-            for name in ("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET", "WHATSAPP_TOKEN", "EMAIL_HOST_PASSWORD"):
-                value = getattr(settings, name, "")
-                if isinstance(value, str) and value:
-                    found.append(value)
-    except Exception:  # pragma: no cover - settings not importable this early
-        pass
+    if settings.configured:
+        for name in SETTINGS_SECRETS:
+            value = getattr(settings, name, "")
+            if isinstance(value, str) and value:
+                found.append(value)
     return found
 
 
