@@ -11,7 +11,7 @@ from compat.proxy import Call, WireFormat, chat_call
 from gateway.limits import ratelimit
 from gateway.upstream.sse import SSE_DONE, sse_data
 from gateway.web.errors import ApiError
-from gateway.web.validation import check_field_types, check_items
+from gateway.web.validation import check_field_types, check_items, check_tags
 
 DROPPED = ("stream", "stream_options")
 
@@ -33,6 +33,7 @@ def chat_form(body: dict[str, Any]) -> dict[str, Any]:
     check_field_types(body, FIELDS)
     check_items(body.get("messages"), MESSAGE_FIELDS, name="messages")
     check_items(body.get("tools"), TOOL_FIELDS, name="tools")
+    check_tags(body.get("metadata"))  # the call's tags (gateway/web/validation.py), sent on as they came
     if (n := body.get("n")) is not None and n < 1:  # typed above; more than one: the server's to answer
         raise ApiError(400, "'n' must be at least 1.", code="invalid_request_error", param="n")
     return {k: v for k, v in body.items() if k not in DROPPED}

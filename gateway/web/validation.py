@@ -127,3 +127,34 @@ def check_items(items: Any, fields: dict[str, Any], *, name: str, style: str = "
 
 def _wrong_type(where: str, kinds: list[str]) -> ApiError:
     return ApiError(400, f"{where}: must be {_described(kinds)}.", code="invalid_request_error", param=where)
+
+
+# ---- a call's tags: OpenAI's `metadata` ------------------------------------------------------------
+#
+# OpenAI's `metadata` on chat completions and responses: up to 16 keys of at most 64 characters, each
+# value a string of at most 512 (OpenAI's API reference). It annotates the call, it asks nothing of the
+# model: the gateway keeps it with the call as its tags (the calls log, the usage records).
+
+MAX_TAGS, MAX_TAG_KEY, MAX_TAG_VALUE = 16, 64, 512
+
+
+def check_tags(value: Any, *, name: str = "metadata") -> dict[str, str]:
+    """The tags of a request's `name` field (absent or null: none), or a 400 naming what is wrong."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _wrong_type(name, ["object"])
+    if len(value) > MAX_TAGS:
+        raise ApiError(400, f"{name}: at most {MAX_TAGS} keys, not {len(value)}.", code="invalid_request_error",
+                       param=name)
+    for key, text in value.items():
+        if len(key) > MAX_TAG_KEY:
+            raise ApiError(400, f"{name}: a key is at most {MAX_TAG_KEY} characters long, not {len(key)} "
+                                f"({key[:MAX_TAG_KEY]!r}…).", code="invalid_request_error", param=name)
+        where = f"{name}.{key}"
+        if not isinstance(text, str):
+            raise _wrong_type(where, ["string"])
+        if len(text) > MAX_TAG_VALUE:
+            raise ApiError(400, f"{where}: at most {MAX_TAG_VALUE} characters, not {len(text)}.",
+                           code="invalid_request_error", param=where)
+    return value

@@ -90,8 +90,7 @@ def test_effort_and_user_reach_an_anthropic_server(world):
     assert "prompt_cache_key" not in sent  # a caching hint, no field of a Messages request
 
 
-@pytest.mark.parametrize("fields, name", [({"metadata": {"team": "blue"}}, "metadata"),
-                                          ({"include": ["message.output_text.logprobs"]}, "logprobs"),
+@pytest.mark.parametrize("fields, name", [({"include": ["message.output_text.logprobs"]}, "logprobs"),
                                           ({"text": {"verbosity": "low"}}, "verbosity")])
 def test_what_an_anthropic_server_cannot_take_is_refused_by_name(world, fields, name):
     alone(world)

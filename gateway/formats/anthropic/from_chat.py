@@ -17,17 +17,18 @@ from gateway.formats.anthropic.to_chat import (
     parse_arguments,
 )
 
-# Top-level chat fields carried (as what: chat_to_messages_request), and prompt-caching hints,
-# which need no place: they ask nothing of the model (docs/compatibility.md, "cache_control").
+# Top-level chat fields carried (as what: chat_to_messages_request); prompt-caching hints, which
+# need no place: they ask nothing of the model (docs/compatibility.md, "cache_control"); and
+# `metadata`, the call's tags, which the gateway keeps with the call: they annotate it and ask nothing
+# of the model either (a Messages request's own `metadata` takes only `user_id`, from `user`).
 CARRIED = frozenset({"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
                      "temperature", "top_p", "top_k", "stop", "tools", "tool_choice", "parallel_tool_calls", "user",
                      "safety_identifier", "response_format", "reasoning_effort", "service_tier",
-                     "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options"})
+                     "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options", "metadata"})
 # Fields with no place in a Messages request, at the value that asks for nothing; any other value is lost.
 NEUTRAL = {"n": lambda v: v == 1, "logprobs": lambda v: v is False, "top_logprobs": lambda v: v == 0,
            "presence_penalty": lambda v: v == 0, "frequency_penalty": lambda v: v == 0,
-           "logit_bias": lambda v: v == {}, "store": lambda v: v is False, "modalities": lambda v: v == ["text"],
-           "metadata": lambda v: v == {}}
+           "logit_bias": lambda v: v == {}, "store": lambda v: v is False, "modalities": lambda v: v == ["text"]}
 MESSAGE_KEYS = frozenset({"role", "content", "tool_call_id", "tool_calls", "refusal", "annotations",
                           "reasoning_content", "reasoning"})
 EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}

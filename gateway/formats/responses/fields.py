@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from gateway.web.errors import ApiError
-from gateway.web.validation import check_field_types
+from gateway.web.validation import check_field_types, check_tags
 
 # The types of a Responses request's fields (OpenAI's API reference); a wrong one is a 400 naming it.
 FIELDS: dict[str, Any] = {
@@ -65,6 +65,7 @@ def bad(message: str, param: str) -> ApiError:
 def check_fields(body: dict) -> None:
     """Types first, then every field this gateway cannot honour, named (top level, then inside)."""
     check_field_types(body, FIELDS)
+    check_tags(body.get("metadata"))  # the call's tags: carried, and kept with the call
     for name, value in body.items():
         if value is None:
             continue

@@ -164,7 +164,7 @@ def test_reasoning_effort(effort, expected):
     ({"audio": {"voice": "alloy", "format": "wav"}, "modalities": ["text", "audio"]}, ["audio", "modalities"]),
     ({"prediction": {"type": "content", "content": "x"}}, ["prediction"]),
     ({"web_search_options": {}}, ["web_search_options"]), ({"store": True}, ["store"]),
-    ({"metadata": {"k": "v"}}, ["metadata"]), ({"verbosity": "low"}, ["verbosity"]),
+    ({"verbosity": "low"}, ["verbosity"]),
     ({"service_tier": "flex"}, ["service_tier"]), ({"reasoning_effort": "extreme"}, ["reasoning_effort"]),
     ({"user": "a", "safety_identifier": "b"}, ["safety_identifier"]),
     ({"response_format": {"type": "structural_tag"}}, ["response_format"]),
@@ -172,6 +172,15 @@ def test_reasoning_effort(effort, expected):
 ])
 def test_what_a_messages_request_cannot_carry_is_named(fields, names):
     assert chat_request_uncarried(chat(**fields)) == names
+
+
+def test_the_calls_tags_are_no_loss_and_not_sent_as_a_model_field():
+    """`metadata` annotates the call (the gateway keeps it); a Messages request's own `metadata` is
+    `user_id` alone, made from `user`."""
+    body = chat(metadata={"app": "billing", "team": "a"})
+    assert chat_request_uncarried(body) == []
+    assert "metadata" not in chat_to_messages_request(body)
+    assert chat_to_messages_request({**body, "user": "u-1"})["metadata"] == {"user_id": "u-1"}
 
 
 def test_message_parts_with_no_anthropic_counterpart_are_named_and_left_out():
