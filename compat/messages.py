@@ -18,6 +18,7 @@ from gateway.registry.routing import plan_chain
 from gateway.upstream.sse import sse_event
 from gateway.web.body import read_json_object
 from gateway.web.output import respond
+from gateway.web.validation import MAX_TAG_VALUE
 
 ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "disconnected": "api_error"}
 
@@ -28,7 +29,14 @@ ANTHROPIC_WIRE = WireFormat(kind="anthropic", headers=("anthropic-beta", "anthro
                             lossy=True)
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request, ANTHROPIC_WIRE),
+def user_tag(body: dict) -> dict[str, str]:
+    """The call's tags on this surface: Anthropic's `metadata` holds only `user_id` (typed by
+    `messages_to_chat_request`), kept as the tag `user_id`; the request itself goes on unchanged."""
+    user = (body.get("metadata") or {}).get("user_id")
+    return {"user_id": user[:MAX_TAG_VALUE]} if isinstance(user, str) and user else {}
+
+
+@endpoint("POST", limit=ratelimit.V1, prepare=chat_call(messages_to_chat_request, ANTHROPIC_WIRE, user_tag),
           prepare_in_loop=True, idempotent=True)
 async def messages(request):
     stream = bool(request.prepared.body.get("stream"))

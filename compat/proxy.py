@@ -51,15 +51,23 @@ class WireFormat:
     with_query: bool = False  # the query string too (Anthropic's ?beta=true)
 
 
+def metadata_tags(body: dict[str, Any]) -> dict[str, str]:
+    """A call's tags: OpenAI's `metadata`, checked by the surface's `to_chat` (gateway/web/validation.py)."""
+    return body.get("metadata") or {}
+
+
 def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]],
-              wire: WireFormat | None = None) -> Callable[[HttpRequest], Prepared]:
+              wire: WireFormat | None = None,
+              tags: Callable[[dict[str, Any]], dict[str, str]] = metadata_tags) -> Callable[[HttpRequest], Prepared]:
     """The `prepare` step of a chat surface (run by the endpoint wrapper in its worker hop):
-    read the body, translate it, check its size, plan the chain and check the quota."""
+    read the body, translate it, note its `tags` (kept with the call: the calls log, the usage
+    records), check its size, plan the chain and check the quota."""
 
     def prepare(request: HttpRequest) -> Prepared:
         body = read_json_object(request)
         lost: list[str] = []
         chat = to_chat(body, lost=lost) if wire is not None and wire.lossy else to_chat(body)
+        call_facts.tagged(tags(body))
         check_chat_size(chat)
         chain = call_plan(account=request.principal.account, model_id=chat.get("model"),
                           quota_used=request.quota_used, affinity=affinity_of(request, body))

@@ -369,6 +369,10 @@ class CallRecord(models.Model):
     fall_throughs = models.PositiveSmallIntegerField(default=0, help_text="Models that failed before the next.")
     request_id = models.CharField("request ID", max_length=64, blank=True, db_index=True)
     attempts = models.JSONField(default=list, blank=True)
+    # The call's tags: OpenAI's `metadata` as the client sent it ({key: value}, checked: at most 16 short
+    # strings), or Anthropic's `metadata.user_id` as {"user_id": ...}. A database default too: a writer of
+    # an older release (mid-deploy) still inserts.
+    tags = models.JSONField(default=dict, db_default={}, blank=True)
 
     class Meta:
         verbose_name = "call"

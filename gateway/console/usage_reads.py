@@ -15,6 +15,7 @@ USAGE_FLUSH_SECONDS."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
@@ -22,9 +23,11 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
-from django.db.models import Count, F, Sum
+from django.db import connection
+from django.db.models import CharField, Count, F, Func, QuerySet, Sum, Value
 
 from gateway.models import CallFailureDaily, Model, UsageDaily, UsageRecord, account_model
+from gateway.web.validation import MAX_TAG_KEY, MAX_TAG_VALUE
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 366
@@ -120,6 +123,35 @@ def _date(raw: str | None, name: str, errors: list[str]) -> date | None:
 def _account(raw: str):
     lookup = {"pk": int(raw)} if raw.isdigit() and len(raw) < 19 else {"email__iexact": raw}
     return account_model().objects.select_related("group").filter(**lookup).first()
+
+
+def parse_tag(text: str) -> tuple[tuple[str, str] | None, str | None]:
+    """A tag filter written `key=value` (split at the first `=`): the (key, value), or None and what is
+    wrong with it, in words for the operator. The empty text is no filter."""
+    if not text:
+        return None, None
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        return None, f"'tag' must be written key=value, not {text[:80]!r}."
+    if len(key) > MAX_TAG_KEY or len(value) > MAX_TAG_VALUE:
+        return None, (f"'tag' is longer than any tag (keys up to {MAX_TAG_KEY} characters, values up to "
+                      f"{MAX_TAG_VALUE}).")
+    if not PRINTABLE.fullmatch(text):
+        return None, "'tag' holds control characters."
+    return (key, value), None
+
+
+def with_tag(rows: QuerySet, tag: tuple[str, str] | None) -> QuerySet:
+    """The rows (usage records, calls) whose `tags` have `tag` (key, value): PostgreSQL's JSON containment,
+    elsewhere (SQLite) the key's text by its JSON path, the key quoted, so a key of digits stays a key."""
+    if tag is None:
+        return rows
+    key, value = tag
+    if connection.vendor == "postgresql":
+        return rows.filter(tags__contains={key: value})
+    path = "$." + json.dumps(key)
+    return rows.alias(tag_value=Func(F("tags"), Value(path), function="JSON_EXTRACT", output_field=CharField())
+                      ).filter(tag_value=value)
 
 
 # --- the page's queries -----------------------------------------------------------------------

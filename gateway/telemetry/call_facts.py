@@ -1,13 +1,15 @@
 """What the calls log keeps of a model call beyond the request's own record (issue 26), noted on the
 call's way: the model asked, each model tried and how it went (the chain), when the first byte of a
-reply came, an error the client got inside a 200 stream, and the reply's text (kept only for a group
-that keeps its calls' text: the request's record takes the prompt then, logjson.Exchange.answered).
+reply came, an error the client got inside a 200 stream, the call's tags (OpenAI's `metadata`, checked),
+and the reply's text (kept only for a group that keeps its calls' text: the request's record takes the
+prompt then, logjson.Exchange.answered).
 
 The facts live in the request's record (`Exchange.call`, made at the first note) and are written
 with it when the request ends (gateway/usage/call_log.py). A note is a few attribute writes on an
 object of this request; outside a request (a Celery task, a test calling a function) it does nothing.
 
     model_asked("oa/echo-1")                    # the chain is planned (gateway/registry/routing.py)
+    tagged({"app": "billing"})                   # the request's tags, checked (compat/proxy.py)
     attempted(target, "ok", status=200, seconds=0.012)   # each model tried (gateway/calls/dispatch.py)
     failed_in_stream("read_timeout", CUT)        # an error inside a 200
 """
@@ -29,7 +31,7 @@ CLIENT_CLOSED = "client_closed"  # the client went away before the reply ended
 
 
 class CallFacts:
-    __slots__ = ("model_asked", "first_byte", "attempts", "fall_throughs", "outcome", "error_code", "reply")
+    __slots__ = ("model_asked", "first_byte", "attempts", "fall_throughs", "outcome", "error_code", "reply", "tags")
 
     def __init__(self) -> None:
         self.model_asked: str | None = None
@@ -39,6 +41,7 @@ class CallFacts:
         self.outcome: str | None = None  # set when the status alone does not say it (an error inside a 200)
         self.error_code: str | None = None  # the first error the client was given
         self.reply: str | Callable[[], str] | None = None  # read only when the text is kept
+        self.tags: dict[str, str] = {}  # the call's tags, kept with its row and its usage records
 
 
 def facts_of(exchange: Exchange) -> CallFacts:
@@ -57,6 +60,23 @@ def model_asked(model_id: Any) -> None:
     """The model the request named (the first planned: a tool's own call later does not change it)."""
     if (facts := _facts()) is not None and facts.model_asked is None:
         facts.model_asked = model_id if isinstance(model_id, str) else ""
+
+
+def tagged(tags: dict[str, str]) -> None:
+    """The call's tags (checked by its surface: short strings, gateway/web/validation.py `check_tags`).
+    A NUL, which PostgreSQL's JSON refuses (the row would be dropped), is kept as U+FFFD."""
+    if tags and (facts := _facts()) is not None:
+        facts.tags = {_storable(key): _storable(value) for key, value in tags.items()}
+
+
+def _storable(text: str) -> str:
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text
+
+
+def tags_of(exchange: Exchange | None) -> dict[str, str]:
+    """The tags of the request's call (none outside a request, or for a call that has none)."""
+    facts = exchange.call if exchange is not None else None
+    return facts.tags if facts is not None else {}
 
 
 def attempted(target, outcome: str, *, status: int | None, seconds: float | None, error: str | None = None,

@@ -4,7 +4,7 @@ When a request on one of the routes of SURFACES ends (its last byte sent, or the
 request's record finishing, gateway/telemetry/logjson.py `ended`), `record_call` builds the call's line
 from the record (caller, route, status, latency, tokens and cost as metered) and the facts noted on the
 call's way (gateway/telemetry/call_facts.py: the model asked, the chain tried, the first byte, an error
-inside a stream) and appends it to this process's calls spool: one dict and one `write()`, no database
+inside a stream, the call's tags) and appends it to this process's calls spool: one dict and one `write()`, no database
 on the call's way. The spool is the usage spool's kind (gateway/usage/spool.py) in a folder of its own
 beside it, USAGE_SPOOL_DIR/<database tag>/calls, drained by the usage drainer's thread after each of its
 cycles (`drain`, wired by gateway/apps.py) into CallRecord (gateway/usage/call_records.py), and taken
@@ -89,6 +89,8 @@ def line_of(exchange: Exchange, surface: str, seconds: float, status: int) -> di
         line["c"] = 1
     if facts is not None:
         line.update(q=facts.model_asked or "", e=facts.error_code or "", at=attempts, ft=facts.fall_throughs)
+        if facts.tags:
+            line["tg"] = facts.tags
         if facts.first_byte is not None:
             line["f"] = round((facts.first_byte - exchange.started) * 1000, 2)
     if exchange.prompt is not None:  # the caller's group keeps its calls' text

@@ -30,10 +30,10 @@ logger = logging.getLogger(__name__)
 # The row of a call as the INSERT takes it, and its PostgreSQL types (read from one JSON array).
 COLUMNS = ("key", "created_at", "account_id", "group_id", "surface", "model_requested", "model", "status",
            "outcome", "error_code", "latency_ms", "ttft_ms", "input_tokens", "output_tokens", "cost_units", "cached",
-           "fall_throughs", "request_id", "attempts")
+           "fall_throughs", "request_id", "attempts", "tags")
 POSTGRESQL_TYPES = ("varchar", "epoch", "bigint", "bigint", "varchar", "varchar", "varchar", "integer",
                     "varchar", "varchar", "double precision", "double precision", "integer", "integer", "bigint",
-                    "boolean", "integer", "varchar", "jsonb")
+                    "boolean", "integer", "varchar", "jsonb", "jsonb")
 CAPTURE_COLUMNS = ("call_id", "prompt", "reply", "created_at")  # call_id: the call's key (to_field)
 CAPTURE_TYPES = ("varchar", "text", "text", "epoch")
 AT = 1  # created_at
@@ -47,11 +47,14 @@ def row_of(line: dict) -> tuple:
     attempts = line.get("at") or []
     if not isinstance(attempts, list):
         raise TypeError("attempts")
+    tags = line.get("tg") or {}
+    if not isinstance(tags, dict):
+        raise TypeError("tags")
     return (str(line["k"]), at, _id(line.get("a")), _id(line.get("g")), str(line["s"])[:40],
             str(line.get("q") or "")[:300], str(line.get("m") or "")[:300], int(line["st"]), str(line["o"])[:16],
             str(line.get("e") or "")[:64], float(line["l"]), _float(line.get("f")), int(line.get("i") or 0),
             int(line.get("ot") or 0), int(line.get("$") or 0), bool(line.get("c")), int(line.get("ft") or 0),
-            str(line.get("r") or "")[:64], attempts)
+            str(line.get("r") or "")[:64], attempts, tags)
 
 
 def capture_of(line: dict, row: tuple) -> tuple | None:
@@ -125,7 +128,7 @@ def insert_lines(lines: list[dict]) -> None:
 
 def _write(model, columns: tuple, types: tuple, rows: list[tuple]) -> None:
     """One INSERT of many rows, a key already there skipped. PostgreSQL takes them as one JSON array;
-    other databases row by row. JSON columns (the attempts) go as JSON text."""
+    other databases row by row. JSON columns (the attempts, the tags) go as JSON text."""
     if not rows:
         return
     connection = connections["default"]
@@ -139,7 +142,8 @@ def _write(model, columns: tuple, types: tuple, rows: list[tuple]) -> None:
                            "ON CONFLICT DO NOTHING", [json.dumps(data)])
         return
     adapt = connection.ops.adapt_datetimefield_value
-    data = [tuple(adapt(v) if isinstance(v, datetime) else json.dumps(v) if isinstance(v, list) else v for v in row)
+    data = [tuple(adapt(v) if isinstance(v, datetime) else json.dumps(v) if isinstance(v, (list, dict)) else v
+                  for v in row)
             for row in rows]
     with connection.cursor() as cursor:
         cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))}) "

@@ -1,6 +1,7 @@
 """The console's "Calls": every call of a model surface, newest first, filtered by time, account,
-group, model, outcome, status, surface and cache, searched by request ID (exact) or an account's
-e-mail; a call's page shows the chain tried and, when its group keeps them, the prompt and reply.
+group, model, outcome, status, surface and cache, searched by request ID (exact), an account's
+e-mail or a tag (`key=value`: the call's tags, OpenAI's `metadata`); a call's page shows its tags,
+the chain tried and, when its group keeps them, the prompt and reply.
 Read-only: the gateway writes the calls log (gateway/usage/call_log.py), nobody edits it.
 
 The list never counts the whole table (`show_full_result_count`), and its filters read their
@@ -22,6 +23,7 @@ from unfold.admin import ModelAdmin
 
 from gateway.console.call_log.chain import captured, chain_table
 from gateway.console.money_fields import currency
+from gateway.console.usage_reads import parse_tag, with_tag
 from gateway.models import CallCapture, CallRecord, Model
 from gateway.registry.prices import money, money_text
 from gateway.usage.call_log import SURFACES
@@ -93,8 +95,10 @@ class StatusFilter(admin.SimpleListFilter):
 @admin.register(CallRecord)
 class CallRecordAdmin(ModelAdmin):
     # Eight columns fit at 1366 px beside the navigation: the time on two lines, the outcome, code and cache
-    # under the status, the time to first token under the latency, fall-throughs under the model.
-    list_display = ["when", "caller", "surface", "answered_by", "answer", "latency", "tokens", "cost_rounded"]
+    # under the status, the time to first token under the latency, fall-throughs under the model, the tags
+    # under the surface.
+    list_display = ["when", "caller", "surface_and_tags", "answered_by", "answer", "latency", "tokens",
+                    "cost_rounded"]
     list_display_links = ["when"]
     list_filter = [WhenFilter, "account", "group", ModelFilter, "outcome", StatusFilter, SurfaceFilter, "cached"]
     list_select_related = ["account"]
@@ -102,15 +106,16 @@ class CallRecordAdmin(ModelAdmin):
     show_full_result_count = False
     ordering = ["-created_at"]
     search_fields = ["request_id"]
-    search_help_text = "A request ID (exact), or an account's e-mail address (or a part of it with @)."
+    search_help_text = ("A request ID (exact), an account's e-mail address (or a part of it with @), or a tag "
+                        "written key=value (exact).")
     fieldsets = [
-        (None, {"fields": ["created_at", "request_id", "account", "group", "surface"]}),
+        (None, {"fields": ["created_at", "request_id", "account", "group", "surface", "tags_shown"]}),
         ("Models", {"fields": ["model_requested", "model", "cached", "fall_throughs"]}),
         ("Answer", {"fields": ["status", "outcome", "error_code", "latency_ms", "ttft_ms"]}),
         ("Usage", {"fields": ["input_tokens", "output_tokens", "cost"]}),
         ("Chain tried", {"fields": ["chain"]}),
     ]
-    readonly_fields = ["chain", "cost", "prompt", "reply"]
+    readonly_fields = ["chain", "cost", "prompt", "reply", "tags_shown"]
 
     def get_fieldsets(self, request, obj=None):
         """The prompt and reply only for a call whose group kept them (and while they are kept)."""
@@ -123,6 +128,9 @@ class CallRecordAdmin(ModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
+        if "=" in term:  # a tag (request IDs hold no `=`)
+            tag, wrong = parse_tag(term)
+            return (queryset.none() if wrong else with_tag(queryset, tag)), False
         if "@" in term:
             return queryset.filter(account__email__icontains=term), False
         if REQUEST_ID.match(term):
@@ -137,6 +145,21 @@ class CallRecordAdmin(ModelAdmin):
     @admin.display(description="Account", ordering="account__email")
     def caller(self, call):
         return call.account.email if call.account_id else "(no valid credential)"
+
+    @admin.display(description="Surface", ordering="surface")
+    def surface_and_tags(self, call):
+        """The surface; beneath it the call's tags, each key=value."""
+        if not call.tags:
+            return call.surface
+        return format_html("{}<br><small class='call-tags'>{}</small>", call.surface, _tags_text(call.tags, " · "))
+
+    @admin.display(description="Tags")
+    def tags_shown(self, call):
+        """Each tag key=value on a line of its own (OpenAI's `metadata`; `user_id` of Anthropic's)."""
+        if not call.tags:
+            return "(none)"
+        return format_html("<span class='call-tags' style='white-space: pre-line'>{}</span>",
+                           _tags_text(call.tags, "\n"))
 
     @admin.display(description="Model")
     def answered_by(self, call):
@@ -205,6 +228,10 @@ class CallRecordAdmin(ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+def _tags_text(tags: dict, between: str) -> str:
+    return between.join(f"{key}={value}" for key, value in tags.items())
 
 
 def _capture_of(call: CallRecord) -> CallCapture | None:
