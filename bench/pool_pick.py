@@ -7,7 +7,7 @@ hide it (issue 24; bench/README.md, "Issue 24: pools"):
   under each policy (`gateway/registry/routing.py plan_chain`, on a registry built here: what a
   request finds once its stamps are noted);
 - the dispatcher's bookkeeping of one try (`gateway/state/loads.py` started, first_byte, ended, and the
-  landing with its weakref finalizer, `gateway/calls/dispatch.py`), net of making the reply's generator.
+  landing with its weakref finalizer, `gateway/calls/chain.py`), net of making the reply's generator.
 
 No database, no Redis (the loads are this process's own), no network.
 """
@@ -30,7 +30,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from gateway.calls import dispatch  # noqa: E402
+from gateway.calls import chain  # noqa: E402
 from gateway.registry import routing  # noqa: E402
 from gateway.registry.snapshot import Deployment, Pool, Registry, Server, Target  # noqa: E402
 from gateway.state import loads  # noqa: E402
@@ -60,13 +60,13 @@ async def _reply():
 
 
 def one_try() -> None:
-    loads.started(1)
+    loads.started(TARGETS[0].id)
     began = time.perf_counter()
-    loads.first_byte(1, time.perf_counter() - began)
-    landing = dispatch._Landing(1)
+    loads.first_byte(TARGETS[0].id, time.perf_counter() - began)
+    answered = chain.Answered(TARGETS[0], None)
     chunks = _reply()
-    weakref.finalize(chunks, landing.land)
-    landing.land()
+    weakref.finalize(chunks, answered.land)
+    answered.land()
 
 
 def main() -> None:

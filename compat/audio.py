@@ -4,7 +4,6 @@ with the audio capability (its fallbacks and the default tried in turn, as for c
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -13,20 +12,21 @@ from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 
 from accounts.endpoints import endpoint
-from gateway.calls.dispatch import exhausted, fell_through
+from gateway.calls.chain import try_chain
 from gateway.calls.metering import AfterSendResponse, meter
 from gateway.calls.plan import call_plan
 from gateway.calls.tokens import count_text
 from gateway.limits import ratelimit
 from gateway.registry.snapshot import Target
-from gateway.telemetry import call_facts, metrics
+from gateway.telemetry import call_facts
 from gateway.upstream.providers import openai as openai_provider
-from gateway.upstream.providers.base import UpstreamError
+from gateway.upstream.providers.base import REFUSED, UpstreamError
 from gateway.web.body import read_json_object
 from gateway.web.errors import ApiError
 
 _plan = sync_to_async(call_plan)
 PASSED_THROUGH = ("content-type",)
+AUDIO = "audio"  # the attempts' operation (gen_ai.operation.name)
 
 
 @endpoint("POST", limit=ratelimit.V1, idempotent=True)
@@ -81,23 +81,15 @@ async def _upload(request: HttpRequest, path: str, *, surface: str) -> HttpRespo
 async def _forward(request, model_id, path, payload) -> tuple[Target, Any]:
     chain = await _plan(account=request.principal.account, model_id=model_id, capability="audio",
                         quota_used=request.quota_used)
-    failures = []
-    for index, target in enumerate(chain):
+
+    async def ask(target: Target):
         if target.server.kind != "openai":
-            failures.append(UpstreamError("refused", 400, f"Server '{target.server.name}' does not serve audio."))
-            continue
-        began = time.perf_counter()
-        try:
-            forwarded = await openai_provider.forward(target, path, **payload(target))
-        except UpstreamError as failure:
-            failures.append(fell_through(target, failure, last=index == len(chain) - 1, chain=chain,
-                                         seconds=time.perf_counter() - began))
-        else:
-            metrics.upstream_call(target.server.name, target.public_id, "ok")
-            call_facts.attempted(target, call_facts.OK, status=forwarded.status_code,
-                                 seconds=time.perf_counter() - began)
-            return target, forwarded
-    raise exhausted(failures)
+            raise UpstreamError(REFUSED, 400, f"Server '{target.server.name}' does not serve audio.")
+        return await openai_provider.forward(target, path, **payload(target))
+
+    answered = await try_chain(chain, AUDIO, ask, refusals_fall_through=True)
+    answered.land()
+    return answered.target, answered.result
 
 
 def _text_of(response) -> str:

@@ -9,6 +9,7 @@ class GatewayConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from gateway.calls import attempt_observers, attempts
         from gateway.console import audit_trail
         from gateway.limits.quotas import quota_forget_unsure
         from gateway.registry import signals
@@ -17,6 +18,8 @@ class GatewayConfig(AppConfig):
         from gateway.usage import call_log
         from gateway.usage.writer import usage_writer
 
+        for observer in attempt_observers.ALL:  # each model tried, told once to each concern
+            attempts.observe(observer)
         checks.register(console_deploy_checks, checks.Tags.security, deploy=True)
         audit_trail.follow(settings.AUDIT_TRAIL_MODELS)  # the console's audit trail (django-auditlog)
         signals.connect()  # a change to the registry moves its stamp (gateway/registry/snapshot.py)

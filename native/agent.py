@@ -20,8 +20,8 @@ from typing import Any
 
 from django.conf import settings
 
+from gateway.calls.chain import ChainExhausted
 from gateway.calls.completion import Completion, complete, completion_cost_units, cut_error, meter_completion
-from gateway.calls.dispatch import ChainExhausted
 from gateway.limits.quotas import Used, quota_check
 from gateway.registry.snapshot import Target
 from gateway.web.errors import ApiError

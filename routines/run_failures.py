@@ -6,7 +6,7 @@ Not the API's "retry in N seconds": that is for a client, who retries; nothing r
 
 from __future__ import annotations
 
-from gateway.calls.dispatch import ChainExhausted, ModelRefused
+from gateway.calls.chain import ChainExhausted, ModelRefused
 from gateway.web.errors import ApiError
 
 NOT_RETRIED = "This run is not tried again by itself: run the routine again (Run now) once the model answers."

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,14 +17,13 @@ from typing import Any
 import numpy as np
 from django.conf import settings
 
-from gateway.calls.dispatch import exhausted, fell_through, refused
+from gateway.calls.chain import try_chain
 from gateway.calls.plan import call_plan
 from gateway.calls.tokens import count_text
 from gateway.registry.routing import usable_targets
 from gateway.registry.snapshot import Target, registry
-from gateway.telemetry import call_facts, genai, metrics, tracing
 from gateway.upstream.providers import openai as openai_provider
-from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UpstreamError
+from gateway.upstream.providers.base import BAD_RESPONSE, UpstreamError
 from gateway.web.errors import ApiError, ValidationFailed
 
 CAPABILITY = "embeddings"
@@ -89,30 +87,13 @@ async def embed(chain: list[Target], texts: list[str], *, refusals_fall_through:
     an unusable answer moves to the next; a refusal (the request is invalid) is answered at once
     with the server's status, except on /v1 (`refusals_fall_through`, spec 7.3: there it keeps its
     status only when no other model answers)."""
-    failures: list[UpstreamError] = []
-    for target in chain:
-        span = genai.attempt(target, "embeddings") if tracing.ENABLED else None
-        began = time.perf_counter()
-        try:
-            embedded = await (_ask(target, texts) if span is None else genai.within(span, _ask(target, texts)))
-        except UpstreamError as failure:
-            if failure.kind == REFUSED and not refusals_fall_through:
-                raise refused(target, failure, seconds=time.perf_counter() - began, span=span) from None
-            failures.append(fell_through(target, failure, last=target is chain[-1], chain=chain,
-                                         seconds=time.perf_counter() - began, span=span))
-        except BaseException:
-            if span is not None:
-                span.end()
-            raise
-        else:
-            metrics.upstream_call(target.server.name, target.public_id, "ok")
-            call_facts.attempted(target, call_facts.OK, status=200, seconds=time.perf_counter() - began)
-            if span is not None:
-                reply = genai.answered(span, time.perf_counter() - began)
-                reply.input_tokens = embedded.prompt_tokens
-                reply.end()
-            return embedded
-    raise exhausted(failures)
+    answered = await try_chain(chain, CAPABILITY, lambda target: _ask(target, texts),
+                               refusals_fall_through=refusals_fall_through)
+    embedded = answered.result
+    if answered.reply is not None:
+        answered.reply.input_tokens = embedded.prompt_tokens
+    answered.land()
+    return embedded
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """How busy and how fast each deployment (a model on a server) is, for the pools' policies
 (gateway/registry/pools.py: least-busy, latency) and the alias admin's figures (issue 24).
 
-On a call's way nothing here does I/O. The dispatcher (gateway/calls/dispatch.py) tells this
-process's book when a call to a deployment starts (`started`), when its first byte came
-(`first_byte`) and when it ended (`ended`): a few dictionary writes under a lock. The policies read
+On a call's way nothing here does I/O. The chain loop (gateway/calls/chain.py), for chat, embeddings
+and audio alike, tells this process's book when a call to a deployment starts (`started`), when its
+first byte came (`first_byte`, through the attempt's record) and when it ended (`ended`): a few dictionary writes under a lock. The policies read
 the book (`in_flight`, `latency`, `last_tried`): this process's own calls, counted at once, plus
 what the other processes said at the last trade.
 

@@ -10,7 +10,7 @@ object of this request; outside a request (a Celery task, a test calling a funct
 
     model_asked("oa/echo-1")                    # the chain is planned (gateway/registry/routing.py)
     tagged({"app": "billing"})                   # the request's tags, checked (compat/proxy.py)
-    attempted(target, "ok", status=200, seconds=0.012)   # each model tried (gateway/calls/dispatch.py)
+    attempted(target, "ok", status=200, seconds=0.012)   # each model tried (gateway/calls/attempt_observers.py)
     failed_in_stream("read_timeout", CUT)        # an error inside a 200
 """
 

@@ -2,7 +2,7 @@
 model of the chain tried, a child of the request's server span (or of a routine run's task span),
 named `{gen_ai.operation.name} {gen_ai.request.model}`, of kind CLIENT.
 
-    span = genai.attempt(target, "chat", body)            # before the request (gateway/calls/dispatch.py)
+    span = genai.attempt(target, "chat", body)            # before the request (gateway/calls/chain.py)
     first = await genai.within(span, anext(stream))        # the span is the context: the model server
                                                            #   gets its traceparent
     genai.failed(span, "unavailable", status=503, cause="503 busy", next_model="oa/b")   # a fall-through
@@ -32,7 +32,7 @@ REQUEST_PARAMETERS = (("max_tokens", "gen_ai.request.max_tokens"),
                       ("max_completion_tokens", "gen_ai.request.max_tokens"),
                       ("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.request.top_p"),
                       ("top_k", "gen_ai.request.top_k"), ("seed", "gen_ai.request.seed"))
-SKIPPED = "skipped"  # gateway/calls/dispatch.py's outcome of a server cooling down
+SKIPPED = "skipped"  # the attempt outcome of a server cooling down (gateway/calls/attempts.py)
 
 
 @lru_cache(maxsize=256)

@@ -9,7 +9,7 @@ from django.utils.safestring import SafeString
 
 from gateway.models import CallRecord
 
-# What each attempt's outcome means (gateway/calls/dispatch.py names them).
+# What each attempt's outcome means (gateway/calls/attempts.py names them).
 OUTCOMES = {
     "ok": ("answered", ""),
     "refused": ("refused", "the request, as invalid"),

@@ -10,8 +10,6 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.registry import cooldown, server_health
-from gateway.registry.cooldown import Verdict
 from gateway.registry.snapshot import Server
 from gateway.telemetry.redact import credentials_in, redact
 from gateway.upstream import http_client as upstream_http
@@ -33,6 +31,7 @@ class UpstreamError(Exception):
     message: str
     retry_after: float | None = None
     cooldown_cause: str | None = None  # set when the server could not be reached or timed out
+    answered: bool = False  # the server itself answered with this failure (its status and words)
 
     def __post_init__(self) -> None:
         # whatever built it, no credential-shaped text leaves in a failure's message
@@ -80,12 +79,11 @@ def failure_from_response(status: int, body: bytes, headers: Mapping[str, str],
 
 def answered_failure(response: upstream_http.Response, body: bytes, request: upstream_http.Request,
                      server: Server) -> UpstreamError:
-    """`failure_from_response` of an answer `server` gave; a refusal (404 for a wrong base URL, 400
-    for a request it takes as invalid) is the server's last failure for the admin (issue 26). Every
-    other failure is recorded by the chain that falls through it (gateway/calls/dispatch.py)."""
+    """`failure_from_response` of an answer `server` gave, marked as its own answer: a refusal
+    it answered (404 for a wrong base URL) is its last failure for the admin, while one the
+    gateway made (a field its format cannot carry) says nothing of the server."""
     failure = failure_from_response(response.status_code, body, response.headers, secrets_of(request, server))
-    if failure.kind == REFUSED:
-        server_health.refused(server, f"{failure.status} {failure.message}")  # a dictionary write
+    failure.answered = True
     return failure
 
 
@@ -109,18 +107,11 @@ def cooling_down(server: Server) -> UpstreamError:
                                            "reached lately.")
 
 
-async def send(request: upstream_http.Request, server: Server, *,
-               stream: bool) -> tuple[upstream_http.Response, Verdict]:
-    """Send `request` to `server` unless the server is cooling down (then UpstreamError at once,
-    with no network call). A failure to reach it puts it in cooldown; the probe after a cooldown
-    that reaches it (whatever its status) clears it. Returns the response (its body read, in
-    `content`, unless `stream`) and the cooldown verdict (`Verdict.PROBE` when this call
-    was the probe)."""
-    verdict = cooldown.verdict(server)  # no I/O unless the server's cooldown just ended
-    if verdict is Verdict.ASK:
-        verdict = await cooldown.take_probe_async(server)
-    if verdict is Verdict.SKIP:
-        raise cooling_down(server)
+async def send(request: upstream_http.Request, *, stream: bool) -> upstream_http.Response:
+    """Send `request` to its model server: the response (its body read, in `content`, unless `stream`),
+    or UpstreamError (`cooldown_cause` set when it could not be reached or timed out). It only
+    says what happened: the chain that asked (gateway/calls/chain.py) asked the cooldown first
+    and records the attempt."""
     try:
         response = await http_client().send(request)
         if not stream:
@@ -129,17 +120,8 @@ async def send(request: upstream_http.Request, server: Server, *,
             finally:
                 await response.aclose()
     except upstream_http.HTTPError as exc:
-        failure = failure_from_transport(exc)
-        if failure.cooldown_cause:
-            await cooldown.record_failure_async(server, failure.cooldown_cause)
-        elif verdict is Verdict.PROBE:
-            await cooldown.record_success_async(server)  # it was reached; what failed was something else
-        raise failure from None
-    if verdict is Verdict.PROBE:
-        await cooldown.record_success_async(server)
-    if response.status_code == 200:
-        server_health.succeeded(server)  # a dictionary write; a thread writes it out (no I/O here)
-    return response, verdict
+        raise failure_from_transport(exc) from None
+    return response
 
 
 ERROR_TEXT_CHARS = 300  # of a body that is not JSON, the start is shown
@@ -193,8 +175,8 @@ def missing_key(server: Server) -> UpstreamError | None:
 async def server_events(request: upstream_http.Request, server: Server):
     """(event, data) of a model server's SSE reply. Before the first event every failure is an
     UpstreamError (so the next model can be tried); after it, a StreamCut. A server that times
-    out before its first event goes into cooldown (`send`)."""
-    response, _verdict = await send(request, server, stream=True)
+    out before its first event fails with a `cooldown_cause`, as one that could not be reached."""
+    response = await send(request, stream=True)
     started = False
     try:
         if response.status_code != 200:
@@ -204,7 +186,6 @@ async def server_events(request: upstream_http.Request, server: Server):
             started = True
     except upstream_http.Timeout:
         if not started:
-            await cooldown.record_failure_async(server, "read timeout before the first byte")
             raise UpstreamError(UNAVAILABLE, 504, "The model server did not answer in time.",
                                 cooldown_cause="read timeout before the first byte") from None
         raise StreamCut("read_timeout", "The model stopped answering mid-reply.") from None

@@ -82,7 +82,7 @@ async def forward(target: Target, path: str, *, json: Any = None, data: dict[str
                                 headers={**headers, "Content-Type": form.headers["Content-Type"]})
     else:
         request = build_request("POST", url, json=json, headers=headers, timeouts=timeouts(target.server))
-    response, _verdict = await send(request, target.server, stream=False)
+    response = await send(request, stream=False)
     if response.status_code != 200:
         raise answered_failure(response, response.content, request, target.server)
     return response

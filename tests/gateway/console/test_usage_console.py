@@ -17,7 +17,8 @@ from django.db.models import Sum
 from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 
-from gateway.calls.dispatch import ChainExhausted, open_reply
+from gateway.calls.chain import ChainExhausted
+from gateway.calls.dispatch import open_reply
 from gateway.console import usage_views as usage_console_views
 from gateway.models import CallFailureDaily, UsageDaily, UsageRecord
 from gateway.registry import cooldown

@@ -13,7 +13,8 @@ import pytest
 import redis
 from django.test import override_settings
 
-from gateway.calls.dispatch import ChainExhausted, open_reply
+from gateway.calls.chain import ChainExhausted
+from gateway.calls.dispatch import open_reply
 from gateway.calls.embeddings import embed
 from gateway.registry import cooldown
 from gateway.registry.cooldown import Verdict
@@ -121,7 +122,7 @@ def test_a_refused_server_is_skipped_by_the_next_call_without_a_connection(close
         first, _ = call([target])
     assert isinstance(first, ChainExhausted) and first.status == 503
     assert redis_client(redis_url).exists("gw:" + cooldown.cooldown_key(target.server.id))
-    fell = [r.getMessage() for r in caplog.records if r.name == "gateway.calls.dispatch"]
+    fell = [r.getMessage() for r in caplog.records if r.name == "gateway.calls.attempt_observers"]
     assert fell and "model m on server s failed: connect failed" in fell[0]
 
     with mock.patch.object(Client, "send", never_send):
@@ -285,14 +286,12 @@ def test_an_operator_saving_the_server_clears_its_cooldown(closed_port, redis_ur
     assert cooldown.verdict(target.server) == Verdict.GO
 
 
-def test_a_failure_is_an_upstream_error_like_an_unreachable_server(closed_port, loop):
+def test_a_skip_is_an_upstream_error_like_an_unreachable_server(closed_port):
+    """The skipped model's failure, as the chain keeps it (a routine's run records each model tried)."""
     target = target_at(f"http://127.0.0.1:{closed_port}/v1")
     call([target])
-    from gateway.upstream.providers import chat_stream
-
-    async def first():
-        return await anext(chat_stream(target, BODY))
-
-    with pytest.raises(UpstreamError) as exc:
-        loop.run_until_complete(first())
-    assert exc.value.status == 503 and "cooling down" in exc.value.message
+    error, _seconds = call([target])
+    assert isinstance(error, ChainExhausted)
+    (model, failure), = error.tried
+    assert model == "s/m" and isinstance(failure, UpstreamError)
+    assert failure.status == 503 and "cooling down" in failure.message and failure.cooldown_cause is None
