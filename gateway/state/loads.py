@@ -3,9 +3,9 @@
 
 On a call's way nothing here does I/O. The chain loop (gateway/calls/chain.py), for chat, embeddings
 and audio alike, tells this process's book when a call to a deployment starts (`started`), when its
-first byte came (`first_byte`, through the attempt's record) and when it ended (`ended`): a few dictionary writes under a lock. The policies read
-the book (`in_flight`, `latency`, `last_tried`): this process's own calls, counted at once, plus
-what the other processes said at the last trade.
+first byte came (`first_byte`, through the attempt's record) and when it ended (`ended`): a few
+dictionary writes under a lock. The policies read the book (`in_flight`, `latency`, `last_tried`):
+this process's own calls, counted at once, plus what the other processes said at the last trade.
 
 The trade: a daemon thread, started by the first pooled pick (`watch`), sends this process's news
 and reads everyone's every SYNC_SECONDS, in one step of the chosen backend (`loads_trade`: one Lua
