@@ -1,8 +1,7 @@
 """The model registry the operator edits in the admin: model servers and their models, and aliases.
 
-A model is addressed as `server/model` (its `public_id`) or by its bare upstream name; an alias by its
-name, over a weighted list of models (its deployments).
-Calling the servers is the provider clients' work (`gateway/upstream/providers/`).
+A model is addressed as `server/model` (its `public_id`) or by its bare upstream name; an alias by its name, over
+a weighted list of models (its deployments). The provider clients (`gateway/upstream/providers/`) call the servers.
 """
 
 from urllib.parse import urlsplit
@@ -249,6 +248,7 @@ class UsageRecord(models.Model):
     # SQLite too: gateway/registry/prices.py). A price changed later never rewrites it.
     cost_units = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(db_index=True)
+    tags = models.JSONField(default=dict, db_default={}, blank=True)  # the call's (CallRecord.tags); not rolled up
 
     class Meta:
         indexes = [
@@ -340,7 +340,7 @@ class IdempotentRequest(models.Model):
 
 class CallRecord(models.Model):
     """One call of a model surface, answered or refused (issue 26, gateway/usage/call_log.py). `attempts`:
-    the chain tried, each {model, server, outcome, status, error, ttfb_ms}."""
+    the chain tried, each {model, server, outcome, status, error, ttfb_ms}; `tags`: OpenAI's `metadata`."""
 
     class Outcome(models.TextChoices):
         OK = "ok", "Answered"
@@ -369,10 +369,7 @@ class CallRecord(models.Model):
     fall_throughs = models.PositiveSmallIntegerField(default=0, help_text="Models that failed before the next.")
     request_id = models.CharField("request ID", max_length=64, blank=True, db_index=True)
     attempts = models.JSONField(default=list, blank=True)
-    # The call's tags: OpenAI's `metadata` as the client sent it ({key: value}, checked: at most 16 short
-    # strings), or Anthropic's `metadata.user_id` as {"user_id": ...}. A database default too: a writer of
-    # an older release (mid-deploy) still inserts.
-    tags = models.JSONField(default=dict, db_default={}, blank=True)
+    tags = models.JSONField(default=dict, db_default={}, blank=True)  # db_default: a writer of the release before
 
     class Meta:
         verbose_name = "call"

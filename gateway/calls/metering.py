@@ -21,7 +21,7 @@ from gateway.limits.quotas import quota_add, quota_add_async
 from gateway.models import UsageRecord
 from gateway.registry.prices import NO_PRICE, Price
 from gateway.registry.snapshot import registry
-from gateway.telemetry import metrics
+from gateway.telemetry import call_facts, metrics
 from gateway.telemetry.logjson import current
 from gateway.upstream.replies import ReplyAccumulator
 from gateway.usage.writer import usage_writer
@@ -113,6 +113,7 @@ def _record(account_id, model, surface, input_tokens, output_tokens, request_id,
         account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
         output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],
         cached=cached, cached_input_tokens=cached_input_tokens, cost_units=cost_units, created_at=timezone.now(),
+        tags=call_facts.tags_of(exchange),  # the call's tags, as its row in the calls log has them
     )
     try:
         usage_writer.submit(record)

@@ -5,7 +5,10 @@ in gateway/console/usage_windows.py.
 Every figure but the CSV export and the response cache's hits (read from the cached records alone)
 comes from UsageDaily, the usage records added up per UTC day, account and model by database
 triggers (migration 0007): calls, tokens and spend (`cost_units`, the cost each record was metered
-with, in gateway/registry/prices.py's COST_UNITS; migration 0011). The page runs the same fixed
+with, in gateway/registry/prices.py's COST_UNITS; migration 0011). Filtered by a tag (a call's
+`metadata`, kept on its usage records: migration 0016), the same figures come from the records of the
+range that have it, each one call: the roll-up holds no tags. That reads records rather than days, so
+it takes longer over a long range with many calls, in the same number of queries. The page runs the same fixed
 number of queries whatever the number of records (tests/gateway/console/test_usage_console.py
 counts them), each over days rather than calls (bench/usage_console.py times them at a million
 records). Aggregates group by the account's id alone and read the few names shown afterwards
@@ -15,7 +18,6 @@ USAGE_FLUSH_SECONDS."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
@@ -24,7 +26,9 @@ from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 from django.db import connection
-from django.db.models import CharField, Count, F, Func, QuerySet, Sum, Value
+from django.db.models import BooleanField, Count, F, QuerySet, Sum
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import TruncDate
 
 from gateway.models import CallFailureDaily, Model, UsageDaily, UsageRecord, account_model
 from gateway.web.validation import MAX_TAG_KEY, MAX_TAG_VALUE
@@ -44,6 +48,7 @@ class Filters:
     group: Any = None  # an accounts.AccountGroup (gateway.models.account_group_model)
     account: Any = None  # an accounts.Account
     model: str = ""
+    tag: tuple[str, str] | None = None  # (key, value): the records of the calls with this tag
 
     @property
     def days(self) -> list[date]:
@@ -67,14 +72,16 @@ class Filters:
             params["account"] = self.account.email
         if self.model:
             params["model"] = self.model
+        if self.tag:
+            params["tag"] = "=".join(self.tag)
         return urlencode(params)
 
 
 def parse_filters(params, *, today: date, groups: list) -> tuple[Filters | None, list[str]]:
     """The filters of the GET parameters `from`, `to` (YYYY-MM-DD, UTC days, both included;
     the last DEFAULT_DAYS days by default), `group` (an id of `groups`), `account` (an e-mail
-    address or an id) and `model` (server/model). Returns the filters, or None and what is wrong
-    with them, in words for the operator."""
+    address or an id), `model` (server/model) and `tag` (key=value). Returns the filters, or None
+    and what is wrong with them, in words for the operator."""
     errors = []
     end = _date(params.get("to"), "to", errors) or today
     start = _date(params.get("from"), "from", errors) or max(end, date.min + timedelta(DEFAULT_DAYS)) - timedelta(
@@ -102,9 +109,12 @@ def parse_filters(params, *, today: date, groups: list) -> tuple[Filters | None,
         errors.append("'model' is longer than any model id (300 characters).")
     elif not PRINTABLE.fullmatch(model):
         errors.append("'model' holds control characters, which no model id has.")
+    tag, wrong = parse_tag(params.get("tag") or "")
+    if wrong:
+        errors.append(wrong)
     if errors:
         return None, errors
-    return Filters(start, end, group, account, model), []
+    return Filters(start, end, group, account, model, tag), []
 
 
 def _date(raw: str | None, name: str, errors: list[str]) -> date | None:
@@ -142,23 +152,29 @@ def parse_tag(text: str) -> tuple[tuple[str, str] | None, str | None]:
 
 
 def with_tag(rows: QuerySet, tag: tuple[str, str] | None) -> QuerySet:
-    """The rows (usage records, calls) whose `tags` have `tag` (key, value): PostgreSQL's JSON containment,
-    elsewhere (SQLite) the key's text by its JSON path, the key quoted, so a key of digits stays a key."""
+    """The rows (usage records, calls) whose `tags` have `tag` (key, value): PostgreSQL's JSON containment;
+    elsewhere (SQLite) the object's members, compared by key and text (a JSON path would take a key of
+    digits for an index, and cannot name a key with a double quote)."""
     if tag is None:
         return rows
     key, value = tag
     if connection.vendor == "postgresql":
         return rows.filter(tags__contains={key: value})
-    path = "$." + json.dumps(key)
-    return rows.alias(tag_value=Func(F("tags"), Value(path), function="JSON_EXTRACT", output_field=CharField())
-                      ).filter(tag_value=value)
+    column = f"{connection.ops.quote_name(rows.model._meta.db_table)}.{connection.ops.quote_name('tags')}"
+    member = RawSQL(f"EXISTS (SELECT 1 FROM json_each({column}) AS t WHERE t.key = %s AND t.type = 'text' "
+                    "AND t.value = %s)", (key, value), output_field=BooleanField())
+    return rows.filter(member)
 
 
 # --- the page's queries -----------------------------------------------------------------------
 
 
 def _daily(f: Filters):
-    rows = UsageDaily.objects.filter(day__gte=f.start, day__lte=f.end)
+    """The rows the figures add up: the roll-up's days, or with a tag filter the records that have the tag."""
+    if f.tag is None:
+        rows = UsageDaily.objects.filter(day__gte=f.start, day__lte=f.end)
+    else:
+        rows = with_tag(UsageRecord.objects.filter(created_at__gte=f.since, created_at__lt=f.until), f.tag)
     if f.group:
         rows = rows.filter(account__group=f.group)
     if f.account:
@@ -168,12 +184,21 @@ def _daily(f: Filters):
 
 SUMS = {"calls": Sum("calls"), "input_tokens": Sum("input_tokens"), "output_tokens": Sum("output_tokens"),
         "cost_units": Sum("cost_units")}
+RECORD_SUMS = {**SUMS, "calls": Count("id")}  # a record is one call
+
+
+def _sums(f: Filters) -> dict:
+    return SUMS if f.tag is None else RECORD_SUMS
 
 
 def usage_by_day_and_model(f: Filters) -> list[dict]:
     """Calls, tokens and spend per day and model, of every model: the model filter is the caller's
     to apply, so that the same rows also give the models of the range (one query)."""
-    return list(_daily(f).values("day", "model").annotate(**SUMS).order_by("day", "model"))
+    if f.tag is None:
+        rows = _daily(f).values("day", "model")
+    else:  # a record's UTC day, as the roll-up's triggers take it
+        rows = _daily(f).values("model", day=TruncDate("created_at", tzinfo=timezone.utc))
+    return list(rows.annotate(**_sums(f)).order_by("day", "model"))
 
 
 def top_accounts(f: Filters, limit: int = TOP_ACCOUNTS) -> list[dict]:
@@ -182,7 +207,7 @@ def top_accounts(f: Filters, limit: int = TOP_ACCOUNTS) -> list[dict]:
     `account_names`)."""
     rows = _daily(f).filter(model=f.model) if f.model else _daily(f)
     return list(rows.values("account_id").annotate(tokens=Sum(TOKENS))  # before the sums named like columns
-                .annotate(**SUMS).order_by("-tokens", "account_id")[:limit])
+                .annotate(**_sums(f)).order_by("-tokens", "account_id")[:limit])
 
 
 def usage_by_group(f: Filters) -> list[dict]:
@@ -190,7 +215,7 @@ def usage_by_group(f: Filters) -> list[dict]:
     spent first, then most tokens (one query; the account's group now, as the group filter reads it)."""
     rows = _daily(f).filter(model=f.model) if f.model else _daily(f)
     return list(rows.values(group_id=F("account__group_id")).annotate(tokens=Sum(TOKENS))
-                .annotate(**SUMS).order_by("-cost_units", "-tokens", "group_id"))
+                .annotate(**_sums(f)).order_by("-cost_units", "-tokens", "group_id"))
 
 
 class ModelPrice(NamedTuple):
@@ -213,7 +238,7 @@ def cache_hits(f: Filters) -> list[dict]:
     range, group and account filtered on, and the tokens they delivered, which no model server read or
     wrote (one query over the cached records alone: a partial index, migration 0009). The model filter
     is the caller's to apply. Read from the records, not the roll-up, which does not tell hits apart."""
-    rows = UsageRecord.objects.filter(cached=True, created_at__gte=f.since, created_at__lt=f.until)
+    rows = with_tag(UsageRecord.objects.filter(cached=True, created_at__gte=f.since, created_at__lt=f.until), f.tag)
     if f.group:
         rows = rows.filter(account__group=f.group)
     if f.account:
@@ -230,8 +255,8 @@ def account_names(ids) -> dict[int, tuple[str, str]]:
 
 def failure_counts(f: Filters) -> list[dict]:
     """Per model, every model: how often it fell through, failed last in its chain, was refused
-    (one query). The model filter is the caller's to apply; the account and group filters do not
-    apply (the failures are counted per model only)."""
+    (one query). The model filter is the caller's to apply; the account, group and tag filters do
+    not apply (the failures are counted per model only)."""
     rows = CallFailureDaily.objects.filter(day__gte=f.start, day__lte=f.end)
     by_model: dict[str, dict] = {}
     for row in rows.values("model", "kind").annotate(n=Sum("count")).order_by("model"):

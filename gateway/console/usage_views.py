@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from datetime import datetime
 
 from asgiref.sync import sync_to_async
@@ -29,15 +30,17 @@ from gateway.console.usage_reads import (
     top_accounts,
     usage_by_day_and_model,
     usage_by_group,
+    with_tag,
 )
 from gateway.console.usage_windows import window_use
 from gateway.models import CallFailureDaily, UsageRecord, account_group_model
 from gateway.registry.prices import money_text
 from gateway.web.output import timestamp
 
-# cost and the cached columns (issue 25) come after the first columns, which keep their places
+# cost and the cached columns (issue 25), then the call's tags (a JSON object, empty for none) come after
+# the first columns, which keep their places
 CSV_COLUMNS = ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
-               "total_tokens", "request_id", "cost", "cached_input_tokens", "cached"]
+               "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags"]
 SUMMED = ("calls", "input_tokens", "output_tokens", "cost_units")
 CSV_CHUNK = 5000
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -164,7 +167,7 @@ def csv_chunk(f: Filters, after: tuple[datetime, int] | None) -> list[tuple]:
     """The next CSV_CHUNK matching records after `after` (created_at, id), in that order: each
     chunk is one query that starts where the last ended (an index range on created_at, or on
     account and created_at), so memory and time per chunk stay flat however many there are."""
-    rows = UsageRecord.objects.filter(created_at__gte=f.since, created_at__lt=f.until)
+    rows = with_tag(UsageRecord.objects.filter(created_at__gte=f.since, created_at__lt=f.until), f.tag)
     if f.group:
         rows = rows.filter(account__group=f.group)
     if f.account:
@@ -175,7 +178,7 @@ def csv_chunk(f: Filters, after: tuple[datetime, int] | None) -> list[tuple]:
         rows = rows.filter(Q(created_at__gt=after[0]) | Q(id__gt=after[1]), created_at__gte=after[0])
     return list(rows.order_by("created_at", "id").values_list(
         "id", "created_at", "account__email", "account__group__name", "model", "surface", "input_tokens",
-        "output_tokens", "request_id", "cost_units", "cached_input_tokens", "cached")[:CSV_CHUNK])
+        "output_tokens", "request_id", "cost_units", "cached_input_tokens", "cached", "tags")[:CSV_CHUNK])
 
 
 def csv_text(rows: list[tuple], *, header: bool = False) -> str:
@@ -183,11 +186,18 @@ def csv_text(rows: list[tuple], *, header: bool = False) -> str:
     writer = csv.writer(out)
     if header:
         writer.writerow(CSV_COLUMNS)
-    for _, at, email, group, model, surface, input_tokens, output_tokens, request_id, cost, cached_input, hit in rows:
+    for _, at, email, group, model, surface, input_tokens, output_tokens, request_id, cost, cached_input, hit, tags \
+            in rows:
         writer.writerow([timestamp(at), _cell(email), _cell(group), _cell(model), _cell(surface), input_tokens,
                          output_tokens, input_tokens + output_tokens, _cell(request_id), money_text(cost),
-                         cached_input, "true" if hit else "false"])
+                         cached_input, "true" if hit else "false", _tags_cell(tags)])
     return out.getvalue()
+
+
+def _tags_cell(tags) -> str:
+    """The call's tags as compact JSON ({"app":"billing"}), empty for none (a JSON object never reads as a
+    formula: it starts with a brace)."""
+    return json.dumps(tags, ensure_ascii=False, separators=(",", ":")) if tags else ""
 
 
 def _cell(text: str) -> str:

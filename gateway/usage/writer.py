@@ -43,9 +43,9 @@ BACKOFF_MAX_SECONDS = 2.0
 
 
 def record_to_line(record: UsageRecord) -> dict:
-    """The spool's line of a record. `c` (answered from the response cache), `ci` (cached input tokens)
-    and `$` (cost, in COST_UNITS) only when set: a line without them, as every line spooled before
-    they existed, is a record not cached that cost nothing."""
+    """The spool's line of a record. `c` (answered from the response cache), `ci` (cached input tokens),
+    `$` (cost, in COST_UNITS) and `tg` (the call's tags) only when set: a line without them, as every
+    line spooled before they existed, is a record not cached that cost nothing, without tags."""
     line = {"k": record.key, "a": record.account_id, "m": record.model, "s": record.surface,
             "i": record.input_tokens, "o": record.output_tokens, "r": record.request_id,
             "t": record.created_at.isoformat()}
@@ -55,6 +55,8 @@ def record_to_line(record: UsageRecord) -> dict:
         line["ci"] = record.cached_input_tokens
     if record.cost_units:
         line["$"] = record.cost_units
+    if record.tags:
+        line["tg"] = record.tags
     return line
 
 
@@ -65,11 +67,12 @@ def record_from_line(line: dict) -> UsageRecord:
 # The row of a record as the INSERT takes it; `key` is unique, so a row written twice is written once.
 # The columns after `created_at` came later: a row without them (an older shape) takes LATER_DEFAULTS.
 COLUMNS = ("key", "account_id", "model", "surface", "input_tokens", "output_tokens", "request_id", "created_at",
-           "cached", "cached_input_tokens", "cost_units")
+           "cached", "cached_input_tokens", "cost_units", "tags")
 POSTGRESQL_TYPES = ("varchar", "bigint", "varchar", "varchar", "integer", "integer", "varchar", "timestamptz",
-                    "boolean", "integer", "bigint")
+                    "boolean", "integer", "bigint", "jsonb")
 AT = COLUMNS.index("created_at")  # written as text
-LATER_DEFAULTS = (False, 0, 0)
+TAGS = COLUMNS.index("tags")  # written as JSON text on SQLite
+LATER_DEFAULTS = (False, 0, 0, {})
 
 
 def row_from_line(line: dict) -> tuple:
@@ -80,7 +83,10 @@ def row_from_line(line: dict) -> tuple:
 
 def full_row_from_line(line: dict) -> tuple:
     """The record's row in COLUMNS' order."""
-    return (*row_from_line(line), bool(line.get("c", False)), int(line.get("ci", 0)), int(line.get("$", 0)))
+    tags = line.get("tg") or {}
+    if not isinstance(tags, dict):
+        raise TypeError("tags")
+    return (*row_from_line(line), bool(line.get("c", False)), int(line.get("ci", 0)), int(line.get("$", 0)), tags)
 
 
 def amounts_from_line(line: dict) -> tuple[str, int, datetime, int, int]:
@@ -150,7 +156,8 @@ def _write_rows(rows: list[tuple]) -> None:
         else:
             adapt = connection.ops.adapt_datetimefield_value
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
-                               "ON CONFLICT DO NOTHING", [(*row[:AT], adapt(row[AT]), *row[AT + 1:]) for row in rows])
+                               "ON CONFLICT DO NOTHING",
+                               [(*row[:AT], adapt(row[AT]), *row[AT + 1:TAGS], json.dumps(row[TAGS])) for row in rows])
 
 
 def _insert_lines(lines: list[dict]) -> None:

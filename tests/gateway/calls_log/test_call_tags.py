@@ -1,6 +1,6 @@
 """A call's tags (OpenAI's `metadata`; on /v1/messages Anthropic's `metadata.user_id`) on its row of the calls
-log, through a running gateway; and in the console's "Calls": under the surface, on the call's page, and
-searched by `key=value`."""
+log and on its usage record, through a running gateway; and in the console's "Calls": under the surface, on the
+call's page, and searched by `key=value`."""
 
 import re
 
@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.factories import AccountFactory, CallRecordFactory
-from tests.gateway.calls_log.conftest import HELLO, call_of, facts, rid
+from tests.gateway.calls_log.conftest import HELLO, call_of, facts, rid, usage_of
 
 BILLING = {"app": "billing", "team": "<b>ops</b>"}
 LIST = "/admin/gateway/callrecord/"
@@ -55,6 +55,21 @@ def test_a_call_without_tags_has_none_and_a_refused_one_none_either(world):
     assert response.json()["error"]["message"] == "metadata.n: must be a string."
     call = call_of("tags-refused")
     assert (call.status, call.outcome, call.error_code, call.tags) == (400, "refused", "invalid_request_error", {})
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_calls_usage_record_has_its_tags(world, stream):
+    chunks = world.openai.chat.completions.create(model="an/claude-echo", messages=HELLO, metadata=BILLING,
+                                                  stream=stream, extra_headers=rid(f"usage-tags-{stream}"))
+    if stream:
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: one two three four five"
+    record = usage_of(f"usage-tags-{stream}")
+    assert (record.model, record.tags) == ("an/claude-echo", BILLING)
+    world.anthropic.messages.create(model="oa/echo-1", max_tokens=50, messages=HELLO, metadata={"user_id": "u-1"},
+                                    extra_headers=rid(f"usage-user-{stream}"))
+    assert usage_of(f"usage-user-{stream}").tags == {"user_id": "u-1"}
+    world.openai.chat.completions.create(model="oa/echo-1", messages=HELLO, extra_headers=rid(f"usage-none-{stream}"))
+    assert usage_of(f"usage-none-{stream}").tags == {}
 
 
 # --- the console ----------------------------------------------------------------------------------

@@ -138,7 +138,7 @@ def read_csv(content: bytes) -> list[dict]:
 
 def test_the_csv_export_has_the_exact_cost_and_the_cached_columns(client, operator, world):
     rows = read_csv(b"".join(client.get(CSV_URL).streaming_content))
-    assert list(rows[0])[-4:] == ["request_id", "cost", "cached_input_tokens", "cached"]
+    assert list(rows[0])[-5:] == ["request_id", "cost", "cached_input_tokens", "cached", "tags"]
     assert [(r["account"], r["cost"], r["cached_input_tokens"], r["cached"]) for r in rows] == [
         ("alice@example.test", "0.300000", "0", "false"),
         ("carol@example.test", "1.500000", "0", "false"),
