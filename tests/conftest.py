@@ -31,6 +31,9 @@ def _flush_with_delete() -> None:
 
 KEPT_TABLES = {"django_content_type", "auth_permission"}
 
+# The Redis of the tests that need one when REDIS_URL is unset; an xdist worker has its own (tests/parallel.py).
+TEST_REDIS_URL = os.environ.get("GATEWAY_TEST_REDIS_URL") or "redis://127.0.0.1:6379/14"
+
 
 def _keep_content_types() -> None:
     """The flush between transactional tests leaves the content types (and the permissions on them) as
@@ -131,11 +134,11 @@ def outsider(db):
 
 @pytest.fixture
 def redis_url(settings):
-    """A Redis for the tests that need one: REDIS_URL, or the local server on database 14.
-    The counters of this test run are cleared before and after."""
+    """A Redis for the tests that need one: REDIS_URL, or the local server on database 14 (another
+    for each xdist worker: TEST_REDIS_URL). The counters of this test run are cleared before and after."""
     import redis
 
-    url = settings.REDIS_URL or "redis://127.0.0.1:6379/14"
+    url = settings.REDIS_URL or TEST_REDIS_URL
     try:
         redis.Redis.from_url(url, socket_connect_timeout=2).ping()
     except redis.ConnectionError:

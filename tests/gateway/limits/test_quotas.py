@@ -14,7 +14,7 @@ from gateway.limits.quotas import quota_check, quota_used, windows_at
 from gateway.models import UsageRecord
 from gateway.usage.writer import usage_writer
 from gateway.web.errors import ApiError
-from tests.conftest import clear_counters
+from tests.conftest import TEST_REDIS_URL, clear_counters
 from tests.factories import ModelFactory, UsageRecordFactory, api_key_for, bearer
 
 
@@ -142,7 +142,7 @@ def backend(request, settings, db):
     """Both counter backends: Redis (Lua), and the Django cache of the embedded default."""
     from django.conf import settings as django_settings
 
-    settings.REDIS_URL = (django_settings.REDIS_URL or "redis://127.0.0.1:6379/14") if request.param == "redis" else ""
+    settings.REDIS_URL = (django_settings.REDIS_URL or TEST_REDIS_URL) if request.param == "redis" else ""
     forget_counters()
     yield request.param
     forget_counters()

@@ -24,7 +24,7 @@ from gateway.state.counters import (
 )
 from gateway.state.redis.backend import RedisBackend
 from gateway.state.redis.client import client_for
-from tests.conftest import clear_counters
+from tests.conftest import TEST_REDIS_URL, clear_counters
 
 PENDING = Pending("t:rebuilding", "t:pending")
 
@@ -32,7 +32,7 @@ PENDING = Pending("t:rebuilding", "t:pending")
 @pytest.fixture(params=["redis", "cache"])
 def backend(request, settings, db):
     if request.param == "redis":
-        settings.REDIS_URL = django_settings.REDIS_URL or "redis://127.0.0.1:6379/14"
+        settings.REDIS_URL = django_settings.REDIS_URL or TEST_REDIS_URL
     else:
         settings.REDIS_URL = ""
     clear_counters()
@@ -183,7 +183,7 @@ def test_the_embedded_cache_keeps_live_windows_when_it_fills_up(settings, db):
 def test_the_backend_is_the_settings_choice_and_follows_a_change(settings):
     from django.test import override_settings
 
-    url = "redis://127.0.0.1:6379/14"
+    url = TEST_REDIS_URL
     settings.REDIS_URL = ""
     assert isinstance(chosen.current, CacheBackend)
     with override_settings(REDIS_URL=url):
@@ -216,7 +216,7 @@ def test_the_cache_backends_reset_leaves_what_is_not_the_gateways(settings, db, 
     from django.core.management import call_command
 
     redis_cache = {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                   "LOCATION": django_settings.REDIS_URL or "redis://127.0.0.1:6379/14"}
+                   "LOCATION": django_settings.REDIS_URL or TEST_REDIS_URL}
     settings.CACHES = {"default": django_settings.EMBEDDED_CACHE if store == "database" else redis_cache}
     settings.REDIS_URL = ""
     call_command("createcachetable", verbosity=0)  # absent when the suite runs on Redis

@@ -14,6 +14,7 @@ from gateway.telemetry.logfilters import RedactSecrets
 from gateway.telemetry.logjson import JsonFormatter, RequestContext
 from routines.models import Run
 from tests.asgi import call
+from tests.conftest import TEST_REDIS_URL
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.servers import free_port, wait_for_quiet_database, web_process
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
@@ -123,7 +124,7 @@ def test_a_scrape_of_metrics_is_not_a_line_at_info(db, json_log):
 def process_env():
     from django.conf import settings
 
-    url = settings.REDIS_URL or "redis://127.0.0.1:6379/14"
+    url = settings.REDIS_URL or TEST_REDIS_URL
     return {"REDIS_URL": url, "CELERY_BROKER_URL": url, "REGISTRY_TTL_SECONDS": "0", "LOG_FORMAT": "json"}
 
 

@@ -1,0 +1,68 @@
+"""Each pytest-xdist worker gets a house of its own, before Django's settings are read.
+
+Loaded with `-p tests.parallel` (pyproject.toml's addopts), in every test process. In a worker
+(`-n N`: xdist names it `gw0`, `gw1`, … in PYTEST_XDIST_WORKER before it reads its configuration),
+it moves what the tests of one process share and would step on in another's:
+
+- GATEWAY_VAR_DIR (the SQLite test database, the usage and calls spools, the broker's folders, the
+  metrics files, the server processes' logs): a folder per worker inside the run's own;
+- USAGE_SPOOL_DIR and PROMETHEUS_MULTIPROC_DIR, when the environment sets them: likewise;
+- the Redis database: REDIS_URL's (or, without it, the local one's database 14 that the tests
+  needing a Redis take: GATEWAY_TEST_REDIS_URL) plus the worker's number, modulo 16, so the reset of
+  one worker's counters (`gw:*` deleted) never empties another's. Run 1 of .ci/run (database 13) and run 2 (14) come one
+  after the other, so their workers' databases may overlap in number, never in time.
+
+The PostgreSQL test database needs nothing: pytest-django names it per worker (`test_<name>_gw0`).
+Ports are free ones picked per server (tests/servers.py free_port). Without xdist nothing changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+REDIS_DATABASES = 16
+DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/14"  # tests/conftest.py redis_url's, without REDIS_URL
+
+
+def worker_number() -> int | None:
+    """0 for gw0, 1 for gw1, …; None outside an xdist worker."""
+    found = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    return int(found.group(1)) if found else None
+
+
+def redis_url_for(url: str, number: int) -> str:
+    """`url` on its database plus `number` (modulo 16); the rest of it as it was."""
+    found = re.fullmatch(r"(rediss?://[^/]*)(?:/(\d*))?(\?.*)?", url)
+    if found is None:
+        return url  # a unix socket or sentinel URL: left as it is
+    base, database, query = found.group(1), int(found.group(2) or 0), found.group(3) or ""
+    return f"{base}/{(database + number) % REDIS_DATABASES}{query}"
+
+
+def worker_environment(environ: dict[str, str], number: int, repo: Path) -> dict[str, str]:
+    """The variables worker `number` sets, from the run's environment `environ`."""
+    name = f"gw{number}"
+    var_dir = Path(environ.get("GATEWAY_VAR_DIR") or repo / "var") / name
+    changes = {"GATEWAY_VAR_DIR": str(var_dir),
+               "GATEWAY_TEST_REDIS_URL": redis_url_for(environ.get("GATEWAY_TEST_REDIS_URL") or DEFAULT_TEST_REDIS,
+                                                       number)}
+    if environ.get("REDIS_URL"):  # the worker's tests that need a Redis take its own, as without xdist
+        changes["REDIS_URL"] = changes["GATEWAY_TEST_REDIS_URL"] = redis_url_for(environ["REDIS_URL"], number)
+    for folder in ("USAGE_SPOOL_DIR", "PROMETHEUS_MULTIPROC_DIR"):
+        if environ.get(folder):
+            changes[folder] = str(Path(environ[folder]) / name)
+    return changes
+
+
+def _settle() -> None:
+    number = worker_number()
+    if number is None:
+        return
+    changes = worker_environment(dict(os.environ), number, Path(__file__).resolve().parents[1])
+    os.environ.update(changes)
+    Path(changes["GATEWAY_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
+
+
+_settle()  # at import: `-p` plugins are imported before pytest-django reads the settings

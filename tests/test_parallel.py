@@ -1,0 +1,34 @@
+"""Each xdist worker's own house (tests/parallel.py): its var folder, Redis database and folders."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.parallel import redis_url_for, worker_environment
+
+REPO = Path("/repo")
+
+
+@pytest.mark.parametrize(("url", "number", "expected"), [
+    ("redis://127.0.0.1:6379/13", 0, "redis://127.0.0.1:6379/13"),
+    ("redis://127.0.0.1:6379/13", 1, "redis://127.0.0.1:6379/14"),
+    ("redis://127.0.0.1:6379/14", 2, "redis://127.0.0.1:6379/0"),  # modulo Redis's 16 databases
+    ("redis://127.0.0.1:6379", 1, "redis://127.0.0.1:6379/1"),
+    ("redis://:secret@cache:6380/3?socket_timeout=5", 1, "redis://:secret@cache:6380/4?socket_timeout=5"),
+    ("unix:///run/redis.sock", 1, "unix:///run/redis.sock"),
+])
+def test_each_worker_takes_the_next_redis_database(url, number, expected):
+    assert redis_url_for(url, number) == expected
+
+
+def test_a_worker_moves_its_folders_and_redis_and_leaves_the_rest():
+    environ = {"GATEWAY_VAR_DIR": "/tmp/run", "REDIS_URL": "redis://127.0.0.1:6379/13",
+               "USAGE_SPOOL_DIR": "/srv/spool", "DATABASE_URL": "postgres://postgres@127.0.0.1/ci"}
+    assert worker_environment(environ, 1, REPO) == {
+        "GATEWAY_VAR_DIR": "/tmp/run/gw1", "REDIS_URL": "redis://127.0.0.1:6379/14",
+        "GATEWAY_TEST_REDIS_URL": "redis://127.0.0.1:6379/14", "USAGE_SPOOL_DIR": "/srv/spool/gw1"}
+
+
+def test_without_an_environment_a_worker_still_gets_its_own_folder_and_test_redis():
+    assert worker_environment({}, 0, REPO) == {"GATEWAY_VAR_DIR": "/repo/var/gw0",
+                                               "GATEWAY_TEST_REDIS_URL": "redis://127.0.0.1:6379/14"}
