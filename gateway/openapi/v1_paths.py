@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from gateway.openapi.components import ANY_OBJECT, NULLABLE_STRING, json_response, obj, operation, ref
 
+# OpenAI's `metadata`: the call's tags, kept with the call (docs/compatibility.md); anything else is a 400
+METADATA_SCHEMA = {"type": "object", "maxProperties": 16, "propertyNames": {"maxLength": 64},
+               "additionalProperties": {"type": "string", "maxLength": 512}}
+
 SCHEMAS = {
     "ModelList": obj({"object": {"const": "list"},
                       "data": {"type": "array", "items": obj({"id": {"type": "string"}, "object": {"const": "model"},
                                                               "created": {"type": "integer"},
                                                               "owned_by": {"type": "string"}})}}),
     "ChatCompletionRequest": obj({"model": {"type": "string"}, "messages": {"type": "array", "maxItems": 200}},
-                                 {"stream": {"type": "boolean"}, "stream_options": ANY_OBJECT}),
+                                 {"stream": {"type": "boolean"}, "stream_options": ANY_OBJECT,
+                                  "metadata": METADATA_SCHEMA}),
     "ChatCompletion": obj({"id": {"type": "string"}, "object": {"const": "chat.completion"},
                            "created": {"type": "integer"}, "model": {"type": "string"},
                            "choices": {"type": "array", "minItems": 1, "items": obj({
@@ -38,7 +43,8 @@ SCHEMAS = {
                              "usage": obj({"input_tokens": {"type": "integer"},
                                            "output_tokens": {"type": "integer"}})}),
     "TokenCount": obj({"input_tokens": {"type": "integer"}}),
-    "ResponsesRequest": obj({"model": {"type": "string"}}, {"input": {}, "stream": {"type": "boolean"}}),
+    "ResponsesRequest": obj({"model": {"type": "string"}}, {"input": {}, "stream": {"type": "boolean"},
+                                                            "metadata": METADATA_SCHEMA}),
     "ResponseObject": obj({"id": {"type": "string"}, "object": {"const": "response"},
                            "status": {"enum": ["completed", "incomplete", "failed", "in_progress"]},
                            "model": {"type": "string"}, "created_at": {"type": "integer"},

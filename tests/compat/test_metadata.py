@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
@@ -107,3 +108,12 @@ def test_tags_past_the_limits_are_a_400_naming_metadata(world, path, metadata, m
     assert response.json() == {"error": {"message": message, "type": "invalid_request_error", "param": param,
                                          "code": "invalid_request_error"}}
     assert world.upstream.requests == []  # refused at the edge: no model tried
+
+
+@pytest.mark.parametrize("schema", ["ChatCompletionRequest", "ResponsesRequest"])
+def test_the_openapi_document_describes_the_same_limits(client, db, schema):
+    response = client.get("/api/v1/openapi.json")
+    assert response.status_code == 200
+    metadata = Draft202012Validator(response.json()["components"]["schemas"][schema]["properties"]["metadata"])
+    assert [metadata.is_valid(m) for m in ACCEPTED if m is not None] == [True] * 4
+    assert [metadata.is_valid(m) for m, _, _ in REFUSED] == [False] * len(REFUSED)
