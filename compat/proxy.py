@@ -19,6 +19,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from gateway.cache.entry import ANTHROPIC, CHAT, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache, reply_cache
+from gateway.calls.cuts import cut_error
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import AfterSendResponse, cached_input_of, meter, meter_async, usage_of
 from gateway.calls.plan import affinity_of, call_plan, check_chat_size
@@ -218,14 +219,7 @@ class Call:
     def cut_response(self, partial: dict[str, Any]) -> HttpResponse:
         """A reply that stopped midway: 504 (`read_timeout`) or 502, with what had arrived in
         `partial` (spec 6.2, 7.2). What arrived is metered."""
-        reason = self.cut.reason
-        if reason == "read_timeout":
-            error = ApiError(504, "The model stopped answering mid-reply.", code="read_timeout")
-        elif reason == "upstream_error":
-            error = ApiError(502, f"The model server failed mid-reply: {self.cut.message}", code="upstream_error")
-        else:
-            error = ApiError(502, "The model server closed the connection mid-reply.", code="upstream_disconnected")
-        error.extra["partial"] = partial
+        error = cut_error(self.cut, partial)
         return self._metered(render_error(self.request, error))
 
     def _metered(self, rendered: HttpResponse) -> HttpResponse:

@@ -21,7 +21,13 @@ from typing import Any
 from django.conf import settings
 
 from gateway.calls.chain import ChainExhausted
-from gateway.calls.completion import Completion, complete, completion_cost_units, cut_error, meter_completion
+from gateway.calls.completion import (
+    Completion,
+    complete,
+    completion_cost_units,
+    completion_cut_error,
+    meter_completion,
+)
 from gateway.limits.quotas import Used, quota_check
 from gateway.registry.snapshot import Target
 from gateway.web.errors import ApiError
@@ -104,7 +110,7 @@ async def tool_loop(state: LoopState, request: AgentRequest, *, toolbox: Toolbox
         await state.ledger.add(completion)
         state.model = completion.model
         if completion.cut:
-            raise cut_error(completion)
+            raise completion_cut_error(completion)
         chain = chain[chain.index(completion.target):]
         state.text = completion.text
         if completion.text or not completion.tool_calls:

@@ -16,6 +16,7 @@ from typing import Any
 from django.http import HttpResponse, StreamingHttpResponse
 
 from accounts.endpoints import endpoint
+from gateway.calls.cuts import cut_error
 from gateway.limits import ratelimit
 from gateway.upstream.sse import sse_event
 from gateway.web.errors import ApiError
@@ -71,8 +72,8 @@ async def _whole(reply: ChatReply) -> HttpResponse:
     found = {"codigo": error["codigo"], "request_id": reply.request_id, "conversation_id": reply.conversation_id}
     headers = {"X-Inference-Request-Id": reply.request_id, **reply.cache_headers()}
     if error["codigo"] == INTERRUPTED:
-        status = 504 if reply.cut and reply.cut.reason == "read_timeout" else 502
-        raise ApiError(status, error["message"], headers=headers, extra={**found, "partial": whole})
+        raise ApiError(cut_error(reply.cut).status, error["message"], headers=headers,
+                       extra={**found, "partial": whole})
     failure = reply.failure
     if getattr(failure, "retry_after", None):
         found["retry_after"] = failure.retry_after

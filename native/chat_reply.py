@@ -27,6 +27,7 @@ from django.db import close_old_connections
 
 from gateway.cache.entry import CHAT, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache, reply_cache
+from gateway.calls.cuts import cut_error
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import cached_input_of, meter, usage_of
 from gateway.state.workers import in_worker
@@ -146,7 +147,7 @@ class ChatReply:
                 await self.cache.keep(self.recorder, model=self.model, usage=self.usage())
             if self.cut is not None:
                 call_facts.failed_in_stream(INTERRUPTED, call_facts.CUT)
-                yield self._event("error", codigo=INTERRUPTED, message=self.cut.message)
+                yield self._event("error", codigo=INTERRUPTED, message=cut_error(self.cut).message)
             yield self._event("done", message_id=self.message.pk if self.message else None, usage=self.usage(),
                               citations=self.citations)
         finally:

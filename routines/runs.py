@@ -29,6 +29,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from gateway.calls.completion import Completion, complete
+from gateway.calls.cuts import cut_error
 from gateway.calls.metering import meter
 from gateway.calls.plan import call_plan
 from gateway.models import UsageRecord
@@ -125,7 +126,8 @@ def _answer(run: Run, deadline: float) -> bool:
         _meter(run, completion)
         model, usage = completion.model, completion.usage
         if completion.cut is not None:
-            output, error = "", f"502: The model stopped mid-reply ({completion.cut.reason})."
+            stopped = cut_error(completion.cut)
+            output, error = "", f"{stopped.status}: {stopped.message}"
         else:
             output, error = completion.text, ""
     if not error and not output.strip():

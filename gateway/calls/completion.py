@@ -3,7 +3,7 @@ and tool calls), the model that answered and the usage. For the callers that nee
 before they go on (the agent's tool loop, the gateway's own MCP chat tool).
 
     completion = await complete(chain, {"messages": [...], "tools": [...]}, refusals_fall_through=False)
-    if completion.cut: raise cut_error(completion)
+    if completion.cut: raise completion_cut_error(completion)
 
 Failures before the first byte are raised as `open_reply` raises them (a refusal with its own
 status, `ChainExhausted` when every model failed); a reply that stops midway is returned with
@@ -18,6 +18,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.calls.cuts import cut_error
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import cached_input_of, cost_units_of, meter, usage_of
 from gateway.registry.snapshot import Target
@@ -94,14 +95,7 @@ def completion_cost_units(completion: Completion) -> int:
                          output_tokens=usage["completion_tokens"], cached_input_tokens=completion.cached_input_tokens)
 
 
-def cut_error(completion: Completion) -> ApiError:
-    """The error of a reply that stopped midway (504 `read_timeout`, else 502), the text that had
-    arrived in `partial`."""
-    cut = completion.cut
-    if cut is not None and cut.reason == "read_timeout":
-        error = ApiError(504, "The model stopped answering mid-reply.", code="read_timeout")
-    else:
-        message = cut.message if cut is not None else "The reply stopped midway."
-        error = ApiError(502, f"The model server failed mid-reply: {message}", code="upstream_error")
-    error.extra["partial"] = completion.text
-    return error
+def completion_cut_error(completion: Completion) -> ApiError:
+    """The error of a reply that stopped midway (gateway/calls/cuts.py), the text that had arrived
+    in `partial`."""
+    return cut_error(completion.cut, completion.text)

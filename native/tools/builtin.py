@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 from gateway.calls.completion import complete, meter_completion
+from gateway.calls.cuts import cut_error
 from gateway.calls.plan import check_chat_size
 from gateway.registry.routing import usable_targets
 from gateway.registry.snapshot import registry
@@ -83,8 +84,7 @@ async def chat(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
     await meter_completion(completion, **metered)
     usage = completion.usage
     if completion.cut is not None:
-        stopped = ("The model stopped answering mid-reply." if completion.cut.reason == "read_timeout"
-                   else f"The model server failed mid-reply: {completion.cut.message}")
+        stopped = cut_error(completion.cut).message
         return ToolResult.error(f"{stopped} Partial reply: {completion.text}" if completion.text else stopped)
     return ToolResult(completion.text, {"model": completion.model, "text": completion.text,
                                          "finish_reason": completion.finish_reason, "usage": usage})

@@ -105,7 +105,7 @@ def test_a_reply_cut_midway_is_a_tool_error_with_what_arrived_and_is_metered(wor
     result = run(scenario())
     assert result.is_error is True
     text = result.content[0].text
-    assert text.startswith("The model server failed mid-reply: ")
+    assert text.startswith("The model server closed the connection mid-reply. Partial reply: ")  # as on /v1
     partial = text.split("Partial reply: ", 1)[1]
     assert partial and "alpha beta gamma delta epsilon zeta".startswith(partial)
     record = wait_for_usage(world.account)[0]
