@@ -7,6 +7,12 @@ class GatewayConfig(AppConfig):
     verbose_name = "Models and usage"  # the console's section: servers, models, aliases, usage records
 
     def ready(self) -> None:
+        from gateway.ops import process_start
+
+        # first: the folders, the metrics folder in the environment and the kept secret key, which the
+        # settings only name (they read the environment and nothing else)
+        process_start.prepare()
+
         from django.conf import settings
 
         from gateway.calls import attempt_observers, attempts

@@ -7,8 +7,9 @@
   gateway writes one JSON line per request, with its request id: gateway/telemetry/logjson.py); with text
   logs, the access log goes to stdout as before.
 
-Reading the settings here makes the master import gateway/settings.py (no app, no database): it
-puts PROMETHEUS_MULTIPROC_DIR in the environment every worker inherits.
+Reading the settings here makes the master import gateway/settings.py (no app, no database); when it
+starts, it makes the metrics folder and puts PROMETHEUS_MULTIPROC_DIR in the environment every worker
+inherits (each worker also does, when Django is set up: gateway/ops/process_start.py).
 """
 
 import os
@@ -17,6 +18,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gateway.settings")
 
 from django.conf import settings  # noqa: E402
 
+from gateway.ops import process_start
 from gateway.telemetry import metrics_files
 
 if settings.LOG_FORMAT == "json":
@@ -37,6 +39,7 @@ else:
 
 
 def on_starting(server) -> None:
+    process_start.open_metrics_folder()
     removed = metrics_files.prune()
     if removed:
         server.log.info("metrics: %d files of processes gone since the last run removed", removed)

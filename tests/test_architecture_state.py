@@ -18,9 +18,8 @@ REDIS_URL_READERS = {
                                 "test changes the setting)",
     "gateway/ops/health.py": "the health check pings the Redis the setting names, and keeps its password out "
                              "of the causes it reports",
-    "gateway/settings/__init__.py": "sets the Django caches and the Celery broker from it",
     "gateway/settings/redis.py": "reads it from the environment, with the Sentinels that may stand before it, and "
-                                 "makes the caches' options and the broker's URL for Sentinel from it",
+                                 "makes the Django caches and the broker's URL (for Sentinel too) from it",
 }
 
 

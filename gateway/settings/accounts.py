@@ -1,29 +1,31 @@
 """Settings of the accounts side of every API request (accounts/): the per-process cache of who a
 credential belongs to, and the answers kept for an `Idempotency-Key`.
 
-Part of gateway/settings.py, which imports every upper-case name here (`__all__`) after it has
-read `.env`; each variable is listed in `.env.example` like the others.
+Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own.
 """
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
-env = environ.Env()
+from gateway.settings.environment import Environment, reader
 
-# Seconds a process keeps who a credential belongs to; a change to the key, session, account or
-# group is seen at once anyway (see accounts/principal_cache.py). 0 turns the cache off.
-CREDENTIAL_CACHE_SECONDS = env.float("CREDENTIAL_CACHE_SECONDS", default=10.0)
 
-# Idempotency-Key (issue 25, accounts/idempotency.py): seconds an account's key and the first answer to it
-# are kept; and seconds the claim of a request still being answered holds before a retry may take it over
-# (its process died).
-IDEMPOTENCY_TTL_SECONDS = env.int("IDEMPOTENCY_TTL_SECONDS", default=86400)
-IDEMPOTENCY_HOLD_SECONDS = env.int("IDEMPOTENCY_HOLD_SECONDS", default=900)
-if IDEMPOTENCY_TTL_SECONDS < 1 or IDEMPOTENCY_HOLD_SECONDS < 1:
-    raise ImproperlyConfigured("IDEMPOTENCY_TTL_SECONDS and IDEMPOTENCY_HOLD_SECONDS must be at least 1.")
-
-# Seconds between two writes of the API keys' last-used times a process noted (accounts/key_use.py);
-# each key's time moves at most once a minute whatever this is.
-API_KEY_USE_FLUSH_SECONDS = env.float("API_KEY_USE_FLUSH_SECONDS", default=10.0)
-
-__all__ = [name for name in dir() if name.isupper()]  # the settings: what gateway/settings.py imports
+def from_env(env: Environment = None) -> dict:
+    env = reader(env)
+    found = {
+        # Seconds a process keeps who a credential belongs to; a change to
+        # the key, session, account or group is seen at once anyway (see accounts/principal_cache.py). 0 turns
+        # the cache off.
+        "CREDENTIAL_CACHE_SECONDS": env.float("CREDENTIAL_CACHE_SECONDS", default=10.0),
+        # Idempotency-Key (issue 25, accounts/idempotency.py): seconds an account's key and the first answer to
+        # it are kept.
+        "IDEMPOTENCY_TTL_SECONDS": env.int("IDEMPOTENCY_TTL_SECONDS", default=86400),
+        # And seconds the claim of a request still being answered holds before a retry may take it over (its
+        # process died).
+        "IDEMPOTENCY_HOLD_SECONDS": env.int("IDEMPOTENCY_HOLD_SECONDS", default=900),
+        # Seconds between two writes of the API keys' last-used times a
+        # process noted (accounts/key_use.py); each key's time moves at most once a minute whatever this is.
+        "API_KEY_USE_FLUSH_SECONDS": env.float("API_KEY_USE_FLUSH_SECONDS", default=10.0),
+    }
+    if found["IDEMPOTENCY_TTL_SECONDS"] < 1 or found["IDEMPOTENCY_HOLD_SECONDS"] < 1:
+        raise ImproperlyConfigured("IDEMPOTENCY_TTL_SECONDS and IDEMPOTENCY_HOLD_SECONDS must be at least 1.")
+    return found

@@ -7,7 +7,7 @@ routines. Left out: what the gateway moves by itself (failed logins, discovery's
 use, a routine's run times) and every hash; masked (set or not, changed or not): the secrets it keeps in
 clear. Nothing here is read from the environment: which changes are audited is the product's.
 
-Part of gateway/settings.py, which imports every upper-case name here (`__all__`).
+Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own.
 """
 
 # Each followed model (registered with auditlog by gateway/console/audit_trail.py `follow`, at start-up): its
@@ -41,4 +41,7 @@ AUDITLOG_STORE_JSON_CHANGES = True
 # A foreign key's change written as the object's name (a group's name, a model's id), not its number.
 AUDITLOG_USE_FK_STRING_REPRESENTATION = True
 
-__all__ = [name for name in dir() if name.isupper()]  # the settings: what gateway/settings.py imports
+
+def from_env(env=None) -> dict:
+    """The settings above, the same whatever the environment."""
+    return {name: value for name, value in globals().items() if name.isupper()}

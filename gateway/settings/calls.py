@@ -2,25 +2,27 @@
 and, for the groups that keep the prompt and the reply (`AccountGroup.capture_calls`, off by
 default), how long and how much of them.
 
-Part of gateway/settings.py, which imports every upper-case name here (`__all__`) after it has
-read `.env`; each variable is listed in `.env.example` like the others.
+Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own.
 """
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
-env = environ.Env()
+from gateway.settings.environment import Environment, reader
 
-# Days a call's row (time, account, model, status, latency, the chain tried...) is kept; older rows are
-# deleted by the beat task `sweep-call-log` (hourly).
-CALL_LOG_RETENTION_DAYS = env.int("CALL_LOG_RETENTION_DAYS", default=30)
-# Days the prompt and reply text of a group that keeps them are kept (the call's row stays longer).
-CALL_CAPTURE_RETENTION_DAYS = env.int("CALL_CAPTURE_RETENTION_DAYS", default=7)
-# Most bytes (UTF-8) kept of each of a call's prompt and reply; the rest is cut off and the cut marked.
-CALL_CAPTURE_MAX_BYTES = env.int("CALL_CAPTURE_MAX_BYTES", default=64 * 1024)
-if CALL_LOG_RETENTION_DAYS < 1 or CALL_CAPTURE_RETENTION_DAYS < 1:
-    raise ImproperlyConfigured("CALL_LOG_RETENTION_DAYS and CALL_CAPTURE_RETENTION_DAYS must be at least 1.")
-if CALL_CAPTURE_MAX_BYTES < 256:
-    raise ImproperlyConfigured("CALL_CAPTURE_MAX_BYTES must be at least 256.")
 
-__all__ = [name for name in dir() if name.isupper()]  # the settings: what gateway/settings.py imports
+def from_env(env: Environment = None) -> dict:
+    env = reader(env)
+    found = {
+        # Days a call's row (time, account, model, status, latency, the chain tried...) is kept; older rows are
+        # deleted by the beat task `sweep-call-log` (hourly).
+        "CALL_LOG_RETENTION_DAYS": env.int("CALL_LOG_RETENTION_DAYS", default=30),
+        # Days the prompt and reply text of a group that keeps them are kept (the call's row stays longer).
+        "CALL_CAPTURE_RETENTION_DAYS": env.int("CALL_CAPTURE_RETENTION_DAYS", default=7),
+        # Most bytes (UTF-8) kept of each of a call's prompt and reply; the rest is cut off and the cut marked.
+        "CALL_CAPTURE_MAX_BYTES": env.int("CALL_CAPTURE_MAX_BYTES", default=64 * 1024),
+    }
+    if found["CALL_LOG_RETENTION_DAYS"] < 1 or found["CALL_CAPTURE_RETENTION_DAYS"] < 1:
+        raise ImproperlyConfigured("CALL_LOG_RETENTION_DAYS and CALL_CAPTURE_RETENTION_DAYS must be at least 1.")
+    if found["CALL_CAPTURE_MAX_BYTES"] < 256:
+        raise ImproperlyConfigured("CALL_CAPTURE_MAX_BYTES must be at least 256.")
+    return found

@@ -3,7 +3,7 @@ console's theme"), branded as the gateway, with the home's figures (gateway/cons
 sidebar built from the admin's own list of models; and one way to write a date and time everywhere
 in the console (gateway/settings/formats/).
 
-Part of gateway/settings.py, which imports every upper-case name here (`__all__`). Nothing here is
+Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own. Nothing here is
 read from the environment: the console's look is the product's, not an installation's."""
 
 from pathlib import Path
@@ -36,4 +36,7 @@ UNFOLD = {
     },
 }
 
-__all__ = [name for name in dir() if name.isupper()]  # the settings: what gateway/settings.py imports
+
+def from_env(env=None) -> dict:
+    """The settings above, the same whatever the environment."""
+    return {name: value for name, value in globals().items() if name.isupper()}

@@ -27,20 +27,26 @@ connection a client is given.
 
 Migrations are run against PostgreSQL itself (the `release` step with the direct URL,
 docs/deploying.md "PostgreSQL through PgBouncer").
+
+Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own.
 """
 
 from pathlib import Path
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
-env = environ.Env()
+from gateway.settings.environment import Environment, reader
 
 POOLERS = ("none", "transaction")
 
 
-def databases(var_dir: Path) -> dict:
+def from_env(env: Environment = None, *, var_dir: Path) -> dict:
+    return {"DATABASES": databases(env, var_dir)}
+
+
+def databases(env: Environment, var_dir: Path) -> dict:
     """The DATABASES setting: DATABASE_URL (SQLite in `var_dir` without it), as the pooler needs it."""
+    env = reader(env)
     default = env.db_url("DATABASE_URL", default=f"sqlite:///{var_dir / 'gateway.sqlite3'}")
     if default["ENGINE"] == "django.db.backends.sqlite3":
         # WAL lets the worker read while the web process writes; the timeout rides out short locks.

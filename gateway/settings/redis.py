@@ -8,16 +8,17 @@ the password of the Redis servers (its host and port are ignored; `redis://:pass
 well), and defaults to `redis://<service>/0`. REDIS_SENTINEL_PASSWORD is the Sentinels' own password (their
 `requirepass`), when they have one. TLS to a Sentinel-managed Redis is not offered (a rediss:// URL is refused).
 
-Part of gateway/settings.py, which imports every upper-case name here (`__all__`) after it has read `.env`;
-each variable is listed in `.env.example` like the others.
+With them, or without: the Django caches (Redis, or the database cache of the embedded default) and the broker
+URL the Celery settings default to (gateway/settings/task_queue.py).
+
+Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own.
 """
 
 from urllib.parse import quote, unquote, urlsplit
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
 
-env = environ.Env()
+from gateway.settings.environment import Environment, reader
 
 
 def sentinel_addresses(text: str) -> list[tuple[str, int]]:
@@ -38,37 +39,64 @@ def sentinel_addresses(text: str) -> list[tuple[str, int]]:
     return found
 
 
-REDIS_SENTINELS = sentinel_addresses(env.str("REDIS_SENTINELS", default=""))
-REDIS_SENTINEL_SERVICE = env.str("REDIS_SENTINEL_SERVICE", default="mymaster").strip()
-REDIS_SENTINEL_PASSWORD = env.str("REDIS_SENTINEL_PASSWORD", default="")
-REDIS_URL = env.str("REDIS_URL", default="" if not REDIS_SENTINELS else f"redis://{REDIS_SENTINEL_SERVICE}/0")
 
-# What the Django caches and the Celery broker are given (gateway/settings.py): the pool class that asks the
-# Sentinels for the primary, and kombu's `sentinel://` broker with its `master_name`.
-REDIS_CACHE_OPTIONS: dict = {}
-REDIS_BROKER_URL = REDIS_URL
-REDIS_BROKER_TRANSPORT_OPTIONS: dict = {}
-if REDIS_SENTINELS:
-    if not REDIS_SENTINEL_SERVICE or any(c.isspace() for c in REDIS_SENTINEL_SERVICE):
+def embedded_cache() -> dict:
+    """Counters live in the cache without Redis. Culling at Django's default of 300 entries would
+    drop live request windows and duplicate marks; past 100000 it removes the expired ones first."""
+    return {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "gateway_cache",
+            "OPTIONS": {"MAX_ENTRIES": 100_000}}
+
+
+def from_env(env: Environment = None) -> dict:
+    env = reader(env)
+    sentinels = sentinel_addresses(env.str("REDIS_SENTINELS", default=""))
+    service = env.str("REDIS_SENTINEL_SERVICE", default="mymaster").strip()
+    sentinel_password = env.str("REDIS_SENTINEL_PASSWORD", default="")
+    url = env.str("REDIS_URL", default="" if not sentinels else f"redis://{service}/0")
+    found = {"REDIS_SENTINELS": sentinels, "REDIS_SENTINEL_SERVICE": service,
+             "REDIS_SENTINEL_PASSWORD": sentinel_password, "REDIS_URL": url,
+             # What the Django caches and the Celery broker are given: the pool class that asks the
+             # Sentinels for the primary, and kombu's `sentinel://` broker with its `master_name`.
+             "REDIS_CACHE_OPTIONS": {}, "REDIS_BROKER_URL": url, "REDIS_BROKER_TRANSPORT_OPTIONS": {}}
+    if sentinels:
+        found.update(through_sentinels(url, sentinels, service, sentinel_password))
+    return {**found, **caches(url, found["REDIS_CACHE_OPTIONS"])}
+
+
+def through_sentinels(url: str, sentinels: list[tuple[str, int]], service: str, sentinel_password: str) -> dict:
+    if not service or any(c.isspace() for c in service):
         raise ImproperlyConfigured("REDIS_SENTINEL_SERVICE must name the Sentinel service (`sentinel monitor "
                                    "<name> ...`), without spaces; the default is mymaster.")
-    _url = urlsplit(REDIS_URL)
-    if _url.scheme != "redis":
+    parts = urlsplit(url)
+    if parts.scheme != "redis":
         raise ImproperlyConfigured("With REDIS_SENTINELS, REDIS_URL gives the database and the password of the "
                                    "Redis servers and must be a redis:// URL (redis://:password@service/0): "
                                    "TLS and Unix sockets are not offered with Sentinel.")
     try:
-        _db = int(_url.path.strip("/") or 0)
+        db = int(parts.path.strip("/") or 0)
     except ValueError:
         raise ImproperlyConfigured("REDIS_URL's path must be a database number, such as /0.") from None
-    REDIS_CACHE_OPTIONS = {"pool_class": "gateway.state.redis.sentinel.SentinelPool", "sentinels": REDIS_SENTINELS,
-                           "service": REDIS_SENTINEL_SERVICE, "sentinel_password": REDIS_SENTINEL_PASSWORD}
-    _credentials = (f"{quote(unquote(_url.username or ''), safe='')}:{quote(unquote(_url.password), safe='')}@"
-                    if _url.password else "")
-    REDIS_BROKER_URL = ";".join(f"sentinel://{_credentials}{f'[{h}]' if ':' in h else h}:{p}/{_db}"
-                                for h, p in REDIS_SENTINELS)
-    REDIS_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_SENTINEL_SERVICE}
-    if REDIS_SENTINEL_PASSWORD:
-        REDIS_BROKER_TRANSPORT_OPTIONS["sentinel_kwargs"] = {"password": REDIS_SENTINEL_PASSWORD}
+    credentials = (f"{quote(unquote(parts.username or ''), safe='')}:{quote(unquote(parts.password), safe='')}@"
+                   if parts.password else "")
+    transport_options = {"master_name": service}
+    if sentinel_password:
+        transport_options["sentinel_kwargs"] = {"password": sentinel_password}
+    return {"REDIS_CACHE_OPTIONS": {"pool_class": "gateway.state.redis.sentinel.SentinelPool", "sentinels": sentinels,
+                                    "service": service, "sentinel_password": sentinel_password},
+            "REDIS_BROKER_URL": ";".join(f"sentinel://{credentials}{f'[{h}]' if ':' in h else h}:{p}/{db}"
+                                         for h, p in sentinels),
+            "REDIS_BROKER_TRANSPORT_OPTIONS": transport_options}
 
-__all__ = [name for name in dir() if name.isupper()]  # the settings: what gateway/settings.py imports
+
+def caches(url: str, options: dict) -> dict:
+    """The Django caches: Redis at `url`, or the database cache of the embedded default (no Redis)."""
+    embedded = embedded_cache()
+    default = ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "OPTIONS": options}
+               if url else embedded)
+    # django-ratelimit's counts (the admin login, accounts/admin_login.py), beside the counters ("gw:").
+    # Without Redis, the database cache with an atomic add and increment (E003 refuses the plain one).
+    ratelimit = {**default, "KEY_PREFIX": "gw"}
+    if not url:
+        ratelimit["BACKEND"] = "accounts.admin_login.CounterCache"
+    return {"EMBEDDED_CACHE": embedded, "CACHES": {"default": default, "ratelimit": ratelimit},
+            "RATELIMIT_USE_CACHE": "ratelimit"}

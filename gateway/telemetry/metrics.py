@@ -20,11 +20,11 @@ import os
 
 from django.conf import settings
 
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(settings.PROMETHEUS_MULTIPROC_DIR))
-
+os.makedirs(settings.PROMETHEUS_MULTIPROC_DIR, exist_ok=True)  # made, and named where prometheus_client reads it,
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(settings.PROMETHEUS_MULTIPROC_DIR)  # before it is imported
 from prometheus_client import Counter, Gauge, Histogram, values  # noqa: E402 — after the folder is set
 
-if not values.ValueClass._multiprocess:  # imported before the settings named the folder
+if not values.ValueClass._multiprocess:  # imported before the folder was named (by metrics_view, say)
     values.ValueClass = values.MultiProcessValue()
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})

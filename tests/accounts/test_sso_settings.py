@@ -3,15 +3,12 @@ route, no backend, no button, no middleware); a half configuration stops the sta
 the variables; and the provider's backend never answers a password form, even one whose URL carries a
 code and a state."""
 
-import importlib
-from types import SimpleNamespace
-
 import pytest
 from django.conf import settings
 from django.test import RequestFactory
 
 from accounts import sso
-from gateway.settings import sign_in as sso_settings
+from gateway.settings import sign_in
 from tests.factories import AccountFactory
 
 pytestmark = pytest.mark.django_db
@@ -29,21 +26,6 @@ def test_with_no_oidc_variable_the_console_is_as_it_was(client):
         assert client.get(path).status_code == 404
 
 
-def reload_with(monkeypatch, **variables):
-    for name in ("OIDC_RP_CLIENT_ID", "OIDC_RP_CLIENT_SECRET", "OIDC_OP_DISCOVERY_URL",
-                 "OIDC_OP_AUTHORIZATION_ENDPOINT", "OIDC_OP_TOKEN_ENDPOINT", "OIDC_OP_USER_ENDPOINT",
-                 "OIDC_OP_JWKS_ENDPOINT", "OIDC_RP_SIGN_ALGO"):
-        monkeypatch.delenv(name, raising=False)
-    for name, value in variables.items():
-        monkeypatch.setenv(name, value)
-    try:
-        module = importlib.reload(sso_settings)
-        return SimpleNamespace(**{name: getattr(module, name) for name in module.__all__})
-    finally:
-        monkeypatch.undo()
-        importlib.reload(sso_settings)  # the module as the environment of the test run makes it
-
-
 @pytest.mark.parametrize(("variables", "message"), [
     ({"OIDC_RP_CLIENT_ID": "gateway"}, "OIDC_RP_CLIENT_ID is set but OIDC_RP_CLIENT_SECRET is not"),
     ({"OIDC_RP_CLIENT_ID": "gateway", "OIDC_RP_CLIENT_SECRET": "s"}, "needs the provider's OIDC_OP_DISCOVERY_URL"),
@@ -53,20 +35,21 @@ def reload_with(monkeypatch, **variables):
     ({"OIDC_RP_CLIENT_ID": "gateway", "OIDC_RP_CLIENT_SECRET": "s", "OIDC_OP_DISCOVERY_URL": "https://i/d",
       "OIDC_RP_SIGN_ALGO": "none"}, "is not a JWS algorithm"),
 ])
-def test_a_half_configuration_stops_the_start_naming_what_is_missing(monkeypatch, variables, message):
+def test_a_half_configuration_stops_the_start_naming_what_is_missing(variables, message):
     from django.core.exceptions import ImproperlyConfigured
 
     with pytest.raises(ImproperlyConfigured, match=message):
-        reload_with(monkeypatch, **variables)
+        sign_in.from_env(variables)
 
 
-def test_a_full_configuration_turns_it_on_with_the_providers_backend_beside_the_password(monkeypatch):
-    on = reload_with(monkeypatch, OIDC_RP_CLIENT_ID="gateway", OIDC_RP_CLIENT_SECRET="s",
-                     OIDC_OP_DISCOVERY_URL="https://idp.example/.well-known/openid-configuration")
-    assert on.OIDC_ENABLED and on.OIDC_RP_SIGN_ALGO == "RS256" and on.OIDC_CREATE_USER is False
-    assert on.AUTHENTICATION_BACKENDS == ["django.contrib.auth.backends.ModelBackend", "accounts.sso.OperatorSignOn"]
-    assert (on.OIDC_USE_NONCE, on.OIDC_USE_PKCE) == (True, True)
-    assert not sso_settings.OIDC_ENABLED  # reloaded as it was
+def test_a_full_configuration_turns_it_on_with_the_providers_backend_beside_the_password():
+    on = sign_in.from_env({"OIDC_RP_CLIENT_ID": "gateway", "OIDC_RP_CLIENT_SECRET": "s",
+                           "OIDC_OP_DISCOVERY_URL": "https://idp.example/.well-known/openid-configuration"})
+    assert on["OIDC_ENABLED"] and on["OIDC_RP_SIGN_ALGO"] == "RS256" and on["OIDC_CREATE_USER"] is False
+    assert on["AUTHENTICATION_BACKENDS"] == ["django.contrib.auth.backends.ModelBackend",
+                                             "accounts.sso.OperatorSignOn"]
+    assert (on["OIDC_USE_NONCE"], on["OIDC_USE_PKCE"]) == (True, True)
+    assert not sign_in.from_env({})["OIDC_ENABLED"]  # nothing set: off
 
 
 def test_the_providers_backend_never_answers_a_password_form(settings):

@@ -46,7 +46,7 @@ def run_python(tmp_path, code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def settings_in(tmp_path, *names: str, **env: str) -> dict:
-    code = ("import json; from django.conf import settings; "
+    code = ("import json, django; django.setup(); from django.conf import settings; "
             f"print(json.dumps({{n: getattr(settings, n) for n in {list(names)!r}}}))")
     done = run_python(tmp_path, code, **env)
     assert done.returncode == 0, done.stderr
@@ -87,7 +87,8 @@ class TestSecretKey:
         assert settings_in(tmp_path, "SECRET_KEY", DEBUG="true", SECRET_KEY="short")["SECRET_KEY"] == "short"
 
     def test_the_embedded_default_makes_one_key_kept_in_the_var_folder(self, tmp_path):
-        first = run_python(tmp_path, "from django.conf import settings; print(len(settings.SECRET_KEY))", DEBUG="false")
+        first = run_python(tmp_path, "import django; django.setup(); from django.conf import settings; "
+                                     "print(len(settings.SECRET_KEY))", DEBUG="false")
         assert first.returncode == 0, first.stderr
         kept = tmp_path / "var" / "secret-key"
         key = kept.read_text().strip()

@@ -1,0 +1,34 @@
+"""Settings of the usage records (gateway/usage/writer.py) and the currency they are priced in.
+
+Usage records are appended to a spool file of each process under USAGE_SPOOL_DIR (one per host, shared by
+its processes) and written to the database by a background thread every USAGE_FLUSH_SECONDS,
+USAGE_BATCH_SIZE records per INSERT; every USAGE_ORPHAN_SCAN_SECONDS each process also writes the spool
+files of processes that died.
+
+Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from gateway.settings.environment import Environment, reader
+
+
+def from_env(env: Environment = None, *, var_dir: Path) -> dict:
+    env = reader(env)
+    # The installation's one currency (issue 25): what model prices and budgets are in, as an ISO 4217 code.
+    currency = env.str("CURRENCY", default="USD").strip().upper()
+    if not (len(currency) == 3 and currency.isalpha()):
+        raise ImproperlyConfigured(f"CURRENCY must be a three-letter ISO 4217 code such as USD, not {currency!r}.")
+    return {
+        # USAGE_BATCHED=false: each record is inserted inline instead (the in-process tests).
+        "USAGE_BATCHED": env.bool("USAGE_BATCHED", default=True),
+        "USAGE_FLUSH_SECONDS": env.float("USAGE_FLUSH_SECONDS", default=0.5),
+        "USAGE_BATCH_SIZE": env.int("USAGE_BATCH_SIZE", default=500),
+        "USAGE_SPOOL_DIR": Path(env.str("USAGE_SPOOL_DIR", default=str(var_dir / "spool"))),
+        "USAGE_ORPHAN_SCAN_SECONDS": env.float("USAGE_ORPHAN_SCAN_SECONDS", default=5.0),
+        "CURRENCY": currency,
+    }
