@@ -1,6 +1,6 @@
-"""One proxied chat call on a /v1 surface: open the chain (or, when the account group caches
-replies, replay a kept one: gateway/cache/), pass the chunks on while gathering them, and meter the
-usage after the reply has gone out.
+"""One proxied chat call on a /v1 surface: the model call itself (gateway/calls/model_call.py: the
+chain or, when the account group caches replies, a kept reply; the chunks gathered; the usage metered
+once) and its HTTP answers, metered after the reply has gone out.
 
 Each surface (chat completions, messages, responses) translates the request to the chat form,
 then either streams its own frames from `Call.chunks()` or answers with `Call.whole_reply()`; a
@@ -17,18 +17,14 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
-from gateway.cache.entry import ANTHROPIC, CHAT, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache, reply_cache
 from gateway.calls.cuts import cut_error
-from gateway.calls.dispatch import open_reply
-from gateway.calls.metering import AfterSendResponse, cached_input_of, meter, meter_async, usage_of
+from gateway.calls.metering import AfterSendResponse
+from gateway.calls.model_call import ModelCall
 from gateway.calls.plan import affinity_of, call_plan, check_chat_size
-from gateway.formats.anthropic.events import MessageAccumulator
 from gateway.registry.snapshot import Target
 from gateway.telemetry import call_facts
 from gateway.upstream.providers import Native
-from gateway.upstream.providers.base import StreamCut
-from gateway.upstream.replies import ReplyAccumulator
 from gateway.web.body import read_json_object
 from gateway.web.errors import ApiError, render_error
 from gateway.web.output import respond
@@ -83,75 +79,27 @@ def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]],
     return prepare
 
 
-class Call:
+class Call(ModelCall):
+    """A /v1 surface's model call (gateway/calls/model_call.py) with its HTTP answers: the whole reply,
+    the error of a reply cut midway, or the stream; each metered once after it has gone out."""
+
     def __init__(self, request: HttpRequest, *, surface: str) -> None:
         prepared: Prepared = request.prepared
+        super().__init__(prepared.chain, prepared.chat, account_id=request.principal.account.pk, surface=surface,
+                         request_id=request.request_id, cache=_cache_of(request, prepared, surface),
+                         native=prepared.native)
         self.request = request
-        self.body = prepared.chat
-        self.chain = prepared.chain
-        self.native_request = prepared.native
-        self.native = False  # the reply comes in the client's own format, untranslated
-        self.surface = surface
         self.inference_id = uuid.uuid4().hex
         self.created = int(time.time())
-        self.reply: ReplyAccumulator | MessageAccumulator = ReplyAccumulator()
-        self.cut: StreamCut | None = None
-        self.target: Target | None = None
-        self.cache: ReplyCache | None = _cache_of(request, prepared, surface)
-        self.entry: Entry | None = None  # the kept reply that answers, on a cache hit
-        self.recorder: Recorder | None = None  # the reply being recorded for the cache
-        self._chunks: AsyncIterator[dict[str, Any]] | None = None
-        self._ended = False
-        self._usage: dict[str, int] | None = None
-        self._meter_done = False
-
-    @property
-    def model(self) -> str:
-        if self.target:
-            return self.target.public_id
-        return self.entry.model if self.entry else str(self.body.get("model"))
 
     async def open(self) -> None:
-        """A kept reply, or the first chunk of the chain: every failure so far is an HTTP error."""
-        if self.cache is not None and (entry := await self.cache.lookup()) is not None:
-            self.entry, self._chunks, self.native = entry, replay(entry), entry.kind == ANTHROPIC
-            self._usage = entry.usage  # as metered when it was made
-            call_facts.replayed()
-        else:
-            try:
-                opened = await open_reply(self.chain, self.body, refusals_fall_through=True,
-                                          native=self.native_request)
-            except ApiError as exc:
-                if self.cache is not None:
-                    exc.headers = {**exc.headers, **self.cache.headers()}
-                raise
-            self.target, self._chunks, self.native = opened.target, opened.chunks, opened.native
-            if self.cache is not None:
-                self.recorder = self.cache.record(ANTHROPIC if self.native else CHAT)
-        if self.native:
-            self.reply = MessageAccumulator()
-
-    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
-        """The reply's chunks; a stop midway ends the iteration and is kept in `self.cut`. A reply
-        that ended whole is kept for the cache before the surface's last frames go out, so a client
-        that has the whole reply finds it there."""
-        whole = False
+        """A failure before the first byte is an HTTP error, with the cache's headers when it was asked."""
         try:
-            async for chunk in self._chunks:
-                self.reply.feed(chunk)
-                if self.recorder is not None:
-                    self.recorder.add(chunk)
-                yield chunk
-            whole = True
-        except StreamCut as cut:
-            self.cut = cut
-            call_facts.failed_in_stream(cut.reason, call_facts.CUT)
-        finally:
-            self._ended = True
-            if not whole and self.cut is None:  # the client went away mid-reply
-                call_facts.failed_in_stream(None, call_facts.CLIENT_CLOSED)
-        if whole and self.recorder is not None:
-            await self.cache.keep(self.recorder, model=self.model, usage=self.usage())
+            await super().open()
+        except ApiError as exc:
+            if self.cache is not None:
+                exc.headers = {**exc.headers, **self.cache.headers()}
+            raise
 
     async def whole_reply(self, reply_id: str, shape: Callable[[dict[str, Any]], dict[str, Any]] | None = None):
         """Gather the reply into one chat.completion, put it in the surface's `shape`, and answer
@@ -170,41 +118,11 @@ class Call:
             result = shape(completion) if shape else completion
         return self.cut_response(result) if self.cut else self.json_response(result)
 
-    def usage(self) -> dict[str, int]:
-        """The call's usage; counted once, when the reply has ended (the tokenizer may run)."""
-        if self._usage is not None:
-            return self._usage
-        usage = usage_of(self.reply, self.body)
-        if self._ended:
-            self._usage = usage
-        return usage
-
     def reply_usage(self) -> dict[str, Any]:
         """The usage a whole reply gives: the counts metered, with the details the server's usage had
         beside them (`prompt_tokens_details.cached_tokens`, `completion_tokens_details`...)."""
         server = self.reply.usage if isinstance(self.reply.usage, dict) and self.entry is None else {}
         return {**server, **self.usage()}
-
-    def meter_now(self) -> None:
-        if (fields := self._meter_fields()) is not None:
-            meter(**fields)
-
-    async def meter_now_async(self) -> None:
-        if (fields := self._meter_fields()) is not None:
-            await meter_async(**fields)
-
-    def _meter_fields(self) -> dict[str, Any] | None:
-        """What to meter, the first time only."""
-        if self._meter_done or (self.target is None and self.entry is None):
-            return None
-        self._meter_done = True
-        call_facts.reply_text(self.reply.delivered_output_text)  # read only when the group keeps its calls' text
-        usage = self.usage()
-        return {"account_id": self.request.principal.account.pk, "model": self.model,
-                "surface": self.surface, "input_tokens": usage["prompt_tokens"],
-                "output_tokens": usage["completion_tokens"], "request_id": self.request.request_id,
-                "cached": self.entry is not None, "price": self.target.price if self.target else None,
-                "cached_input_tokens": cached_input_of(self.reply)}
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Inference-Request-Id": self.inference_id}
@@ -224,8 +142,8 @@ class Call:
 
     def _metered(self, rendered: HttpResponse) -> HttpResponse:
         response = AfterSendResponse(rendered.content, status=rendered.status_code,
-                                     content_type=rendered["Content-Type"], after_send=self.meter_now,
-                                     after_send_async=self.meter_now_async)
+                                     content_type=rendered["Content-Type"], after_send=self.meter,
+                                     after_send_async=self.meter_async)
         for name, value in self.headers().items():
             response[name] = value
         return response
@@ -243,7 +161,7 @@ class Call:
             async for frame in frames:
                 yield frame
         finally:
-            await asyncio.shield(self.meter_now_async())
+            await asyncio.shield(self.meter_async())
 
 
 def _cache_of(request: HttpRequest, prepared: Prepared, surface: str) -> ReplyCache | None:

@@ -25,15 +25,12 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from gateway.cache.entry import CHAT, Entry, Recorder, replay
-from gateway.cache.reply_cache import ReplyCache, reply_cache
+from gateway.cache.reply_cache import reply_cache
 from gateway.calls.cuts import cut_error
-from gateway.calls.dispatch import open_reply
-from gateway.calls.metering import cached_input_of, meter, usage_of
+from gateway.calls.model_call import ModelCall
 from gateway.state.workers import in_worker
 from gateway.telemetry import call_facts
 from gateway.upstream.providers.base import StreamCut
-from gateway.upstream.replies import ReplyAccumulator
 from gateway.web.errors import ApiError
 from native.chat_turn import Turn, chat_request, citations_of
 from native.conversations import assistant_message_save, user_message_save
@@ -52,48 +49,51 @@ class ChatReply:
         self.request = request
         self.turn = turn
         self.request_id = uuid.uuid4().hex  # also the X-Inference-Request-Id header
-        self.body: dict[str, Any] = {}
         self.conversation_id: int | None = turn.conversation.pk if turn.conversation else None
         self.citations: list[dict[str, Any]] = []
-        self.reply = ReplyAccumulator()
-        self.model = turn.chain[0].public_id
-        self.price = None  # the answering model's (issue 25), once one answers
-        self.answered = False  # a model began its reply
-        self.cut: StreamCut | None = None
+        self.call: ModelCall | None = None  # the model call (gateway/calls/model_call.py), once the request is built
         self.failure: ApiError | None = None  # a refusal, or the chain failing before the first byte
         self.message: Message | None = None
-        self.cache: ReplyCache | None = None
-        self.entry: Entry | None = None  # the kept reply that answers, on a cache hit
-        self.recorder: Recorder | None = None  # the reply being recorded for the cache
         self._finished = False
-        self._usage: dict[str, int] | None = None
+
+    @property
+    def model(self) -> str:
+        """The model that answers; before one does, the first of the chain."""
+        call = self.call
+        return call.model if call is not None and call.answered else self.turn.chain[0].public_id
+
+    @property
+    def cut(self) -> StreamCut | None:
+        return self.call.cut if self.call is not None else None
 
     async def start(self, hits: list[dict[str, Any]]) -> None:
-        """Build the model request and save the user's message (a used-up quota saves nothing)."""
+        """Build the model request and save the user's message (a used-up quota saves nothing); ask
+        the response cache, so that its headers go out with the reply."""
         if self.turn.refusal is None:
             self.citations = citations_of(hits)
-            await in_worker(self._start)(hits)
-            self.cache = reply_cache(group=self.turn.account.group, surface=SURFACE,
-                                     requested_model=self.turn.model_id, chain=self.turn.chain, body=self.body,
-                                     cache_control_header=self.request.headers.get("Cache-Control"))
-            if self.cache is not None:
-                self.entry = await self.cache.lookup()
-                if self.entry is not None:
-                    call_facts.replayed()
+            body = await in_worker(self._start)(hits)
+            cache = reply_cache(group=self.turn.account.group, surface=SURFACE, requested_model=self.turn.model_id,
+                                chain=self.turn.chain, body=body,
+                                cache_control_header=self.request.headers.get("Cache-Control"))
+            self.call = ModelCall(self.turn.chain, body, account_id=self.turn.account.pk, surface=SURFACE,
+                                  request_id=self.request.request_id, cache=cache, refusals_fall_through=False,
+                                  cut_code=INTERRUPTED)
+            await self.call.lookup()
 
     def cache_headers(self) -> dict[str, str]:
         """`X-Cache` when the group caches replies and the cache was asked."""
-        return self.cache.headers() if self.cache is not None else {}
+        return self.call.cache.headers() if self.call is not None and self.call.cache is not None else {}
 
-    def _start(self, hits: list[dict[str, Any]]) -> None:
+    def _start(self, hits: list[dict[str, Any]]) -> dict[str, Any]:
         try:
-            self.body = chat_request(self.turn, hits)
+            body = chat_request(self.turn, hits)
             message = user_message_save(
                 account=self.turn.account, conversation=self.turn.conversation, text=self.turn.message,
                 attachments=[a.stored() for a in self.turn.attachments], profile=self.turn.profile,
                 request_id=self.request_id,
             )
             self.conversation_id = message.conversation_id
+            return body
         finally:
             close_old_connections()
 
@@ -104,63 +104,44 @@ class ChatReply:
         return self._event("meta", conversation_id=self.conversation_id, model=self.model)
 
     async def events(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        call = self.call
         try:
-            if self.turn.refusal is not None:
+            if call is None:
                 self.failure = self.turn.refusal
                 call_facts.failed_in_stream(QUOTA_REACHED, call_facts.REFUSED)  # the calls log: inside a 200
                 yield self._meta()
                 yield self._event("error", codigo=QUOTA_REACHED, message=self.failure.message)
                 yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
                 return
-            if self.entry is not None:
-                chunks, self.model, self._usage = replay(self.entry), self.entry.model, self.entry.usage
-            else:
-                try:
-                    opened = await open_reply(self.turn.chain, self.body, refusals_fall_through=False)
-                except ApiError as exc:
-                    self.failure = exc
-                    yield self._meta()
-                    codigo = UNAVAILABLE if exc.status >= 500 else REFUSED
-                    call_facts.failed_in_stream(codigo, call_facts.FAILED)
-                    yield self._event("error", codigo=codigo, message=exc.message)
-                    yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
-                    return
-                chunks, self.model, self.price = opened.chunks, opened.target.public_id, opened.target.price
-                self.recorder = self.cache.record(CHAT) if self.cache is not None else None
-            self.answered = True
-            yield self._meta()
-            whole = False
             try:
-                async for chunk in chunks:
-                    self.reply.feed(chunk)
-                    if self.recorder is not None:
-                        self.recorder.add(chunk)
-                    for choice in chunk.get("choices") or ():
-                        text = (choice.get("delta") or {}).get("content") if choice.get("index", 0) == 0 else None
-                        if text:
-                            yield self._event("delta", text=text)
-                whole = True
-            except StreamCut as cut:
-                self.cut = cut
+                await call.open()
+            except ApiError as exc:
+                self.failure = exc
+                yield self._meta()
+                codigo = UNAVAILABLE if exc.status >= 500 else REFUSED
+                call_facts.failed_in_stream(codigo, call_facts.FAILED)
+                yield self._event("error", codigo=codigo, message=exc.message)
+                yield self._event("done", message_id=None, usage=NO_USAGE, citations=[])
+                return
+            yield self._meta()
+            async for chunk in call.chunks():
+                for choice in chunk.get("choices") or ():
+                    text = (choice.get("delta") or {}).get("content") if choice.get("index", 0) == 0 else None
+                    if text:
+                        yield self._event("delta", text=text)
             await self._finish()
-            if whole and self.recorder is not None:  # kept before `done`: a client with the whole reply finds it
-                await self.cache.keep(self.recorder, model=self.model, usage=self.usage())
-            if self.cut is not None:
-                call_facts.failed_in_stream(INTERRUPTED, call_facts.CUT)
-                yield self._event("error", codigo=INTERRUPTED, message=cut_error(self.cut).message)
-            yield self._event("done", message_id=self.message.pk if self.message else None, usage=self.usage(),
+            if call.cut is not None:
+                yield self._event("error", codigo=INTERRUPTED, message=cut_error(call.cut).message)
+            yield self._event("done", message_id=self.message.pk if self.message else None, usage=call.usage(),
                               citations=self.citations)
         finally:
-            if self.answered and not self._finished:  # the client went away mid-reply: keep what arrived
-                self.cut = self.cut or StreamCut("disconnected", "The client closed the connection mid-reply.")
+            if call is not None and call.answered and not self._finished:  # the client went away: keep what arrived
+                call.cut = call.cut or StreamCut("disconnected", "The client closed the connection mid-reply.")
                 call_facts.failed_in_stream(None, call_facts.CLIENT_CLOSED)
                 await asyncio.shield(self._finish())
 
     def usage(self) -> dict[str, int]:
-        """Counted once, when the reply has ended (the tokenizer may run)."""
-        if self._usage is None:
-            self._usage = usage_of(self.reply, self.body)
-        return self._usage
+        return self.call.usage() if self.call is not None else NO_USAGE
 
     async def _finish(self) -> None:
         """Save the reply and meter it, once, in one worker-thread hop."""
@@ -174,22 +155,18 @@ class ChatReply:
             try:
                 self._save()
             finally:  # the reply was made: metered whatever became of the save
-                call_facts.reply_text(self.reply.text)  # kept only for a group that keeps its calls' text
-                usage = self.usage()
-                meter(account_id=self.turn.account.pk, model=self.model, surface=SURFACE,
-                      input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-                      request_id=self.request.request_id, cached=self.entry is not None, price=self.price,
-                      cached_input_tokens=cached_input_of(self.reply))
+                self.call.meter()
         finally:
             close_old_connections()
 
     def _save(self) -> None:
         """The reply, in the conversation; none (`message` stays None) when the conversation was
         deleted for good mid-reply."""
-        text = self.reply.text
-        if self.cut is None or text:
-            status = Message.Status.PARTIAL if self.cut is not None else Message.Status.COMPLETE
+        call = self.call
+        text = call.reply.text
+        if call.cut is None or text:
+            status = Message.Status.PARTIAL if call.cut is not None else Message.Status.COMPLETE
             self.message = assistant_message_save(
                 conversation_id=self.conversation_id, text=text, model=self.model, status=status,
-                usage=self.usage(), citations=self.citations, request_id=self.request_id,
+                usage=call.usage(), citations=self.citations, request_id=self.request_id,
             )

@@ -1,0 +1,147 @@
+"""One model call, from its chain to its metering, whatever the surface that shapes it.
+
+    call = ModelCall(chain, chat_body, account_id=..., surface="chat.completions", request_id=...,
+                     cache=reply_cache(...), native=Native(...))
+    await call.open()                  # a kept reply (the response cache), or the chain's first chunk
+    async for chunk in call.chunks():  # accumulated; a whole reply kept for the cache at its end
+        ...                            # the surface shapes its frames
+    call.cut                           # the StreamCut of a reply that stopped midway (gateway/calls/cuts.py)
+    call.usage()                       # counted once, when the reply has ended
+    await call.meter_async()           # once, whatever asks again
+
+The surfaces (/v1/chat/completions, /v1/messages, /v1/responses through compat/proxy.py, native chat
+through native/chat_reply.py) only shape frames around it. Every failure before the first byte is
+raised by `open` as the chain raises it (gateway/calls/chain.py); after it, a stop midway ends the
+iteration and is kept in `cut`, and the calls log is told (`call_facts`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from gateway.cache.entry import ANTHROPIC, CHAT, Entry, Recorder, replay
+from gateway.cache.reply_cache import ReplyCache
+from gateway.calls.dispatch import open_reply
+from gateway.calls.metering import cached_input_of, meter, meter_async, usage_of
+from gateway.formats.anthropic.events import MessageAccumulator
+from gateway.registry.snapshot import Target
+from gateway.telemetry import call_facts
+from gateway.upstream.providers import Native
+from gateway.upstream.providers.base import StreamCut
+from gateway.upstream.replies import ReplyAccumulator
+
+
+class ModelCall:
+    def __init__(self, chain: list[Target], body: dict[str, Any], *, account_id: int, surface: str,
+                 request_id: str, cache: ReplyCache | None = None, native: Native | None = None,
+                 refusals_fall_through: bool = True, cut_code: str | None = None) -> None:
+        """`body`: the call in the chat form. `native`: the client's own request, for a server that
+        speaks its format. `refusals_fall_through`: on /v1 a provider's refusal moves to the next
+        model too (spec 7.3). `cut_code`: the error code the surface gives a reply cut midway, for the
+        calls log (by default the cut's reason)."""
+        self.chain = chain
+        self.body = body
+        self.account_id = account_id
+        self.surface = surface
+        self.request_id = request_id
+        self.cache = cache
+        self.native_request = native
+        self.refusals_fall_through = refusals_fall_through
+        self.cut_code = cut_code
+        self.native = False  # the reply comes in the client's own format, untranslated
+        self.reply: ReplyAccumulator | MessageAccumulator = ReplyAccumulator()
+        self.cut: StreamCut | None = None
+        self.target: Target | None = None  # the model that answers, when the chain does
+        self.entry: Entry | None = None  # the kept reply that answers, on a cache hit
+        self.recorder: Recorder | None = None  # the reply being recorded for the cache
+        self._chunks: AsyncIterator[dict[str, Any]] | None = None
+        self._looked_up = False
+        self._ended = False
+        self._usage: dict[str, int] | None = None
+        self._meter_done = False
+
+    @property
+    def model(self) -> str:
+        if self.target:
+            return self.target.public_id
+        return self.entry.model if self.entry else str(self.body.get("model"))
+
+    @property
+    def answered(self) -> bool:
+        """A reply began: the chain's first chunk came, or a kept reply answers."""
+        return self._chunks is not None
+
+    async def lookup(self) -> Entry | None:
+        """The kept reply that answers the call, when its group caches replies (asked once)."""
+        if not self._looked_up:
+            self._looked_up = True
+            if self.cache is not None and (entry := await self.cache.lookup()) is not None:
+                self.entry = entry
+                call_facts.replayed()
+        return self.entry
+
+    async def open(self) -> None:
+        """A kept reply, or the first chunk of the chain: every failure so far is raised."""
+        if await self.lookup() is not None:
+            self._chunks, self.native = replay(self.entry), self.entry.kind == ANTHROPIC
+            self._usage = self.entry.usage  # as metered when it was made
+        else:
+            opened = await open_reply(self.chain, self.body, refusals_fall_through=self.refusals_fall_through,
+                                      native=self.native_request)
+            self.target, self._chunks, self.native = opened.target, opened.chunks, opened.native
+            if self.cache is not None:
+                self.recorder = self.cache.record(ANTHROPIC if self.native else CHAT)
+        if self.native:
+            self.reply = MessageAccumulator()
+
+    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        """The reply's chunks; a stop midway ends the iteration and is kept in `cut`. A reply that
+        ended whole is kept for the cache before the surface's last frames go out, so a client that
+        has the whole reply finds it there."""
+        whole = False
+        try:
+            async for chunk in self._chunks:
+                self.reply.feed(chunk)
+                if self.recorder is not None:
+                    self.recorder.add(chunk)
+                yield chunk
+            whole = True
+        except StreamCut as cut:
+            self.cut = cut
+            call_facts.failed_in_stream(self.cut_code or cut.reason, call_facts.CUT)
+        finally:
+            self._ended = True
+            if not whole and self.cut is None:  # the client went away mid-reply
+                call_facts.failed_in_stream(None, call_facts.CLIENT_CLOSED)
+        if whole and self.recorder is not None:
+            await self.cache.keep(self.recorder, model=self.model, usage=self.usage())
+
+    def usage(self) -> dict[str, int]:
+        """The call's usage; counted once, when the reply has ended (the tokenizer may run)."""
+        if self._usage is not None:
+            return self._usage
+        usage = usage_of(self.reply, self.body)
+        if self._ended:
+            self._usage = usage
+        return usage
+
+    def meter(self) -> None:
+        """Meter the call's usage (sync code), the first time only; nothing when no reply began."""
+        if (fields := self._meter_fields()) is not None:
+            meter(**fields)
+
+    async def meter_async(self) -> None:
+        """`meter` from the event loop."""
+        if (fields := self._meter_fields()) is not None:
+            await meter_async(**fields)
+
+    def _meter_fields(self) -> dict[str, Any] | None:
+        if self._meter_done or (self.target is None and self.entry is None):
+            return None
+        self._meter_done = True
+        call_facts.reply_text(self.reply.delivered_output_text)  # read only when the group keeps its calls' text
+        usage = self.usage()
+        return {"account_id": self.account_id, "model": self.model, "surface": self.surface,
+                "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
+                "request_id": self.request_id, "cached": self.entry is not None,
+                "price": self.target.price if self.target else None, "cached_input_tokens": cached_input_of(self.reply)}
