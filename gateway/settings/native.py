@@ -7,18 +7,21 @@ from django.core.exceptions import ImproperlyConfigured
 
 from gateway.settings.environment import Environment, reader, trimmed
 
+# Native chat: tokens of a model's context window kept free for its reply when history is trimmed (at most a
+# quarter of the window, native/chat_turn.py).
+CHAT_REPLY_RESERVE_TOKENS = 1024
+
 
 def from_env(env: Environment = None) -> dict:
     env = reader(env)
     found = {
         # Native chat (POST /api/v1/chat): longest message in characters (spec 8.6 default 32000); the
         # largest attachment after base64 decoding, in bytes; the most characters of a text attachment;
-        # tokens of a model's context window kept free for its reply when history is trimmed; and how
-        # many retrieved chunks of a collection are put before the model.
+        # and how many retrieved chunks of a collection are put before the model.
         "CHAT_MESSAGE_MAX_CHARS": env.int("CHAT_MESSAGE_MAX_CHARS", default=32000),
         "CHAT_ATTACHMENT_MAX_BYTES": env.int("CHAT_ATTACHMENT_MAX_BYTES", default=5 * 1024 * 1024),
         "CHAT_ATTACHMENT_MAX_CHARS": env.int("CHAT_ATTACHMENT_MAX_CHARS", default=100_000),
-        "CHAT_REPLY_RESERVE_TOKENS": env.int("CHAT_REPLY_RESERVE_TOKENS", default=1024),
+        "CHAT_REPLY_RESERVE_TOKENS": CHAT_REPLY_RESERVE_TOKENS,
         "CHAT_RETRIEVAL_TOP_K": env.int("CHAT_RETRIEVAL_TOP_K", default=5),
         # Model discovery (POST /api/v1/profiles/refresh, the admin's "discover models"): the longest a
         # model server may take to list its models, in seconds (its own connect timeout still applies).

@@ -34,7 +34,8 @@ def from_env(env: Environment = None, *, var_dir: Path, redis: dict) -> dict:
         # in each new thread, reading the installed packages' entry points, and a web process enqueues from a
         # thread per request (a quarter of the webhook ingest's CPU, bench/README.md).
         "CELERY_RESULT_BACKEND_THREAD_SAFE": True,
-        "CELERY_TASK_ALWAYS_EAGER": env.bool("CELERY_TASK_ALWAYS_EAGER", default=False),
+        # Tasks run on a worker; a test that wants them inline sets the app's conf (tests/routines).
+        "CELERY_TASK_ALWAYS_EAGER": False,
         "CELERY_BEAT_SCHEDULE_FILENAME": str(var_dir / "celerybeat-schedule"),
         "CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP": True,
         # A worker outlives any broker outage: it keeps reconnecting (Celery's default gives up, and exits,

@@ -12,6 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from gateway.settings.environment import Environment, reader
 
+# Seconds the scrape waits for the task broker when it reads the queue's length.
+METRICS_BROKER_TIMEOUT_SECONDS = 2.0
+
 
 def from_env(env: Environment = None, *, var_dir: Path) -> dict:
     env = reader(env)
@@ -29,8 +32,7 @@ def from_env(env: Environment = None, *, var_dir: Path) -> dict:
         "PROMETHEUS_MULTIPROC_DIR": Path(env.str("PROMETHEUS_MULTIPROC_DIR", default="") or var_dir / "metrics"),
         # A scrape must send `Authorization: Bearer <METRICS_TOKEN>`; empty: only loopback clients may scrape.
         "METRICS_TOKEN": env.str("METRICS_TOKEN", default=""),
-        # Seconds the scrape waits for the task broker when it reads the queue's length.
-        "METRICS_BROKER_TIMEOUT_SECONDS": env.float("METRICS_BROKER_TIMEOUT_SECONDS", default=2.0),
+        "METRICS_BROKER_TIMEOUT_SECONDS": METRICS_BROKER_TIMEOUT_SECONDS,
     }
 
 

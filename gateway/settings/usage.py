@@ -16,6 +16,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from gateway.settings.environment import Environment, reader
 
+# Most records in one INSERT of the usage writer (docs/scaling.md).
+USAGE_BATCH_SIZE = 500
+
 
 def from_env(env: Environment = None, *, var_dir: Path) -> dict:
     env = reader(env)
@@ -26,8 +29,9 @@ def from_env(env: Environment = None, *, var_dir: Path) -> dict:
     return {
         # USAGE_BATCHED=false: each record is inserted inline instead (the in-process tests).
         "USAGE_BATCHED": env.bool("USAGE_BATCHED", default=True),
+        # Internal (docs/configuration.md), as USAGE_ORPHAN_SCAN_SECONDS: tests and benchmarks turn them.
         "USAGE_FLUSH_SECONDS": env.float("USAGE_FLUSH_SECONDS", default=0.5),
-        "USAGE_BATCH_SIZE": env.int("USAGE_BATCH_SIZE", default=500),
+        "USAGE_BATCH_SIZE": USAGE_BATCH_SIZE,
         "USAGE_SPOOL_DIR": Path(env.str("USAGE_SPOOL_DIR", default=str(var_dir / "spool"))),
         "USAGE_ORPHAN_SCAN_SECONDS": env.float("USAGE_ORPHAN_SCAN_SECONDS", default=5.0),
         "CURRENCY": currency,
