@@ -22,12 +22,12 @@ def from_env(env: Environment = None) -> dict:
         # A run still running after this many seconds is taken as lost (its worker died) and, if its
         # model had not answered yet, run again. Also the run task's time limit.
         "ROUTINE_RUN_TIMEOUT_SECONDS": env.int("ROUTINE_RUN_TIMEOUT_SECONDS", default=600),
-        # How long a run or a delivery retries a completion write while the
+        # Internal (docs/configuration.md): how long a run or a delivery retries a completion write while the
         # database is unreachable.
         "ROUTINE_WRITE_RETRY_SECONDS": env.int("ROUTINE_WRITE_RETRY_SECONDS", default=120),
-        # How often the sweep re-enqueues runs left queued or lost while running.
+        # Internal (docs/configuration.md): how often the sweep re-enqueues runs left queued or lost while running.
         "ROUTINE_SWEEP_SECONDS": env.float("ROUTINE_SWEEP_SECONDS", default=60.0),
-        # A run still queued this many seconds after it was made is enqueued
+        # Internal (docs/configuration.md): a run still queued this many seconds after it was made is enqueued
         # again by the sweep (its message may have been lost with a Redis that restarted); a claim makes a
         # second message a no-op.
         "ROUTINE_QUEUED_GRACE_SECONDS": env.int("ROUTINE_QUEUED_GRACE_SECONDS", default=60),

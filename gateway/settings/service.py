@@ -46,7 +46,7 @@ def from_env(env: Environment = None) -> dict:
         },
         # POST /v1/responses carries function tools to the models (off: tools answer 501, spec 7.2).
         "RESPONSES_TOOLS": env.bool("RESPONSES_TOOLS", default=False),
-        # Seconds a process keeps its copy of the model registry at most. A
+        # Internal (docs/configuration.md): seconds a process keeps its copy of the model registry at most. A
         # change is seen at once anyway (a version stamp read per call, gateway/registry/routing.py); this is the
         # backstop for writes that send no signal (model discovery's bulk writes) and for a stamp that Redis
         # could not keep.
@@ -54,13 +54,13 @@ def from_env(env: Environment = None) -> dict:
         # Seconds a model server that failed to connect or timed out before its first byte is skipped by
         # every process (gateway/registry/cooldown.py); then one call tries it again. 0 turns cooldowns off.
         "SERVER_COOLDOWN_SECONDS": env.float("SERVER_COOLDOWN_SECONDS", default=30.0),
-        # Seconds between two writes of a process's model server health (last
+        # Internal (docs/configuration.md): seconds between two writes of a process's model server health (last
         # success, last failure) to the shared cache, for the admin (gateway/registry/server_health.py); a
         # proxied call itself writes nothing.
         "SERVER_HEALTH_FLUSH_SECONDS": env.float("SERVER_HEALTH_FLUSH_SECONDS", default=5.0),
         # Retry-After of the 503 answered while PostgreSQL or Redis cannot be reached.
         "OUTAGE_RETRY_AFTER_SECONDS": env.int("OUTAGE_RETRY_AFTER_SECONDS", default=5),
-        # The web process's garbage collector (gateway/ops/web_process.py):
+        # Internal (docs/configuration.md): the web process's garbage collector (gateway/ops/web_process.py):
         # what is loaded at start is frozen, and these thresholds replace Python's (700, 10, 10). Empty:
         # Python's defaults, nothing frozen (a benchmark's what-if, bench/README.md).
         "GC_THRESHOLDS": tuple(env.list("GC_THRESHOLDS", cast=int, default=[50_000, 20, 100])),
