@@ -14,6 +14,12 @@ it moves what the tests of one process share and would step on in another's:
 
 The PostgreSQL test database needs nothing: pytest-django names it per worker (`test_<name>_gw0`).
 Ports are free ones picked per server (tests/servers.py free_port). Without xdist nothing changes.
+
+The `serial` marker: tests that must not run beside another test process, given here to every test
+of the folders that start whole stacks of their own (SERIAL_FOLDERS: the fault stacks, the
+multi-host stack in network namespaces, a browser, the coding agents), whose timings and process
+counts assume a machine to themselves. .ci/run runs `-m "not serial"` with `-n 2`, then `-m serial`
+in one process.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import re
 from pathlib import Path
 
 REDIS_DATABASES = 16
+SERIAL_FOLDERS = ("faults", "scale", "browser", "clients")  # under tests/
 DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/14"  # tests/conftest.py redis_url's, without REDIS_URL
 
 
@@ -63,6 +70,21 @@ def _settle() -> None:
     changes = worker_environment(dict(os.environ), number, Path(__file__).resolve().parents[1])
     os.environ.update(changes)
     Path(changes["GATEWAY_VAR_DIR"]).mkdir(parents=True, exist_ok=True)
+
+
+def is_serial(relative_path: str) -> bool:
+    """Whether a test file (its path from the repository's root) is in a folder whose tests run alone."""
+    parts = Path(relative_path).parts
+    return len(parts) > 2 and parts[0] == "tests" and parts[1] in SERIAL_FOLDERS
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    root = Path(str(config.rootpath))
+    for item in items:
+        if is_serial(Path(str(item.path)).relative_to(root).as_posix()):
+            item.add_marker(pytest.mark.serial)
 
 
 _settle()  # at import: `-p` plugins are imported before pytest-django reads the settings

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.parallel import redis_url_for, worker_environment
+from tests.parallel import is_serial, redis_url_for, worker_environment
 
 REPO = Path("/repo")
 
@@ -32,3 +32,17 @@ def test_a_worker_moves_its_folders_and_redis_and_leaves_the_rest():
 def test_without_an_environment_a_worker_still_gets_its_own_folder_and_test_redis():
     assert worker_environment({}, 0, REPO) == {"GATEWAY_VAR_DIR": "/repo/var/gw0",
                                                "GATEWAY_TEST_REDIS_URL": "redis://127.0.0.1:6379/14"}
+
+
+@pytest.mark.parametrize(("path", "serial"), [
+    ("tests/faults/test_faults.py", True), ("tests/scale/test_cluster.py", True),
+    ("tests/browser/test_sso_browser.py", True), ("tests/clients/test_codex_cli.py", True),
+    ("tests/gateway/limits/test_quotas.py", False), ("tests/test_parallel.py", False),
+    ("tests/compat/faults_like.py", False),
+])
+def test_the_stacks_folders_run_alone(path, serial):
+    assert is_serial(path) is serial
+
+
+def test_a_test_outside_those_folders_is_not_marked_serial(request):
+    assert request.node.get_closest_marker("serial") is None
