@@ -1,8 +1,12 @@
 """Deployment settings (issue 12, item 4), with DEBUG off: the SECRET_KEY refusal, HSTS, secure
 cookies, forwarded headers believed only from TRUSTED_PROXIES, `check --deploy` clean with
-production settings, and `Cache-Control: no-store` on every answer that carries a secret."""
+production settings, and `Cache-Control: no-store` on every answer that carries a secret.
 
-import json
+What the settings make of an environment is `gateway.settings.from_env` of it, in this process (the
+settings only read); a fresh process is started only where the process is the point: `manage.py check
+--deploy` as a whole, and the embedded default's secret key made by the first process and read by the next."""
+
+import hashlib
 import os
 import secrets
 import stat
@@ -11,10 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
 from gateway.limits.ratelimit import client_address
+from gateway.ops.process_start import kept_secret_key
+from gateway.settings import from_env
 from gateway.web.middleware import TrustedProxyMiddleware
 from tests.factories import PASSWORD, AccountFactory, api_key_for, bearer, session_for
 
@@ -30,7 +37,7 @@ PRODUCTION = {
     "SECURE_HSTS_PRELOAD": "true",
     "TRUSTED_PROXIES": "10.0.0.0/8",
 }
-# Every variable a test run may have set that the settings read.
+# Every variable a test run may have set that the settings read (for the processes `check --deploy` runs in).
 SETTINGS_VARS = {"SECRET_KEY", "DEBUG", "DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "GATEWAY_VAR_DIR",
                  "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD",
                  "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "TRUSTED_PROXIES", "TRUSTED_PROXY_COUNT",
@@ -46,18 +53,15 @@ def run_python(tmp_path, code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def settings_in(tmp_path, *names: str, **env: str) -> dict:
-    code = ("import json, django; django.setup(); from django.conf import settings; "
-            f"print(json.dumps({{n: getattr(settings, n) for n in {list(names)!r}}}))")
-    done = run_python(tmp_path, code, **env)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """The settings `names` of the environment `env` alone (nothing of the test run's)."""
+    found = from_env({"GATEWAY_VAR_DIR": str(tmp_path / "var"), **env})
+    return {name: found[name] for name in names}
 
 
 def refusal(tmp_path, **env: str) -> str:
-    done = run_python(tmp_path, "from django.conf import settings; settings.SECRET_KEY", **env)
-    assert done.returncode != 0, "the settings loaded"
-    assert "ImproperlyConfigured" in done.stderr
-    return done.stderr.strip().splitlines()[-1]
+    with pytest.raises(ImproperlyConfigured) as refused:
+        from_env({"GATEWAY_VAR_DIR": str(tmp_path / "var"), **env})
+    return str(refused.value)
 
 
 # --- SECRET_KEY ------------------------------------------------------------------------------
@@ -86,17 +90,33 @@ class TestSecretKey:
     def test_debug_on_takes_any_key(self, tmp_path):
         assert settings_in(tmp_path, "SECRET_KEY", DEBUG="true", SECRET_KEY="short")["SECRET_KEY"] == "short"
 
-    def test_the_embedded_default_makes_one_key_kept_in_the_var_folder(self, tmp_path):
-        first = run_python(tmp_path, "import django; django.setup(); from django.conf import settings; "
-                                     "print(len(settings.SECRET_KEY))", DEBUG="false")
-        assert first.returncode == 0, first.stderr
+    def test_the_embedded_default_keeps_its_key_in_the_var_folder(self, tmp_path):
+        """Without SECRET_KEY, on SQLite, the settings name the file (and write nothing); the first to
+        take the key makes it, random and readable by its owner alone, and every later one reads it."""
+        found = settings_in(tmp_path, "SECRET_KEY", "SECRET_KEY_FILE", DEBUG="false")
         kept = tmp_path / "var" / "secret-key"
-        key = kept.read_text().strip()
-        assert len(key) >= 50 and len(set(key)) >= 5
+        assert found == {"SECRET_KEY": "", "SECRET_KEY_FILE": kept} and not kept.exists()
+        key = kept_secret_key(kept)
+        assert len(key) >= 50 and len(set(key)) >= 5 and kept.read_text().strip() == key
         assert stat.S_IMODE(kept.stat().st_mode) == 0o600
-        assert key not in first.stdout + first.stderr  # nothing secret printed
-        # every later process of the install (manage.py, the worker, the web) reads the same key
-        assert settings_in(tmp_path, "SECRET_KEY", DEBUG="false")["SECRET_KEY"] == key
+        assert kept_secret_key(kept) == key
+        assert [p.name for p in kept.parent.iterdir()] == ["secret-key"]  # no draft left behind
+        # a key given wins, and PostgreSQL (several hosts) names no file
+        assert settings_in(tmp_path, "SECRET_KEY_FILE", DEBUG="false", SECRET_KEY=GOOD_KEY)["SECRET_KEY_FILE"] is None
+        assert settings_in(tmp_path, "SECRET_KEY_FILE", DEBUG="true",
+                           DATABASE_URL="postgres://gw@127.0.0.1:5432/gw")["SECRET_KEY_FILE"] is None
+
+    def test_the_first_process_of_the_install_makes_the_key_and_the_next_reads_it(self, tmp_path):
+        """Each process takes it when Django is set up (gateway/apps.py, gateway/ops/process_start.py):
+        manage.py, the worker and the web of one install sign with one key."""
+        code = ("import hashlib, django; django.setup(); from django.conf import settings; "
+                "print(hashlib.sha256(settings.SECRET_KEY.encode()).hexdigest())")
+        first, second = (run_python(tmp_path, code, DEBUG="false") for _ in range(2))
+        assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
+        key = (tmp_path / "var" / "secret-key").read_text().strip()
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        assert first.stdout.split()[-1] == second.stdout.split()[-1] == digest
+        assert key not in first.stdout + first.stderr + second.stdout + second.stderr  # nothing secret printed
 
 
 # --- TRUSTED_PROXIES: X-Forwarded-For / X-Forwarded-Proto ------------------------------------
@@ -252,7 +272,7 @@ class TestHstsAndCookies:
         assert settings_in(tmp_path, *names, **PRODUCTION) == {
             "SECURE_SSL_REDIRECT": True, "SECURE_HSTS_SECONDS": 31536000, "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
             "SECURE_HSTS_PRELOAD": True, "SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True,
-            "TRUSTED_PROXIES": ["10.0.0.0/8"], "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"]}
+            "TRUSTED_PROXIES": ["10.0.0.0/8"], "SECURE_PROXY_SSL_HEADER": ("HTTP_X_FORWARDED_PROTO", "https")}
         # the cookies follow the redirect unless set on their own
         assert settings_in(tmp_path, "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", **PRODUCTION,
                            CSRF_COOKIE_SECURE="false") == {"SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": False}

@@ -1,22 +1,16 @@
 """Redis through Sentinel (issue 28), the settings: REDIS_SENTINELS read as host:port pairs or refused at start
 with ImproperlyConfigured; with them, the counters, the Django caches, the Celery broker and the health probe all
-follow the primary the Sentinels name. Without them nothing changes. The failover itself is
+follow the primary the Sentinels name. Without them nothing changes. What the settings make of an environment
+is `gateway.settings.from_env` of it, in this process. The failover itself is
 tests/faults/test_sentinel_failover.py's."""
-
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from gateway.settings import from_env
 from gateway.settings.redis import sentinel_addresses
 from gateway.state.backend import sentinels_of
 from gateway.state.redis.sentinel import Sentinels
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(("text", "pairs"), [
@@ -37,35 +31,27 @@ def test_a_malformed_list_is_refused_naming_the_item(text):
         sentinel_addresses(text)
 
 
-def settings_in_a_process(tmp_path, **env: str) -> subprocess.CompletedProcess:
-    code = ("import json, django; django.setup(); from django.conf import settings as s; "
-            "print(json.dumps({'url': s.REDIS_URL, 'broker': s.CELERY_BROKER_URL, "
-            "'options': s.CELERY_BROKER_TRANSPORT_OPTIONS, 'cache': s.CACHES['default'], "
-            "'ratelimit': s.CACHES['ratelimit']}))")
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS", "CELERY", "DATABASE_URL", "PYTEST"))}
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env={**keep, "DJANGO_SETTINGS_MODULE": "gateway.settings", "GATEWAY_VAR_DIR": str(tmp_path),
-                               **env})
+def settings_of(tmp_path, **env: str) -> dict:
+    """The settings of the environment `env` alone (no REDIS_URL, broker or database of the test run's)."""
+    s = from_env({"GATEWAY_VAR_DIR": str(tmp_path), **env})
+    return {"url": s["REDIS_URL"], "broker": s["CELERY_BROKER_URL"], "options": s["CELERY_BROKER_TRANSPORT_OPTIONS"],
+            "cache": s["CACHES"]["default"], "ratelimit": s["CACHES"]["ratelimit"]}
 
 
 def test_with_sentinels_the_caches_and_the_broker_follow_the_primary(tmp_path):
-    done = settings_in_a_process(tmp_path, REDIS_SENTINELS="s1:26379,s2:26380", REDIS_SENTINEL_SERVICE="gw",
-                                 REDIS_SENTINEL_PASSWORD="sentinel-secret", REDIS_URL="redis://:p%40ss@gw/3")
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout.splitlines()[-1])
+    got = settings_of(tmp_path, REDIS_SENTINELS="s1:26379,s2:26380", REDIS_SENTINEL_SERVICE="gw",
+                      REDIS_SENTINEL_PASSWORD="sentinel-secret", REDIS_URL="redis://:p%40ss@gw/3")
     assert got["broker"] == "sentinel://:p%40ss@s1:26379/3;sentinel://:p%40ss@s2:26380/3"
     assert got["options"] == {"master_name": "gw", "sentinel_kwargs": {"password": "sentinel-secret"}}
     for alias in ("cache", "ratelimit"):
         assert got[alias]["LOCATION"] == "redis://:p%40ss@gw/3"
         assert got[alias]["OPTIONS"] == {"pool_class": "gateway.state.redis.sentinel.SentinelPool",
-                                         "sentinels": [["s1", 26379], ["s2", 26380]], "service": "gw",
+                                         "sentinels": [("s1", 26379), ("s2", 26380)], "service": "gw",
                                          "sentinel_password": "sentinel-secret"}
 
 
 def test_without_redis_url_the_sentinels_default_to_database_zero(tmp_path):
-    done = settings_in_a_process(tmp_path, REDIS_SENTINELS="s1:26379")
-    assert done.returncode == 0, done.stderr
-    got = json.loads(done.stdout.splitlines()[-1])
+    got = settings_of(tmp_path, REDIS_SENTINELS="s1:26379")
     assert (got["url"], got["broker"], got["options"]) == ("redis://mymaster/0", "sentinel://s1:26379/0",
                                                            {"master_name": "mymaster"})
 
@@ -76,8 +62,9 @@ def test_without_redis_url_the_sentinels_default_to_database_zero(tmp_path):
     ({"REDIS_SENTINELS": "s1:26379", "REDIS_SENTINEL_SERVICE": "my master"}, "REDIS_SENTINEL_SERVICE must name"),
 ])
 def test_bad_sentinel_settings_stop_the_start(tmp_path, env, message):
-    done = settings_in_a_process(tmp_path, **env)
-    assert done.returncode != 0 and "ImproperlyConfigured" in done.stderr and message in done.stderr, done.stderr
+    with pytest.raises(ImproperlyConfigured) as refused:
+        settings_of(tmp_path, **env)
+    assert message in str(refused.value)
 
 
 def test_without_sentinels_nothing_changes(settings):
