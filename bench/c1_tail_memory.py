@@ -1,0 +1,119 @@
+"""The tail at c=1 and the web process's memory: one client sending one chat completion at a time
+(non-streamed) to the upstream directly and through one gateway process, in interleaved rounds; the
+gateway's resident memory when it has started and after the load.
+
+    .venv/bin/python bench/c1_tail_memory.py                      # 3 rounds of 8 s each
+    .venv/bin/python bench/c1_tail_memory.py --commit 3405c83     # an earlier commit, the same way
+    .venv/bin/python bench/c1_tail_memory.py --env GATEWAY_X=1    # a what-if (repeatable)
+
+Per run: requests, p50, p99, p99.9 and the longest, in ms; for the gateway also its RSS (VmRSS of
+/proc/<pid>/status, MB) after start-up (before any request), after the first round and at the end,
+and its peak (VmHWM), then after 8 s of load at c=16 and at c=64 (`--load`). Compare two commits by running it for each, interleaved (A B B A), and taking
+the medians. Output: bench/results/c1-<tag>.md. Method and findings: bench/README.md ("p99 at c=1
+and the web process's memory").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+from datetime import datetime, timezone
+
+import harness
+from harness import RESULTS, git_commit
+from loadgen import pct
+from stack import Stack
+from tail_latency import closed_loop
+
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """The process's resident set now and its peak, in MB."""
+    found = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                found[name] = int(value.split()[0]) / 1024
+    return {"rss": found["VmRSS"], "peak": found["VmHWM"]}
+
+
+def figures(spans: list[tuple]) -> dict:
+    latencies = [(end - start) * 1000 for start, end in spans]
+    return {"n": len(latencies), "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99),
+            "p999": pct(latencies, 0.999), "max": max(latencies)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=8.0, help="measured seconds per run (default 8)")
+    p.add_argument("--load", type=int, nargs="*", default=[16, 64], metavar="C",
+                   help="after the rounds, 8 s of load at each of these concurrencies before the last memory reading")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra gateway environment")
+    p.add_argument("--tag", help="suffix for the result file (c1-<tag>.md)")
+    p.add_argument("--commit", metavar="REV", help="test this commit (exported with git archive)")
+    args = p.parse_args()
+    extra = dict(item.split("=", 1) for item in args.env)
+    harness.install_signal_handlers()
+    git_commit(args.commit)
+    stack = Stack(extra, REDIS_URL)
+    rows, memory = [], {}
+    try:
+        stack.prepare(args.commit)
+        gateway = stack.start_gateway()
+        memory["started"] = memory_mb(gateway.popen.pid)
+        targets = {"direct": (stack.upstream, "echo-1"), "gateway": (stack.gateway, "bench/echo-1")}
+        for rnd in range(1, args.rounds + 1):
+            for target, (base, model) in targets.items():  # interleaved: A B A B ...
+                s = figures(asyncio.run(closed_loop(base, model, stack.api_key, 1, args.seconds)))
+                stack.check_alive()
+                rows.append({"round": rnd, "target": target, **s})
+                print(f"  round {rnd} {target:7} n={s['n']} p50={s['p50']:.2f} p99={s['p99']:.2f} "
+                      f"p99.9={s['p999']:.2f} max={s['max']:.1f} ms", flush=True)
+            if rnd == 1:
+                memory["after one round"] = memory_mb(gateway.popen.pid)
+        memory["after the c=1 rounds"] = memory_mb(gateway.popen.pid)
+        for concurrency in args.load:  # the load gateway_latency.py puts on it after c=1
+            asyncio.run(closed_loop(stack.gateway, "bench/echo-1", stack.api_key, concurrency, 8.0))
+            stack.check_alive()
+            memory[f"after 8 s at c={concurrency}"] = memory_mb(gateway.popen.pid)
+        for when, m in memory.items():
+            print(f"  gateway memory {when}: RSS {m['rss']:.1f} MB (peak {m['peak']:.1f})", flush=True)
+        write_report(args, rows, memory)
+        return 0
+    except KeyboardInterrupt:
+        print("\nbench: interrupted; cleaning up", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stack.close()
+
+
+def write_report(args, rows: list[dict], memory: dict) -> None:
+    lines = [f"# c=1 tail and memory ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {git_commit()})", "",
+             f"{args.rounds} interleaved rounds of {args.seconds:g} s, one request at a time, non-streamed.", "",
+             "| round | target | requests | p50 ms | p99 ms | p99.9 ms | max ms |", "|--:|---|--:|--:|--:|--:|--:|"]
+    lines += [f"| {r['round']} | {r['target']} | {r['n']} | {r['p50']:.2f} | {r['p99']:.2f} | {r['p999']:.2f} | "
+              f"{r['max']:.1f} |" for r in rows]
+    for target in ("direct", "gateway"):
+        mine = [r for r in rows if r["target"] == target]
+        lines.append(f"| median | {target} | {statistics.median(r['n'] for r in mine):.0f} | "
+                     f"{statistics.median(r['p50'] for r in mine):.2f} | {statistics.median(r['p99'] for r in mine):.2f} | "
+                     f"{statistics.median(r['p999'] for r in mine):.2f} | {statistics.median(r['max'] for r in mine):.1f} |")
+    lines += ["", "| gateway memory | RSS MB | peak MB |", "|---|--:|--:|"]
+    lines += [f"| {when} | {m['rss']:.1f} | {m['peak']:.1f} |" for when, m in memory.items()]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"c1{'-' + args.tag if args.tag else ''}.md"
+    path.write_text("\n".join(lines) + "\n")
+    print(f"bench: {path}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
