@@ -8,9 +8,9 @@ gateway's resident memory when it has started and after the load.
 
 Per run: requests, p50, p99, p99.9 and the longest, in ms; for the gateway also its RSS (VmRSS of
 /proc/<pid>/status, MB) after start-up (before any request), after the first round and at the end,
-and its peak (VmHWM), then after 8 s of load at c=16 and at c=64 (`--load`). Compare two commits by running it for each, interleaved (A B B A), and taking
-the medians. Output: bench/results/c1-<tag>.md. Method and findings: bench/README.md ("p99 at c=1
-and the web process's memory").
+and its peak (VmHWM), then after 8 s of load at c=16 and at c=64 (`--load`). Compare two commits
+by running it for each, interleaved (A B B A), and taking the medians. Output:
+bench/results/c1-<tag>.md. Method and findings: bench/README.md ("p99 at c=1 and the web process's memory").
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ def write_report(args, rows: list[dict], memory: dict) -> None:
               f"{r['max']:.1f} |" for r in rows]
     for target in ("direct", "gateway"):
         mine = [r for r in rows if r["target"] == target]
-        lines.append(f"| median | {target} | {statistics.median(r['n'] for r in mine):.0f} | "
-                     f"{statistics.median(r['p50'] for r in mine):.2f} | {statistics.median(r['p99'] for r in mine):.2f} | "
-                     f"{statistics.median(r['p999'] for r in mine):.2f} | {statistics.median(r['max'] for r in mine):.1f} |")
+        median = {key: statistics.median(r[key] for r in mine) for key in ("n", "p50", "p99", "p999", "max")}
+        lines.append(f"| median | {target} | {median['n']:.0f} | {median['p50']:.2f} | {median['p99']:.2f} | "
+                     f"{median['p999']:.2f} | {median['max']:.1f} |")
     lines += ["", "| gateway memory | RSS MB | peak MB |", "|---|--:|--:|"]
     lines += [f"| {when} | {m['rss']:.1f} | {m['peak']:.1f} |" for when, m in memory.items()]
     RESULTS.mkdir(parents=True, exist_ok=True)
