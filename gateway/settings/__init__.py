@@ -9,7 +9,7 @@ What depends on the environment is `from_env(environment)`: a function of the en
 own. It reads and does nothing else: the folders, the metrics folder in the environment and the embedded
 default's secret key file are made when a process starts (gateway/ops/process_start.py). This module's
 one effect is reading `.env` into the process environment (a variable already set wins), so that what it
-sets reaches every reader of the environment, as the OpenTelemetry and proxy variables.
+sets reaches every reader of the environment (the OpenTelemetry and proxy variables, say).
 """
 
 from pathlib import Path
