@@ -4,9 +4,10 @@ outside it (the README once sent readers to ../shared/, which a clone does not h
 
 And the product cites only what it holds: no tracked file names a document that lives beside the
 repository rather than in it (OUTSIDE_NAMES; what the product needs of them is in docs/design.md
-and docs/decisions.md), and every `docs/<file>.md` a file cites exists, with the section it names
-(`(docs/design.md, "Models")`) as one of its headings or the bold lead of one of its paragraphs.
-This file is the one place that may spell the forbidden names."""
+and the decision records, docs/decisions/README.md), and every `docs/<file>.md` or
+`docs/<folder>/<file>.md` a file cites exists, with the section it names (`(docs/design.md, "Models")`)
+as one of its headings or the bold lead of one of its paragraphs. The decision records' index lists
+every record, and only them. This file is the one place that may spell the forbidden names."""
 
 import re
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 THIS_FILE = Path(__file__).resolve()
-DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 INLINE_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REFERENCE_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\"[^\"]*\")?\s*$", re.MULTILINE)
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
@@ -65,8 +66,11 @@ OUTSIDE_NAMES = ("DESIGN.md", "faults.md", "SPEC.md", "../shared")
 # The product's and the docs' files, as `git ls-files` pathspecs (`*` matches across folders too).
 PRODUCT_FILES = ("*.py", "*.md", "*.txt", "*.toml", "*.html", "bin/*", "Procfile", ".ci/run", ".importlinter",
                  ".env.example")
-DOCS_PATH = re.compile(r"(?<![\w./-])docs/([\w.-]+\.md)")
-SECTION_CITATION = re.compile(r'(?<![\w./-])docs/([\w.-]+\.md),? "([^"\n]+)"')
+# A document under docs/, in a folder of it or not ("decisions/0109-response-cache.md").
+DOCS_PATH = re.compile(r"(?<![\w./-])docs/((?:[\w.-]+/)*[\w.-]+\.md)")
+SECTION_CITATION = re.compile(r'(?<![\w./-])docs/((?:[\w.-]+/)*[\w.-]+\.md),? "([^"\n]+)"')
+DECISIONS = REPO / "docs" / "decisions"
+RECORD_NAME = re.compile(r"^(\d{4})-[a-z0-9]+(?:-[a-z0-9]+)*\.md$")
 
 
 def tracked_files() -> list[Path]:
@@ -102,6 +106,9 @@ def test_the_citation_readers_find_names_paths_and_sections():
     assert outside_names("docs/design.md, the design") == []  # our own design doc is not the outside one
     assert DOCS_PATH.findall(text) == ["a.md", "b.md"]
     assert SECTION_CITATION.findall(text) == [("b.md", "Counters")]
+    nested = 'See docs/decisions/0001-a.md and (docs/decisions/0002-b.md, "Who gets in"), not x/docs/d/e.md.'
+    assert DOCS_PATH.findall(nested) == ["decisions/0001-a.md", "decisions/0002-b.md"]
+    assert SECTION_CITATION.findall(nested) == [("decisions/0002-b.md", "Who gets in")]
     doc = ("# T\n\n## Metrics and JSON logs (issue 14)\n\n**Celery is pinned to 5.6.3 (with kombu).** Why.\n\n"
            "### `cache_control`: carried\n")
     assert names_section(doc, "Metrics and JSON logs")
@@ -119,7 +126,7 @@ def test_the_tracked_files_are_read():
 def test_no_file_cites_a_document_outside_the_repository():
     naming = {path.relative_to(REPO).as_posix(): names for path in tracked_files()
               if (names := outside_names(path.read_text(errors="replace")))}
-    assert naming == {}, "cite the repository's own docs instead (docs/design.md, docs/decisions.md)"
+    assert naming == {}, "cite the repository's own docs instead (docs/design.md, docs/decisions/README.md)"
 
 
 def test_every_cited_doc_exists_with_its_section():
@@ -134,3 +141,16 @@ def test_every_cited_doc_exists_with_its_section():
                 unknown_sections.add((where, f'docs/{name}, "{section}"'))
     assert missing == set(), "cited docs that do not exist"
     assert unknown_sections == set(), "cited sections that are no heading or bold paragraph lead of their doc"
+
+
+def test_the_decision_index_lists_every_record_once():
+    """docs/decisions/: one record per decision, numbered 0001, 0002, ... without a gap, each opening with
+    its title, and README.md links each record exactly once (and nothing that is not one)."""
+    records = sorted(path.name for path in DECISIONS.glob("*.md") if path.name != "README.md")
+    assert records, "no decision records"
+    assert all(RECORD_NAME.match(name) for name in records), "records are named NNNN-short-slug.md"
+    assert [int(RECORD_NAME.match(name)[1]) for name in records] == list(range(1, len(records) + 1))
+    for name in records:
+        assert (DECISIONS / name).read_text().startswith("# "), f"{name} opens with its # title"
+    linked = [target for target in links((DECISIONS / "README.md").read_text()) if RECORD_NAME.match(target)]
+    assert sorted(linked) == records, "README.md links every record once"
