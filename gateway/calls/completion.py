@@ -5,7 +5,9 @@ before they go on (the agent's tool loop, the gateway's own MCP chat tool).
     completion = await complete(chain, {"messages": [...], "tools": [...]}, refusals_fall_through=False)
     if completion.cut: raise completion_cut_error(completion)
 
-Failures before the first byte are raised as `open_reply` raises them (a refusal with its own
+The call is a ModelCall (gateway/calls/model_call.py) with no response cache; its metering is the
+caller's (`meter_completion`: an agent meters each round, a routine run under its own key).
+Failures before the first byte are raised as the chain raises them (a refusal with its own
 status, `ChainExhausted` when every model failed); a reply that stops midway is returned with
 `cut` set and what had arrived, so the caller can meter it and answer 504/502 (spec 6.2, 7.2).
 When the caller is cancelled mid-reply, the `CancelledError` carries what had arrived in
@@ -19,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.calls.cuts import cut_error
-from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import cached_input_of, cost_units_of, meter, usage_of
+from gateway.calls.model_call import ModelCall
 from gateway.registry.snapshot import Target
 from gateway.state.workers import in_worker
 from gateway.upstream.providers.base import StreamCut
@@ -53,18 +55,15 @@ class Completion:
 
 
 async def complete(chain: list[Target], body: dict[str, Any], *, refusals_fall_through: bool) -> Completion:
-    opened = await open_reply(chain, body, refusals_fall_through=refusals_fall_through)
-    reply = ReplyAccumulator()
-    cut = None
+    call = ModelCall(chain, body, refusals_fall_through=refusals_fall_through)
+    await call.open()
     try:
-        async for chunk in opened.chunks:
-            reply.feed(chunk)
-    except StreamCut as stop:
-        cut = stop
+        async for _ in call.chunks():
+            pass
     except asyncio.CancelledError as cancelled:  # the caller went away mid-reply: what arrived is
-        cancelled.partial = _completion(opened.target, reply, body, None)  # there to meter
+        cancelled.partial = _completion(call.target, call.reply, body, None)  # there to meter
         raise
-    return _completion(opened.target, reply, body, cut)
+    return _completion(call.target, call.reply, body, call.cut)
 
 
 def _completion(target: Target, reply: ReplyAccumulator, body: dict[str, Any], cut: StreamCut | None) -> Completion:

@@ -32,13 +32,14 @@ from gateway.upstream.replies import ReplyAccumulator
 
 
 class ModelCall:
-    def __init__(self, chain: list[Target], body: dict[str, Any], *, account_id: int, surface: str,
-                 request_id: str, cache: ReplyCache | None = None, native: Native | None = None,
+    def __init__(self, chain: list[Target], body: dict[str, Any], *, account_id: int | None = None, surface: str = "",
+                 request_id: str = "", cache: ReplyCache | None = None, native: Native | None = None,
                  refusals_fall_through: bool = True, cut_code: str | None = None) -> None:
         """`body`: the call in the chat form. `native`: the client's own request, for a server that
         speaks its format. `refusals_fall_through`: on /v1 a provider's refusal moves to the next
         model too (spec 7.3). `cut_code`: the error code the surface gives a reply cut midway, for the
-        calls log (by default the cut's reason)."""
+        calls log (by default the cut's reason). `account_id`, `surface`, `request_id`: what `meter`
+        records; a call metered by its caller (gateway/calls/completion.py) goes without them."""
         self.chain = chain
         self.body = body
         self.account_id = account_id
@@ -138,6 +139,8 @@ class ModelCall:
     def _meter_fields(self) -> dict[str, Any] | None:
         if self._meter_done or (self.target is None and self.entry is None):
             return None
+        if self.account_id is None:
+            raise ValueError("this model call has no account to meter: its caller meters it")
         self._meter_done = True
         call_facts.reply_text(self.reply.delivered_output_text)  # read only when the group keeps its calls' text
         usage = self.usage()
