@@ -130,5 +130,6 @@ class AccountAdmin(AccountKeyAdmin, UserAdmin, ModelAdmin):
 
 
 # Django's permission groups: the console assigns none (an operator is a superuser, or staff with permissions
-# of their own), so their page is not offered beside the account groups (docs/decisions.md, issue 26).
+# of their own), so their page is not offered beside the account groups
+# (docs/decisions/0116-console-theme-home-and-pages.md, "Branding and names").
 admin.site.unregister(Group)

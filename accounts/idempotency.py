@@ -1,4 +1,4 @@
-"""`Idempotency-Key` on the POSTs that cost or create (issue 25; docs/decisions.md, "Idempotency-Key"): the
+"""`Idempotency-Key` on the POSTs that cost or create (docs/decisions/0113-idempotency-key.md): the
 first answer to a request sent with a key is kept per account for IDEMPOTENCY_TTL_SECONDS, and the same key
 with the same request gets that answer again, marked `Idempotent-Replayed: true`, instead of a second call:
 no model is called and nothing is metered again.

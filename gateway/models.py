@@ -149,8 +149,8 @@ def validate_alias_name(value: str) -> None:
 
 
 class Alias(models.Model):
-    """A public model name over a weighted list of deployments (issue 24; docs/decisions.md, "Pools and
-    aliases"): each call picks one by the alias's policy, and the others answer when it fails before its
+    """A public model name over a weighted list of deployments (docs/decisions/0110-pools-and-aliases.md):
+    each call picks one by the alias's policy, and the others answer when it fails before its
     first byte, before the alias's own fallbacks. An alias named like a bare model name defines that
     name's pool."""
 

@@ -7,7 +7,7 @@ ids), and move `vectors_version` on in the same transaction (deletes and reindex
 `vectors_generation`), so every process's cached matrix (native/vectors.py) is refreshed by its
 next search.
 When the current embedding model is not the one the collection was made with, writes and searches
-answer 409 `reindex_required` (docs/decisions.md) until the collection is reindexed.
+answer 409 `reindex_required` (docs/decisions/0044-collections-one-model.md) until the collection is reindexed.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`/api/v1/mcp`: the gateway itself as an MCP server over Streamable HTTP (JSON-RPC 2.0). This
 module is the transport (HTTP checks, sessions, one message or a batch per POST); the messages
 and methods are native/mcp_messages.py's, the tools native/tools/'s. Why not the `mcp` package's
-server: docs/decisions.md, "One way to do each thing".
+server: docs/decisions/0106-one-way-to-do-each-thing.md.
 
 One POST carries one JSON-RPC message (or, at protocol version 2025-03-26 only, a batch);
 every answer is `application/json`, never an SSE stream, and no GET stream is offered (GET and
@@ -9,7 +9,7 @@ DELETE answer 405). The versions negotiated through `initialize` are the handsha
 2024-11-05 to 2025-11-25; `server/discover` (2026-07-28) is an unknown method, so a client
 probing for the newer protocol falls back to `initialize`.
 
-What answers what (docs/decisions.md, "MCP server"):
+What answers what (docs/decisions/0037-mcp-server-a-django-view.md):
 - the endpoint wrapper first: 405 for other methods, 401/403 for a credential (spec 5.3,
   `{message: 'Unauthenticated.'}`), 429 of the general 300-per-minute row;
 - transport errors with the status the MCP transport names and a JSON-RPC error body

@@ -1,5 +1,5 @@
-"""Profiles a caller may use (docs/design.md, "Profiles"; docs/decisions.md, "Profiles"), and the aliases
-it may chat with (issue 24: `aliases_for`).
+"""Profiles a caller may use (docs/design.md, "Profiles"; docs/decisions/0036-profiles.md), and the
+aliases it may chat with (issue 24: `aliases_for`).
 
 A profile is listed to the members of the groups it is granted to, while it is enabled. Its
 `available` says whether its model (or the default model, when the profile names none) can

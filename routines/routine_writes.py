@@ -196,7 +196,8 @@ def _schedule_errors(merged: dict[str, str]) -> dict[str, list[str]]:
     """The time zone must be a known one, and a schedule that is sent to a `schedule` routine a
     valid 5-field cron. No schedule is no error: spec 4.5 requires only `name`, `prompt` and
     `delivery_targets`, with `schedule` the default trigger; such a routine is created, the beat
-    never starts it, and its record says so (records.NO_SCHEDULE, docs/decisions.md)."""
+    never starts it, and its record says so (records.NO_SCHEDULE,
+    docs/decisions/0061-schedule-routine-without-schedule.md)."""
     zone_problem = schedule_errors("* * * * *", merged["timezone"])
     errors: dict[str, list[str]] = {"timezone": zone_problem} if zone_problem else {}
     if merged["trigger"] != Routine.Trigger.SCHEDULE or not merged["schedule"]:

@@ -1,5 +1,5 @@
 """What a cached reply is found by: the request's `Cache-Control` (`cache_control`), the model part
-of the key (`key_model`) and the key itself (`cache_key`). docs/decisions.md, "Response cache"."""
+of the key (`key_model`) and the key itself (`cache_key`). docs/decisions/0109-response-cache.md."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def meter(*, account_id: int, model: str, surface: str, input_tokens: int, outpu
     often it is metered (a run: `run-<pk>`); without it each call to meter is a record of its own (an
     agent turn meters each of its rounds under one request id). `cached`: a reply given from the
     response cache (gateway/cache/), its tokens those it delivered; it counts against the token
-    quotas like any other (docs/decisions.md, "Response cache") and costs nothing. `price`: the
+    quotas like any other (docs/decisions/0109-response-cache.md) and costs nothing. `price`: the
     answering target's (an alias deployment's own where it has one); None: the model's, from this
     process's registry. `cached_input_tokens`: of the input, those the provider's prompt cache read.
     Never raises."""

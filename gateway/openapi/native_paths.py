@@ -1,4 +1,4 @@
-"""Paths of the native surface under /api/v1 (docs/decisions.md gives the routes the spec leaves open)."""
+"""Paths of the native surface under /api/v1 (docs/decisions/README.md indexes the routes the spec leaves open)."""
 
 from __future__ import annotations
 

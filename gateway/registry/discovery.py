@@ -1,5 +1,5 @@
 """Model discovery: ask every enabled model server which models it serves and bring the registry
-in line (docs/design.md, "Profiles"; docs/decisions.md, "Model discovery").
+in line (docs/design.md, "Profiles"; docs/decisions/0034-model-discovery.md).
 
 - OpenAI-compatible servers: `GET {base_url}/models`. When that answers anything but a model
   list (an older Ollama answers 404), `GET {root}/api/tags`, Ollama's own listing, where `root`

@@ -1,5 +1,5 @@
-"""Which deployment of a pool answers a call, and which are tried after it (issue 24;
-docs/decisions.md, "Pools and aliases").
+"""Which deployment of a pool answers a call, and which are tried after it
+(docs/decisions/0110-pools-and-aliases.md).
 
 A pool is an alias, or a bare name several enabled servers hold (gateway/registry/snapshot.py
 `Pool`). `order` puts its deployments in the order a call tries them: the pick first, then the

@@ -1,7 +1,7 @@
-"""Settings of the operator console (issue 26): its theme, django-unfold (docs/decisions.md, "The
-console's theme"), branded as the gateway, with the home's figures (gateway/console/home/) and a
-sidebar built from the admin's own list of models; and one way to write a date and time everywhere
-in the console (gateway/settings/formats/).
+"""Settings of the operator console (issue 26): its theme, django-unfold
+(docs/decisions/0116-console-theme-home-and-pages.md), branded as the gateway, with the home's
+figures (gateway/console/home/) and a sidebar built from the admin's own list of models; and one way
+to write a date and time everywhere in the console (gateway/settings/formats/).
 
 Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own. Nothing here is
 read from the environment: the console's look is the product's, not an installation's."""

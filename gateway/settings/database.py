@@ -21,7 +21,7 @@ and DATABASE_POOLER, what a connection pooler between the processes and PostgreS
 
 The value names the pooling mode rather than a product: the mode is what decides what breaks.
 The gateway's own code keeps no session state (no `SET`, advisory lock, `LISTEN`, temporary
-table or `COPY`; docs/decisions.md, issue 28), and the time zone Django sets on each new
+table or `COPY`; docs/decisions/0124-pgbouncer-transaction-mode.md), and the time zone Django sets on each new
 connection is one of the parameters PgBouncer tracks per client and sets again on the server
 connection a client is given.
 

@@ -1,5 +1,7 @@
-"""Settings of a deployment (docs/deploying.md, docs/decisions.md): debug, the hosts and origins served, the
-proxies believed, https (redirect, HSTS, secure cookies) and the secret key.
+"""Settings of a deployment (docs/deploying.md): debug, the hosts and origins served, the proxies believed
+(docs/decisions/0081-trusted-proxies.md), https (redirect, HSTS, secure cookies:
+docs/decisions/0082-hsts-and-secure-cookies.md) and the secret key
+(docs/decisions/0083-no-development-secret-key.md).
 
 Part of gateway/settings/__init__.py, which puts what `from_env` and `secret_key` return beside its own.
 """

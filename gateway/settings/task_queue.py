@@ -40,7 +40,7 @@ def from_env(env: Environment = None, *, var_dir: Path, redis: dict) -> dict:
         "CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP": True,
         # A worker outlives any broker outage: it keeps reconnecting (Celery's default gives up, and exits,
         # after 100 tries). Celery is pinned to 5.6.3: 5.7.0 exits on a Redis restart
-        # (docs/decisions.md, "Celery is pinned to 5.6.3").
+        # (docs/decisions/0068-celery-pinned-to-5-6-3.md).
         "CELERY_BROKER_CONNECTION_RETRY": True,
         "CELERY_BROKER_CONNECTION_MAX_RETRIES": None,
         # Runs in flight when the broker goes away finish their model call (a run never calls it twice).

@@ -1,6 +1,6 @@
 """The HTTP/1.1 client of the model calls: kept-alive connections pooled per origin (scheme, host,
 port; and proxy), an asyncio protocol with httptools (llhttp) parsing the answers. Chosen over httpx by the
-figures of bench/upstream_client.py (docs/decisions.md, "A leaner upstream client").
+figures of bench/upstream_client.py (docs/decisions/0098-leaner-upstream-client.md).
 
 It does what a model call needs and no more: one request at a time per connection, bodies sent
 whole, answers framed by Content-Length, chunked or by the end of the connection (gzip and

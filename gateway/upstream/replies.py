@@ -4,7 +4,7 @@
 is not a string or not valid Unicode, usage that is not a count). Each provider checks every chunk
 with it where it reads the chunk, and stops a malformed reply as a failure of the model server
 (`upstream_error`): a 502 in the surface's shape, or its stream's failure signal once the stream has
-begun (docs/decisions.md, "Errors inside streams" and "A malformed reply from a model server")."""
+begun (docs/decisions/0021-errors-inside-streams.md, docs/decisions/0077-malformed-upstream-reply.md)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 timestamps in answers.
 
 A JSON body is refused at the edge, with the field named, when it holds what Python's `json`
-accepts but nothing after it can carry (docs/decisions.md, "Bad input at the edge"):
+accepts but nothing after it can carry (docs/decisions/0075-bad-input-at-the-edge.md):
 `NaN`, `Infinity`, `-Infinity` and numbers too large for a float (`1e400`), which no JSON
 encoder downstream writes (httpx refuses them, PostgreSQL's jsonb too); lone surrogates
 (`"\\ud800"`), which cannot be encoded as UTF-8 for the model server, the tokenizer or the

@@ -62,7 +62,7 @@ def _flatten(messages: Any) -> list[str]:
 # by this small table-driven function rather than by a serializer: `{"stream": "boolean",
 # "stop": "string|array<string>", "stream_options": {"include_usage": "boolean"}}`. A null is
 # taken as an absent field (the SDKs send nulls for unset options). A wrong type is a 400 naming
-# the field in `param` (docs/decisions.md, "Bad input at the edge").
+# the field in `param` (docs/decisions/0075-bad-input-at-the-edge.md).
 
 _NAMES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "a boolean",
           "object": "an object", "array": "an array"}

@@ -28,7 +28,7 @@ TOOL_ARGUMENTS = {"cmd": "echo hi"}
 # Codex's provider for the gateway, asked for no retries (a refusal ends the run at once), no update check,
 # no analytics, no feedback, no plugins (the plugins feature, on by default, reaches github.com,
 # api.github.com and chatgpt.com). `web_search = "disabled"` is added unless a test wants Codex's default,
-# in which it offers OpenAI's hosted web search on every call (docs/decisions.md, "Responses with tools").
+# in which it offers OpenAI's hosted web search on every call (docs/decisions/0107-responses-with-tools.md).
 CONFIG = """\
 model = "{model}"
 model_provider = "gateway"

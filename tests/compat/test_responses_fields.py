@@ -1,6 +1,6 @@
 """POST /v1/responses through the official openai SDK: the request's fields beside input and tools reach the
 model server as their chat-completions counterparts (the OpenAI kind) or Messages counterparts (the Anthropic
-kind), or are refused with a 400 naming them (docs/decisions.md, "Responses fields (issue 22)"); the reply's
+kind), or are refused with a 400 naming them (docs/decisions/0108-responses-fields.md); the reply's
 JSON parses in the SDK, its log probabilities come back, and a reply cut midway says it failed."""
 
 import json

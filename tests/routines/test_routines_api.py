@@ -117,7 +117,8 @@ def test_the_three_required_fields(api, field):
     assert_validation(api.post(ROUTINES, data), field)
 
 
-# --- a `schedule` routine without a schedule (spec 4.5: three required fields; docs/decisions.md) --
+# --- a `schedule` routine without a schedule (spec 4.5: three required fields) -------------
+# (docs/decisions/0061-schedule-routine-without-schedule.md)
 
 
 THREE_FIELDS = {"name": "Digest", "prompt": "Summarize the event.", "delivery_targets": ["inapp"]}

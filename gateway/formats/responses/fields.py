@@ -2,8 +2,8 @@
 
 Each field either reaches the model (as its chat-completions counterpart), is a field about the
 gateway's own service that the gateway honours by its meaning, or is refused with a 400 naming it
-in `param`; an unknown field is refused too. Nothing is dropped unseen (docs/decisions.md,
-"Responses fields (issue 22)"). Whether a server of the other kind can take what is carried is the
+in `param`; an unknown field is refused too. Nothing is dropped unseen
+(docs/decisions/0108-responses-fields.md). Whether a server of the other kind can take what is carried is the
 provider's to say (gateway/formats/anthropic/from_chat.py names what it cannot).
 """
 

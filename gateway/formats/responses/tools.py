@@ -3,8 +3,8 @@
 Only what runs in the client's own code can be carried: `function` tools, and the function tools
 of a `namespace` (their names flattened to `<namespace>__<name>`, split back in the reply). Tools
 that run on OpenAI's servers (`web_search`, `file_search`, `mcp`, …) or need its grammar engine
-(`custom`) are refused with a 400 naming them, never dropped (docs/decisions.md, "Responses with
-tools (issue 22)"). Used only when the installation turns RESPONSES_TOOLS on.
+(`custom`) are refused with a 400 naming them, never dropped
+(docs/decisions/0107-responses-with-tools.md). Used only when the installation turns RESPONSES_TOOLS on.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Pools and aliases in the chain (issue 24): a bare name several servers hold, an alias over
-weighted deployments, their group rules and their fallbacks (spec 7.2, 8.5; docs/decisions.md,
-"Pools and aliases")."""
+weighted deployments, their group rules and their fallbacks (spec 7.2, 8.5;
+docs/decisions/0110-pools-and-aliases.md)."""
 
 from collections import Counter
 
