@@ -18,8 +18,9 @@ Ports are free ones picked per server (tests/servers.py free_port). Without xdis
 The `serial` marker: tests that must not run beside another test process, given here to every test
 of the folders that start whole stacks of their own (SERIAL_FOLDERS: the fault stacks, the
 multi-host stack in network namespaces, a browser, the coding agents), whose timings and process
-counts assume a machine to themselves. .ci/run runs `-m "not serial"` with `-n 2`, then `-m serial`
-in one process.
+counts assume a machine to themselves; a module elsewhere with such a promise marks itself
+(`pytestmark = pytest.mark.serial`: bin/serve's shutdown within 10 s). .ci/run runs `-m "not serial"`
+with `-n 2`, then `-m serial` in one process.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ import pytest
 
 from tests.servers import free_port
 
+# It promises a shutdown within 10 s and a start from a fresh copy: figures for a machine to itself (tests/parallel.py)
+pytestmark = pytest.mark.serial
+
 REPO = Path(__file__).resolve().parents[3]
 LEFT_OUT = {".venv", "var", "__pycache__", ".git", ".pytest_cache"}
 STOPPED_WITHIN = 10.0
