@@ -1,4 +1,4 @@
-"""The account page's API key (issue 26, item 3): its preview, dates and last use, and two actions,
+"""The account page's API key: its preview, dates and last use, and two actions,
 "Generate key" and "Revoke", through the same services as the API (accounts/keys.py).
 
 Each action is a page that says what it will do and a POST with the CSRF token, for staff who may

@@ -33,7 +33,7 @@ class AccountGroup(models.Model):
     daily_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
     weekly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
     monthly_tokens = models.BigIntegerField(default=-1, help_text="-1 = no ceiling")
-    # Budgets in money per account and window (issue 25), in settings.CURRENCY; -1 = none. Windows as the
+    # Budgets in money per account and window, in settings.CURRENCY; -1 = none. Windows as the
     # token quotas': UTC day, week from Wednesday 14:00, month. An account may have its own (Account).
     daily_budget = models.DecimalField(max_digits=14, decimal_places=4, default=-1, help_text=BUDGET_HELP)
     weekly_budget = models.DecimalField(max_digits=14, decimal_places=4, default=-1, help_text=BUDGET_HELP)

@@ -1,5 +1,5 @@
-# The aliases a group may use when "all models" is off (issue 24). Written beside
-# 0002_group_response_cache (the same issue); the merge that joins them is added with both.
+# The aliases a group may use when "all models" is off. Written beside
+# 0002_group_response_cache, at the same time; the merge that joins them is added with both.
 
 from django.db import migrations, models
 

@@ -1,4 +1,4 @@
-# The exact response cache (issue 24): a group's replies kept this many seconds; 0 = off.
+# The exact response cache: a group's replies kept this many seconds; 0 = off.
 
 from django.db import migrations, models
 
