@@ -11,7 +11,7 @@ ALIAS_OWNER = "gateway"  # an alias is the gateway's own name, over models of se
 
 @endpoint("GET", limit=ratelimit.V1)
 def models(request):
-    """The models the caller may use, then the aliases it may use (issue 24), in the OpenAI list shape."""
+    """The models the caller may use, then the aliases it may use, in the OpenAI list shape."""
     group = request.principal.account.group
     data = [
         {"id": t.public_id, "object": "model", "created": t.created, "owned_by": t.server.name}

@@ -1,5 +1,5 @@
 """Profiles a caller may use (docs/design.md, "Profiles"; docs/decisions/0036-profiles.md), and the
-aliases it may chat with (issue 24: `aliases_for`).
+aliases it may chat with (`aliases_for`).
 
 A profile is listed to the members of the groups it is granted to, while it is enabled. Its
 `available` says whether its model (or the default model, when the profile names none) can
@@ -45,7 +45,7 @@ def profiles_refresh(*, account) -> dict[str, Any]:
 
 
 def aliases_for(*, account) -> list[dict[str, Any]]:
-    """The aliases the caller's group may chat with (issue 24), by name, each with its policy and
+    """The aliases the caller's group may chat with, by name, each with its policy and
     whether it is `available`: one of its deployments the group may reach was listed by its server
     at the last discovery, and that discovery did not fail (as a profile's model)."""
     reg = registry()
