@@ -1,4 +1,4 @@
-"""Events in the console (issue 26, item 5): each named for what it is ("Event <id> for <routine>"), read
+"""Events in the console: each named for what it is ("Event <id> for <routine>"), read
 only, with its payload shown whole: JSON pretty-printed, anything else as the text it is, escaped
 either way. The run's page shows the payload of the event that started it."""
 

@@ -1,4 +1,4 @@
-"""What the routine's console page adds to its fields (issue 26, item 5): the webhook URL, masked, with
+"""What the routine's console page adds to its fields: the webhook URL, masked, with
 "Copy" and "Show"; "Run now"; the last runs.
 
 The webhook URL is a secret (spec 4.5: the token is its last segment): the page holds only its

@@ -1,4 +1,4 @@
-"""A routine's delivery targets in the console as a list (issue 26, item 5): one row per target, up to
+"""A routine's delivery targets in the console as a list: one row per target, up to
 the API's five, instead of a JSON text box. The routine form checks them as the API does
 (routines/targets.py `target_errors`, with the routine owner's linked channels)."""
 

@@ -1,4 +1,5 @@
-"""Webhook events taken in together: group commit for the hook view (issue 13, item 3).
+"""Webhook events taken in together: group commit for the hook view, so a burst
+of events costs one transaction and one queue message per batch rather than per event.
 
 Each event waits for its answer from `routines.ingest.ingest_many`, which one worker thread runs
 for every event that arrived while the previous batch was being written: one query for the

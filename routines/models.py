@@ -63,7 +63,7 @@ class Event(models.Model):
         ordering = ["-id"]
         indexes = [models.Index(fields=["routine", "event_id"], name="routines_event_seen")]  # duplicates
 
-    def __str__(self) -> str:  # the console's titles (issue 26): the sender's id, and the routine it started
+    def __str__(self) -> str:  # the console's titles: the sender's id, and the routine it started
         return f"Event {self.event_id} for {self.routine}"
 
 

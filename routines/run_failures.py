@@ -1,5 +1,5 @@
-"""How a failed run is worded, and how its owner is told when failures switch the routine off
-(issue 26, item 5). A run records the model or models it tried and the failure as it was: each model of
+"""How a failed run is worded, and how its owner is told when failures switch the routine off.
+A run records the model or models it tried and the failure as it was: each model of
 an exhausted chain with its own status and words (gateway/calls/dispatch.py `ChainExhausted.tried`), the
 model that refused, or the model asked for when a quota or a permission refused it before any call.
 Not the API's "retry in N seconds": that is for a client, who retries; nothing retries a run by itself."""
@@ -15,7 +15,7 @@ MODELS_CHARS = 300  # Run.model's length
 
 def failure_text(exc: ApiError) -> str:
     """A failed model call in a run's words: the status and what happened, each model of an exhausted
-    chain with its own failure. Not the API's "retry in N seconds" (issue 26): nothing retries a run
+    chain with its own failure. Not the API's "retry in N seconds": nothing retries a run
     by itself, so the run says so."""
     if isinstance(exc, ChainExhausted) and exc.tried:
         each = "; ".join(f"{model}: {failure.status} {failure.message}" for model, failure in exc.tried)
