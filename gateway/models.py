@@ -99,7 +99,7 @@ class Model(models.Model):
         null=True, blank=True,
         help_text="Set by model discovery while the server does not list this model (nothing else changes).",
     )
-    # Prices per million tokens, in settings.CURRENCY (issue 25); none set: the model costs nothing and
+    # Prices per million tokens, in settings.CURRENCY; none set: the model costs nothing and
     # the usage console says it has no price. A change applies to the calls metered from then on.
     input_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
                                       validators=[MinValueValidator(0)], help_text=PRICE_HELP["input"])
@@ -194,7 +194,7 @@ class AliasDeployment(models.Model):
     alias = models.ForeignKey(Alias, on_delete=models.CASCADE, related_name="deployments")
     model = models.ForeignKey(Model, on_delete=models.CASCADE, related_name="alias_deployments")
     weight = models.PositiveIntegerField(default=1, help_text="Its share of the calls; 0 = only when the others fail.")
-    # Its own prices (issue 25), per million tokens; a price left empty is the model's.
+    # Its own prices, per million tokens; a price left empty is the model's.
     input_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
                                       validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
     cached_input_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
@@ -242,7 +242,7 @@ class UsageRecord(models.Model):
     # still inserts.
     cached = models.BooleanField(default=False, db_default=False)
     # Input tokens the provider read from its prompt cache (part of input_tokens), priced at the
-    # cached input price (issue 25).
+    # cached input price.
     cached_input_tokens = models.PositiveIntegerField(default=0, db_default=0)
     # What the call cost when it was metered, in COST_UNITS of settings.CURRENCY (an integer, exact on
     # SQLite too: gateway/registry/prices.py). A price changed later never rewrites it.
@@ -339,7 +339,7 @@ class IdempotentRequest(models.Model):
 
 
 class CallRecord(models.Model):
-    """One call of a model surface, answered or refused (issue 26, gateway/usage/call_log.py). `attempts`:
+    """One call of a model surface, answered or refused (gateway/usage/call_log.py). `attempts`:
     the chain tried, each {model, server, outcome, status, error, ttfb_ms}; `tags`: OpenAI's `metadata`."""
 
     class Outcome(models.TextChoices):

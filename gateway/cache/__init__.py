@@ -1,4 +1,4 @@
-"""The exact response cache (issue 24): a whole, successful chat reply kept for the account group's
+"""The exact response cache: a whole, successful chat reply kept for the account group's
 `response_cache_ttl` seconds and given again, without calling a model server, to the same request of
 the same group, whole or streamed as the client asks. The key (`keys`: the surface, the model asked
 for, the request's body without what does not change the reply, and what `Cache-Control` asks), the

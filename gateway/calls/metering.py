@@ -1,5 +1,5 @@
 """Usage of a call, counted after the reply (never before it): a usage record with the call's cost
-(its tokens at the answering model's price, issue 25), appended to this process's spool
+(its tokens at the answering model's price), appended to this process's spool
 (gateway/usage/writer.py) and so kept whatever dies next, then the account's quota and budget
 counters, and the tokens and spend in the metrics and the request's log line
 (gateway/telemetry/logjson.py).

@@ -28,7 +28,7 @@ def call_plan(*, account, model_id: Any, capability: str = "chat", quota_used=No
 
 
 def affinity_of(request, body: dict[str, Any] | None = None, *, conversation_id: Any = None) -> Affinity:
-    """What ties a call to others (issue 24, affinity): its session — the `X-Session-Id` header, else
+    """What ties a call to others, for a pool's affinity: its session — the `X-Session-Id` header, else
     the native conversation it continues — and the request's `user` field (on /v1/messages,
     `metadata.user_id`). Values that are not short text are not keys."""
     session = request.headers.get(SESSION_HEADER) if request is not None else None

@@ -1,4 +1,4 @@
-"""The console's audit trail (issue 26, item 9), kept by django-auditlog: who changed what, and when.
+"""The console's audit trail, kept by django-auditlog: who changed what, and when.
 
 The models it follows, and the fields it leaves out or masks, are settings (gateway/settings/audit.py),
 registered by `follow` at start-up. It writes one `auditlog_logentry` row per created, changed or deleted

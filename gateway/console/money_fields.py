@@ -1,4 +1,4 @@
-"""Prices and budgets in the operator's forms and lists (issue 25). The labels and help texts name
+"""Prices and budgets in the operator's forms and lists. The labels and help texts name
 the installation's currency (settings.CURRENCY, read when the form is made, not at import), an
 amount is shown as it was written (0.15, not 0.1500), and a budget is -1 (none) or an amount of at
 least 0. Used by the model and alias admin (gateway/admin.py) and by the account and group admin

@@ -1,11 +1,11 @@
-"""What the model server admin adds to the registry's fields (issue 14): each server's health, read
+"""What the model server admin adds to the registry's fields: each server's health, read
 only (gateway/registry/server_health.py), and model discovery for the server just saved.
 
 The list reads the health of the servers on its page in one go (`HealthChangeList`), not once per
 row. Discovery runs once the save has committed (the server's answer can take its connect timeout
 plus DISCOVERY_TIMEOUT_SECONDS; no transaction is held open meanwhile), and its outcome is an
 admin message: a server that does not answer is saved all the same, with a warning; so is one whose
-chat path answers 404 or refuses its key (gateway/console/server_check.py, issue 26).
+chat path answers 404 or refuses its key (gateway/console/server_check.py).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class ServerHealthAdmin(ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
-        request.held_success = []  # the admin's "saved successfully" waits for what the checks say (issue 26)
+        request.held_success = []  # "saved successfully" waits for what the checks say: a warning replaces it
         transaction.on_commit(lambda: discover_saved(self, request, obj))
 
     def message_user(self, request, message, level=messages.INFO, *args, **kwargs):

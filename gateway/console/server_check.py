@@ -1,4 +1,4 @@
-"""Asking a model server from the console whether it answers (issue 26, item 4), through the gateway's
+"""Asking a model server from the console whether it answers, through the gateway's
 own upstream client and providers (gateway/upstream/), so the console sees what a call would see.
 
 - `connection_test`: the "Test connection" button. A real chat call (or, for a server with embedding

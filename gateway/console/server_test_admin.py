@@ -1,4 +1,4 @@
-"""The model server page's "Test connection" button (issue 26, item 4): a POST with the CSRF token, for
+"""The model server page's "Test connection" button: a POST with the CSRF token, for
 staff who may change servers, that makes a real call to one of the server's models
 (gateway/console/server_check.py) and comes back to the page with the answer or the exact error as
 its message. It tests the server as saved."""

@@ -1,4 +1,4 @@
-"""The look of what the console's own pages and fields draw themselves (issue 26): buttons, notices and
+"""The look of what the console's own pages and fields draw themselves: buttons, notices and
 tables in the theme's classes (django-unfold's, so its shipped stylesheet has them), beside Django's own
 `button` class for the stock admin. Used by the key actions, the model server's test button and the
 routine page."""

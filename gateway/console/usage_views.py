@@ -37,7 +37,7 @@ from gateway.models import CallFailureDaily, UsageRecord, account_group_model
 from gateway.registry.prices import money_text
 from gateway.web.output import timestamp
 
-# cost and the cached columns (issue 25), then the call's tags (a JSON object, empty for none) come after
+# cost and the cached columns, then the call's tags (a JSON object, empty for none) come after
 # the first columns, which keep their places
 CSV_COLUMNS = ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
                "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags"]

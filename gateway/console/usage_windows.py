@@ -1,6 +1,6 @@
 """The usage console's two panels of the current windows (gateway/limits/quotas.py `windows_at`: the
 UTC day, the week from Wednesday 14:00 UTC, the month): "Quota use now", each account's tokens
-against its group's ceilings, and "Closest to a budget" (issue 25), its spend against its budgets,
+against its group's ceilings, and "Closest to a budget", its spend against its budgets,
 its own where it has one (Account's `daily_budget`, ...; empty: its group's; -1: none).
 
 Both panels come from the same two queries, whatever the number of accounts or records: the

@@ -1,4 +1,4 @@
-"""Budgets in money (issue 25): what an account may spend per UTC day, week (from Wednesday 14:00) and
+"""Budgets in money: what an account may spend per UTC day, week (from Wednesday 14:00) and
 month, in the installation's currency. Each account group has one per window (-1: none); an account
 may have its own in place of its group's (null: the group's; -1: none for that account).
 

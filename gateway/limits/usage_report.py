@@ -1,4 +1,4 @@
-"""Reading an account's usage (GET /api/v1/usage): tokens against the token quotas, and spend (issue 25)
+"""Reading an account's usage (GET /api/v1/usage): tokens against the token quotas, and spend
 against the budgets, per window; this month's totals per model."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-# The usage console's tables (issue 14): the daily roll-up of the usage records, kept by triggers,
+# The usage console's tables: the daily roll-up of the usage records, kept by triggers,
 # and the daily counts of failed model calls.
 
 import django.db.models.deletion

@@ -1,6 +1,6 @@
-# Aliases (issue 24): a public model name over a weighted list of deployments, with a balancing
+# Aliases: a public model name over a weighted list of deployments, with a balancing
 # policy, an optional affinity and fallbacks of its own. Written beside 0009_usage_record_cached
-# (the response cache, the same issue); the merge that joins them is added with both.
+# (the response cache, written at the same time); the merge that joins them is added with both.
 
 import django.db.models.deletion
 import gateway.models

@@ -1,4 +1,4 @@
-# A usage record answered from the response cache (issue 24), and an index of those records alone
+# A usage record answered from the response cache, and an index of those records alone
 # for the usage console's cache hits. The column keeps a database default, so a usage writer of the
 # release before (still running mid-deploy) inserts its records as not cached.
 #

@@ -1,4 +1,4 @@
-# Prices and the cost of a call (issue 25): prices per million tokens on models and alias deployments,
+# Prices and the cost of a call: prices per million tokens on models and alias deployments,
 # the provider's cached input tokens and the cost on each usage record (integer COST_UNITS,
 # gateway/registry/prices.py), and the cost added up in the daily roll-up, whose triggers (migration
 # 0007) are replaced by ones that carry it. Both new record columns keep a database default, so a

@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document of /api/v1 and /v1 (issue 12, item 5), built from small modules.
+"""The OpenAPI 3.1 document of /api/v1 and /v1, built from small modules.
 
 `document()` returns the dict (built once per process); `views.openapi_json` serves it at
 `GET /api/v1/openapi.json`. tests/contract.py validates every response a test receives against it.

@@ -17,7 +17,8 @@ NULLABLE_STRING = {"type": ["string", "null"]}
 # Every timestamp has the one shape gateway/web/output.py writes (verify's `checked_at` is the spec's exception).
 TIMESTAMP_PATTERN = r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$"
 TIMESTAMP = {"type": "string", "format": "date-time", "pattern": TIMESTAMP_PATTERN}
-# An amount of money (issue 25) as exact decimal text in the installation's currency: "0.004200".
+# An amount of money as exact decimal text in the installation's currency, "0.004200" (a float would
+# not round-trip).
 MONEY = {"type": "string", "pattern": r"^\d+\.\d+$"}
 NULLABLE_MONEY = {"type": ["string", "null"], "pattern": r"^\d+\.\d+$"}
 NULLABLE_TIMESTAMP = {"type": ["string", "null"], "format": "date-time", "pattern": TIMESTAMP_PATTERN}

@@ -1,4 +1,4 @@
-"""`Idempotency-Key` in the document (issue 25; accounts/idempotency.py): the request header on the
+"""`Idempotency-Key` in the document (accounts/idempotency.py): the request header on the
 operations that take it, `Idempotent-Replayed` on the answers they may replay, and the 409 and 422 the
 key adds. tests/gateway/openapi/test_openapi.py holds the list to the endpoints marked `idempotent`."""
 

@@ -23,7 +23,7 @@ CONVERSATION_FIELDS = {"id": {"type": "integer"}, "title": {"type": ["string", "
                        "profile": NULLABLE_STRING, "model": NULLABLE_STRING,
                        "created_at": TIMESTAMP, "updated_at": TIMESTAMP}
 
-# The aliases a group may chat with (issue 24), beside its profiles
+# The aliases a group may chat with, beside its profiles
 ALIASES = {"type": "array", "items": obj({"name": {"type": "string"},
                                           "policy": {"enum": ["weighted", "least-busy", "latency"]},
                                           "available": {"type": "boolean"}}, closed=True)}

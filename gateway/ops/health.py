@@ -1,4 +1,4 @@
-"""Health endpoints for a load balancer or an orchestrator (docs/design.md, "Operations"; issue 14).
+"""Health endpoints for a load balancer or an orchestrator (docs/design.md, "Operations").
 
 - `GET /livez`: the process answers. 200 `{"status": "ok"}`; nothing else is touched, so it
   answers while PostgreSQL and Redis are both down.

@@ -5,7 +5,7 @@ in line (docs/design.md, "Profiles"; docs/decisions/0034-model-discovery.md).
   list (an older Ollama answers 404), `GET {root}/api/tags`, Ollama's own listing, where `root`
   is the base URL without its trailing `/v1`. A server that cannot be reached at all is not asked
   twice. A base URL without `/v1` that answers /api/tags is an Ollama's root, where chat calls
-  would get 404: a failure that says to add /v1, not a listing (issue 26).
+  would get 404: a failure that says to add /v1, not a listing that would make the server look healthy.
 - Anthropic servers: `GET {base_url}/v1/models`, every page.
 
 A name the server lists that the registry lacks becomes a `Model` row (chat, unless its name says
@@ -136,7 +136,7 @@ def _openai_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
     found = _ollama_names(tags) if tags.status_code == 200 else None
     if found is None:
         raise DiscoveryFailed(f"{first}; {_refusal('/api/tags', tags)}.")
-    if root == base:  # Ollama's own root, where no OpenAI-compatible call is answered (issue 26)
+    if root == base:  # Ollama's own root, where no OpenAI-compatible call is answered
         raise DiscoveryFailed(f"{first}, but this address answers Ollama's /api/tags: it is the root of an Ollama "
                               "server, whose OpenAI-compatible API (where chat calls go) is under /v1. Add /v1 to "
                               "the base URL.")

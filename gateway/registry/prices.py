@@ -1,4 +1,4 @@
-"""What a call costs (issue 25): a model's prices, per million tokens in the installation's currency
+"""What a call costs: a model's prices, per million tokens in the installation's currency
 (settings.CURRENCY), and the cost of a call's tokens at those prices.
 
 Money is counted in whole COST_UNITS (10^-10 of the currency), as integers everywhere: on the usage

@@ -20,7 +20,7 @@ def from_env(env: Environment = None) -> dict:
         # the key, session, account or group is seen at once anyway (see accounts/principal_cache.py). 0 turns
         # the cache off.
         "CREDENTIAL_CACHE_SECONDS": env.float("CREDENTIAL_CACHE_SECONDS", default=10.0),
-        # Idempotency-Key (issue 25, accounts/idempotency.py): seconds an account's key and the first answer to
+        # Idempotency-Key (accounts/idempotency.py): seconds an account's key and the first answer to
         # it are kept.
         "IDEMPOTENCY_TTL_SECONDS": env.int("IDEMPOTENCY_TTL_SECONDS", default=86400),
         "IDEMPOTENCY_HOLD_SECONDS": IDEMPOTENCY_HOLD_SECONDS,

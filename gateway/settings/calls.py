@@ -1,4 +1,4 @@
-"""Settings of the calls log (issue 26; gateway/usage/call_log.py): how long each call's row is kept,
+"""Settings of the calls log (gateway/usage/call_log.py): how long each call's row is kept,
 and, for the groups that keep the prompt and the reply (`AccountGroup.capture_calls`, off by
 default), how long and how much of them.
 

@@ -1,4 +1,4 @@
-"""Settings of the operator console (issue 26): its theme, django-unfold
+"""Settings of the operator console: its theme, django-unfold
 (docs/decisions/0116-console-theme-home-and-pages.md), branded as the gateway, with the home's
 figures (gateway/console/home/) and a sidebar built from the admin's own list of models; and one way
 to write a date and time everywhere in the console (gateway/settings/formats/).

@@ -1,4 +1,4 @@
-"""Settings of the database (issue 28): DATABASES from DATABASE_URL, each process's connection pool,
+"""Settings of the database: DATABASES from DATABASE_URL, each process's connection pool,
 and DATABASE_POOLER, what a connection pooler between the processes and PostgreSQL needs.
 
 `DATABASE_POOLER`:

@@ -1,4 +1,4 @@
-"""Settings of the gateway's Redis (issue 28): one server at REDIS_URL, or the primary that Redis Sentinel names.
+"""Settings of the gateway's Redis: one server at REDIS_URL, or the primary that Redis Sentinel names.
 
 Without REDIS_SENTINELS (the default) nothing changes: REDIS_URL is the Redis of the counters, the Django caches
 and the Celery broker (empty: the embedded default, no Redis at all). With REDIS_SENTINELS, the primary of the

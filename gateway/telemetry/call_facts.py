@@ -1,4 +1,4 @@
-"""What the calls log keeps of a model call beyond the request's own record (issue 26), noted on the
+"""What the calls log keeps of a model call beyond the request's own record, noted on the
 call's way: the model asked, each model tried and how it went (the chain), when the first byte of a
 reply came, an error the client got inside a 200 stream, the call's tags (OpenAI's `metadata`, checked),
 and the reply's text (kept only for a group that keeps its calls' text: the request's record takes the

@@ -1,4 +1,4 @@
-"""The spans of model calls, by the OpenTelemetry GenAI semantic conventions (issue 27): one span per
+"""The spans of model calls, by the OpenTelemetry GenAI semantic conventions: one span per
 model of the chain tried, a child of the request's server span (or of a routine run's task span),
 named `{gen_ai.operation.name} {gen_ai.request.model}`, of kind CLIENT.
 

@@ -1,4 +1,4 @@
-"""The server span of each HTTP request (issue 27; HTTP semantic conventions): started at the
+"""The server span of each HTTP request (HTTP semantic conventions): started at the
 request's arrival by the project's ASGI application (gateway/web/hotpath.py), the child of a client's
 `traceparent` when it sent one, and the context of everything the request runs; ended when its last
 byte has gone (or the client left), with route, status and request id (`request_ended`, a step of

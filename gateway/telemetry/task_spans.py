@@ -1,4 +1,4 @@
-"""The span of each Celery task run (issue 27): a CONSUMER span named by the task, the child of the
+"""The span of each Celery task run: a CONSUMER span named by the task, the child of the
 trace context its message carried (`traceparent` in the task's headers, stamped when it was queued:
 gateway/celery.py), else the root of a trace that starts at the worker (a schedule's tick, the
 sweep). It is the context of what the task does: a routine run's model call (gateway/telemetry/genai.py),

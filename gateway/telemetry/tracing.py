@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (issue 27; docs/operations.md, "Traces"), set up only when the standard
+"""OpenTelemetry traces (docs/operations.md, "Traces"), set up only when the standard
 variables ask for them: `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), with
 `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER` and `_ARG`, `OTEL_PROPAGATORS`,
 `OTEL_BSP_*` and the exporter's own `OTEL_EXPORTER_OTLP_*` read by the SDK itself. The export is

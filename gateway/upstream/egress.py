@@ -1,5 +1,5 @@
 """Egress through a proxy for the model calls' client (gateway/upstream/http_client.py), as curl,
-requests and httpx read it from the environment (issue 28): `https_proxy`/`HTTPS_PROXY` for https
+requests and httpx read it from the environment: `https_proxy`/`HTTPS_PROXY` for https
 model servers, `http_proxy`/`HTTP_PROXY` for plain-http ones, `all_proxy`/`ALL_PROXY` for either
 when its own is not set (the lower-case form first), and `no_proxy`/`NO_PROXY`: a comma list of
 host names (each also matching its subdomains; a leading `.` or `*.` is the same), `*` (no proxy at

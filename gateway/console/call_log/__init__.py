@@ -1,4 +1,4 @@
-"""The calls log in the console (issue 26): the list of calls with its filters and a call's page with
+"""The calls log in the console: the list of calls with its filters and a call's page with
 the chain tried and, when kept, its prompt and reply (`admin`, `chain`). The home's figures per model
 read the same rows (gateway/console/home/call_stats.py).
 

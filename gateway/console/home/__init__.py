@@ -1,4 +1,4 @@
-"""The console's home (issue 26), /admin/: is the gateway healthy, who uses it, what does it cost,
+"""The console's home, /admin/: is the gateway healthy, who uses it, what does it cost,
 over the last hour, day or 30 days. Its reads (`reads`: a fixed number of queries whatever the
 number of records; `call_stats`: errors and latency per model from the calls log), its charts
 drawn on the server as SVG (`chart`), the page's figures handed to the admin index template

@@ -1,4 +1,4 @@
-"""The home's view of the calls log (gateway.models.CallRecord, issue 26): per model over the span
+"""The home's view of the calls log (gateway.models.CallRecord): per model over the span
 shown, the calls, the share that failed, and the median and 95th percentile of the latency and of
 the time to first token. A failed call that no model answered counts for the model asked.
 

@@ -1,4 +1,4 @@
-"""The unknown page and the server error as a browser meets them under the console (issue 26): an
+"""The unknown page and the server error as a browser meets them under the console: an
 HTML page in the console's theme, for every path outside the API and the probes (`/admin/...`, `/`,
 any other path the table of paths gives the console's stack, gateway/web/paths.py) when the client
 does not ask for JSON. The API keeps its answers exactly (spec 7.1, rule 2 for `/v1`): those paths,

@@ -1,5 +1,5 @@
-"""The model server list's columns that keep it within a 1366-pixel screen beside the sidebar
-(issue 26): the kind by a short name on one line (its choice label, "OpenAI-compatible (vLLM,
+"""The model server list's columns that keep it within a 1366-pixel screen beside the sidebar:
+the kind by a short name on one line (its choice label, "OpenAI-compatible (vLLM,
 Ollama, llama.cpp, OpenAI)", wrapped over five lines; the whole label is its tooltip), the base URL
 with room to be read and allowed to break anywhere (console.css), the API key's presence in a narrow
 column, and discovery's time or error in one column. Whether a server is remote is left to the

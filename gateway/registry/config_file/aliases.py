@@ -1,4 +1,4 @@
-"""The file's `aliases` section and a group's `allowed_aliases` (issue 24; docs/configuration.md):
+"""The file's `aliases` section and a group's `allowed_aliases` (docs/configuration.md):
 
     aliases:
       - name: llama
