@@ -1,4 +1,4 @@
-"""Reading the console's pages as its theme (django-unfold, issue 26) writes them, for the tests:
+"""Reading the console's pages as its theme (django-unfold) writes them, for the tests:
 a list's column headers, cells and rows, a change page's section by its title, its labels, its
 read-only values and its submit buttons, and the page's title. One place that knows the markup, so
 a test says what it checks ("the cost column shows ...") rather than how the theme draws it."""

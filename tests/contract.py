@@ -1,5 +1,5 @@
 """Assertions against the spec's error shapes and header rules (SPEC 5.3, 7.1, 8.2, 8.3), and the
-check of every test response against the OpenAPI document (`check_response`, issue 12 item 5)."""
+check of every test response against the OpenAPI document (`check_response`)."""
 
 import json as _json
 import re as _re
@@ -86,7 +86,7 @@ def assert_limit_headers(response, ceiling, remaining):
     assert "X-RateLimit-Reset" not in response.headers
 
 
-# --- The OpenAPI document as a contract (issue 12, item 5) ------------------------------------
+# --- The OpenAPI document as a contract -------------------------------------------------------
 
 
 RATE_LIMIT_HEADERS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset")

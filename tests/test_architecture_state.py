@@ -67,8 +67,8 @@ def test_the_choice_reads_the_setting_in_one_function_and_nowhere_else():
                                            + redis_url_reads(functions["_follow_the_setting"]))  # nothing else
 
 
-# Private names still imported by modules that this change does not own (gateway/formats/anthropic,
-# issue 23): each is to be made public where it is defined, and then dropped from here. The list
+# Private names still imported by modules that this change does not own (gateway/formats/anthropic):
+# each is to be made public where it is defined, and then dropped from here. The list
 # can only shrink: a new private import fails the test, and so does one made public but still listed.
 NOT_YET_PUBLIC: dict[str, set[str]] = {}
 

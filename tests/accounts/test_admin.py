@@ -1,5 +1,5 @@
 """The operator console (/admin/): pages answer, secrets stay hidden, locks and write-only keys work,
-budgets (issue 25) are set per group and per account."""
+budgets are set per group and per account."""
 
 import re
 from datetime import timedelta

@@ -1,4 +1,4 @@
-"""Issue 26, item 3: an account's API key in the console. "Generate key" asks first, then shows the
+"""An account's API key in the console. "Generate key" asks first, then shows the
 whole key once (the old key dead at once, the new one working over HTTP); "Revoke" asks first; both
 are POSTs with the CSRF token, for staff who may change accounts, and land in the admin's history
 with the key's preview, never the key."""

@@ -1,4 +1,4 @@
-"""Operators' single sign-on with OpenID Connect (issue 26, item 8), against a real provider started on
+"""Operators' single sign-on with OpenID Connect, against a real provider started on
 loopback (tests/accounts/oidc_provider.py, pyop): the whole authorization code flow over HTTP, from the
 login page's button to /admin/, as a browser makes it (httpx keeping the cookies of both).
 

@@ -1,4 +1,4 @@
-"""Single sign-on off unless configured (issue 26, item 8): with no OIDC_* variable nothing changes (no
+"""Single sign-on off unless configured: with no OIDC_* variable nothing changes (no
 route, no backend, no button, no middleware); a half configuration stops the start with a message naming
 the variables; and the provider's backend never answers a password form, even one whose URL carries a
 code and a state."""

@@ -1,4 +1,4 @@
-"""Issue 26 item 7, as an operator sees it at 1366x768: the API contract page draws the served OpenAPI
+"""The API contract, as an operator sees it at 1366x768: the API contract page draws the served OpenAPI
 document in Swagger UI inside the console (its files from the project), renders the document's Markdown,
 lists the operations (/v1/chat/completions among them) with their schemas, fits the width, and "Try it
 out" sends a real request with the operator's API key given to "Authorize" as a bearer token."""

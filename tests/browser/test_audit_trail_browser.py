@@ -1,4 +1,4 @@
-"""Issue 26 item 9, as an operator sees it at 1366x768: a group's daily quota changed on its page leaves
+"""The audit trail, as an operator sees it at 1366x768: a group's daily quota changed on its page leaves
 an entry on the group's "Audit trail" (who, when, the field before and after) and in the audit log's list,
 both in the console's theme and as wide as the window."""
 

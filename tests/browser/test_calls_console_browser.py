@@ -1,4 +1,4 @@
-"""Issue 26, "Calls", as an operator meets it in Chromium at 1366x768: the list of calls fits the window
+"""The console's "Calls", as an operator meets it in Chromium at 1366x768: the list of calls fits the window
 (no sideways scroll), filtering by outcome leaves the failed call, and its page shows the chain tried,
 each attempt's outcome, and the prompt and reply its group kept. Screenshots of the list and of the call's
 page are kept (tests/browser/support.py).

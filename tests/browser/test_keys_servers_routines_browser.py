@@ -1,4 +1,5 @@
-"""Issue 26, items 3 to 5, as an operator does them in Chromium at 1366x768 against a running gateway:
+"""Keys, model servers and routines in the console, as an operator does them in Chromium at 1366x768
+against a running gateway:
 a key generated on an account's page works once shown and the old one is refused; "Test connection"
 on a server saved without /v1 reports the server's 404; a routine's page shows its last runs, copies
 its whole webhook URL and runs it now. Screenshots of the server page and the routine page are kept

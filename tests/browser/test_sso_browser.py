@@ -1,4 +1,4 @@
-"""Issue 26 item 8, as an operator sees it at 1366x768: the console's login page offers "Sign in with
+"""Single sign-on, as an operator sees it at 1366x768: the console's login page offers "Sign in with
 <provider>" beside the password form; the button goes to the OpenID Connect provider started on loopback
 (tests/accounts/oidc_provider.py), whose sign-in form sends the browser back to the console, signed in.
 An identity with no staff account comes back to the login page with the reason."""

@@ -1,4 +1,4 @@
-"""Issue 14 item 4, as an operator sees it: headless Chromium (Debian's `chromium`, driven by
+"""The usage console, as an operator sees it: headless Chromium (Debian's `chromium`, driven by
 Playwright) logs in to the admin of a running gateway, opens the usage console from the admin
 index, filters by an account, sees the charts drawn, the totals of the records made here (tokens
 and spend) and the account's day against its budget, and exports them as CSV with their cost.

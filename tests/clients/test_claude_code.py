@@ -1,5 +1,5 @@
 """Claude Code through the gateway's /v1/messages: what reaches the Anthropic model server is what Claude Code
-sends when it calls that server straight (issue 22, "every field arrives").
+sends when it calls that server straight.
 
 Claude Code runs offline twice with the same prompt against the same scripted reference upstream: straight at
 it, then through the live gateway. The upstream makes it call its Bash tool once and answers the tool's result

@@ -1,4 +1,4 @@
-"""Codex CLI through the gateway's /v1/responses with RESPONSES_TOOLS on (issue 22): Codex speaks only the
+"""Codex CLI through the gateway's /v1/responses with RESPONSES_TOOLS on: Codex speaks only the
 Responses API, sends its function tools on every call, and runs the one the model asks for.
 
 The reference upstream is scripted to call Codex's shell tool once (`echo hi`); Codex runs it, sends its

@@ -1,4 +1,4 @@
-"""For the response cache tests (issue 24): turning the cache on for a group, counting what reached
+"""For the response cache tests: turning the cache on for a group, counting what reached
 the reference upstream, and calling each /v1 surface through its official SDK with the headers of
 the answer kept."""
 

@@ -1,5 +1,5 @@
-"""Bad input on the /v1 surfaces gets a clear 4xx in the surface's shape, never a 500 (issue 12,
-item 2): non-finite numbers and lone surrogates refused at the edge, every field the API types
+"""Bad input on the /v1 surfaces gets a clear 4xx in the surface's shape, never a 500:
+non-finite numbers and lone surrogates refused at the edge, every field the API types
 checked for its type, and a model server's malformed reply answered 502 (or the stream's own
 failure signal once a stream has begun)."""
 

@@ -1,4 +1,4 @@
-"""Budgets in money (issue 25, item 4) on the /v1 surfaces, through a running gateway and the reference
+"""Budgets in money on the /v1 surfaces, through a running gateway and the reference
 upstream: the last call a budget allows and the first it refuses, refused in each surface's shape as a
 used-up token quota is (spec 8.4's table), the message naming the budget; an account's own budget in
 place of its group's; other accounts untouched; two processes racing past a budget."""

@@ -1,4 +1,4 @@
-"""What a call costs (issue 25, items 1-2), through a running gateway and the reference upstream: the
+"""What a call costs, through a running gateway and the reference upstream: the
 usage record of each /v1 surface carries its tokens at the answering model's price, to the cent and
 below, whole or streamed, for a reply cut midway, a call that fell through (the model that answered is
 priced), a reply from the response cache (no model was paid), a provider's cached input tokens, an

@@ -1,4 +1,4 @@
-"""`Idempotency-Key` on the /v1 surfaces (issue 25, item 5; accounts/idempotency.py), through a running
+"""`Idempotency-Key` on the /v1 surfaces (accounts/idempotency.py), through a running
 gateway in front of the reference upstream: a retry with the key gets the first answer, byte for byte with
 its identifying headers and `Idempotent-Replayed: true`, without a second model call or usage record;
 another body is a 422 and a repeat while the first is answered a 409, in each surface's shape; failures a

@@ -1,4 +1,4 @@
-"""Same format, same request (issue 22): `/v1/messages` to an Anthropic server and
+"""Same format, same request: `/v1/messages` to an Anthropic server and
 `/v1/chat/completions` to an OpenAI-compatible one reach the server as the client sent them,
 headers and query included, with only `model` replaced (and `stream`, which the gateway sets so a
 reply cut midway can still be returned in part); the reply comes back as the server sent it."""

@@ -1,4 +1,4 @@
-"""The exact response cache (issue 24) on /v1/chat/completions, through the openai SDK against the
+"""The exact response cache on /v1/chat/completions, through the openai SDK against the
 reference upstream: a hit reaches no model server, gives the same reply (streamed when asked, from a
 reply kept whole or from a stream), carries X-Cache; it is the group's alone, Cache-Control steers it,
 it ends with its TTL, and it is off at TTL 0. The other surfaces: test_response_cache_surfaces.py;

@@ -1,4 +1,4 @@
-"""The response cache (issue 24) when its Redis restarts: a gateway of its own on a private Redis
+"""The response cache when its Redis restarts: a gateway of its own on a private Redis
 (tests/faults/services.py, on a free port; the test run's Redis is never touched). A restart without
 persistence empties the cache: the next call reaches the model server, nothing fails, and the cache
 fills again."""

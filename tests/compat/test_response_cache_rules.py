@@ -1,4 +1,4 @@
-"""The spec's rules hold for cached replies (issue 24, items 4 and 5): a hit is a usage record marked
+"""The spec's rules hold for cached replies: a hit is a usage record marked
 cached with the tokens it delivered, counts against the token quota and the request ceiling, is
 given only to a group that may still use the model (checked before the cache is read), and has its
 own request ids; a failure, or a reply cut midway, is never kept; hits and their tokens are counted

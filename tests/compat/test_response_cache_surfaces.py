@@ -1,4 +1,4 @@
-"""The response cache (issue 24) on /v1/messages, the same format passed through (an Anthropic
+"""The response cache on /v1/messages, the same format passed through (an Anthropic
 server) and translated (an OpenAI-compatible one), and on /v1/responses, through the official SDKs:
 a hit reaches no model server and gives the same reply in the surface's own events, streamed from a
 reply kept whole and whole from a reply kept from a stream. The surface is part of the key."""

@@ -41,7 +41,7 @@ def stack():
     from tests.contract import LIVE_BASES
 
     with running_stack() as s:
-        LIVE_BASES.add(s.url)  # its answers are held to the OpenAPI document like any other (issue 12)
+        LIVE_BASES.add(s.url)  # its answers are held to the OpenAPI document like any other
         try:
             yield s
         finally:

@@ -17,7 +17,7 @@ PRICE = {"input_price": "2.5", "output_price": "10"}  # per million tokens (test
 
 def base(spec: dict) -> dict:
     """The default model `ref/echo-1`, and a second server `ref2` on the same upstream holding
-    `echo-1` too: the bare name is a pool (issue 24), and so is the alias `ref-pool` over both."""
+    `echo-1` too: the bare name is a pool, and so is the alias `ref-pool` over both."""
     from gateway.models import Alias, AliasDeployment, Model, ModelServer
 
     server, _ = ModelServer.objects.update_or_create(

@@ -1,4 +1,4 @@
-"""Redis behind Sentinel for the fault tests (issue 28): a primary, a replica and three Sentinels of its own on
+"""Redis behind Sentinel for the fault tests: a primary, a replica and three Sentinels of its own on
 free loopback ports, each `redis-server` in a session of its own (tests/faults/services.py's `Service`), the
 Sentinels' configuration files generated in the stack's folder. `SentinelStack` is tests/faults/stack.py's
 stack with its processes configured through REDIS_SENTINELS instead of one REDIS_URL."""

@@ -1,4 +1,4 @@
-"""Issue 11, "How it is shown": a private stack under a bounded load of signed webhook events
+"""What survives a fault, shown: a private stack under a bounded load of signed webhook events
 and chat completions, one fault injected mid-load, then the private database checked once the
 stack has settled (tests/faults/checks.py). Run alone with `bin/test tests/faults`."""
 
@@ -243,7 +243,7 @@ DRILL_KEYS = 60
 
 
 def test_idempotent_retries_after_the_client_is_killed_mid_answer(live: Stack):
-    """Issue 25: every call of a load carries its own `Idempotency-Key`; its client goes away while the
+    """Every call of a load carries its own `Idempotency-Key`; its client goes away while the
     model is still answering (a read timeout shorter than the reply), then retries the same call with
     the same key until it has an answer (a 409 while the first is still being answered, waiting its
     Retry-After). Each key is answered 200, called the model once and is metered once, at its price."""

@@ -1,4 +1,4 @@
-"""Issue 28, item 4: the gateway's web process (gunicorn, two workers) and a Celery worker reach their
+"""The gateway's web process (gunicorn, two workers) and a Celery worker reach their
 PostgreSQL through PgBouncer in transaction mode with two server connections, so that the
 transactions of every client share them (DATABASE_POOLER=transaction, gateway/settings/database.py).
 Migrations run against PostgreSQL itself, as docs/deploying.md says. Checked: proxied calls metered

@@ -1,4 +1,4 @@
-"""Issue 28, Redis primary failover through Sentinel: a private stack whose web, worker and beat find Redis through
+"""Redis primary failover through Sentinel: a private stack whose web, worker and beat find Redis through
 three Sentinels (tests/faults/sentinel.py). Under webhook events and chat calls the primary is killed (SIGKILL):
 calls answer 200, or 503 with Retry-After while no primary answers, never a 500 or a dropped connection; once the
 Sentinels have promoted the replica, calls succeed again; every answered call has one usage record, every accepted

@@ -1,4 +1,4 @@
-"""Fuzzing the running gateway from its own OpenAPI document (issue 12, item 6).
+"""Fuzzing the running gateway from its own OpenAPI document.
 
 `fuzz_world` starts a gateway process (uvicorn on loopback, the test database, request ceilings
 raised so the fuzzing is not stopped at 429) in front of the reference upstream and a stand-in for

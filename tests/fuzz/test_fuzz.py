@@ -1,4 +1,4 @@
-"""Every operation of the OpenAPI document, fuzzed against the running gateway (issue 12, item 6).
+"""Every operation of the OpenAPI document, fuzzed against the running gateway.
 
 schemathesis loads the document from the server (`GET /api/v1/openapi.json`) and, per operation,
 sends its coverage cases (boundary and invalid values of every parameter and body field) and then
@@ -7,7 +7,7 @@ every run sends the same requests. Each answer must be no 5xx (the upstream is h
 bug; a 501, a feature the gateway does not offer, is the one exception) and inside the document:
 status, content type, headers and body (schemathesis' checks and tests/contract.py's). Failures are
 collected, not raised mid-run, so one run lists them all; the terminal summary counts them.
-The seven bad inputs of issue 12 have their own named tests: tests/compat/test_bad_input.py,
+The seven bad inputs that once answered a 500 have their own named tests: tests/compat/test_bad_input.py,
 tests/native/test_bad_input.py, tests/native/test_mcp_bad_params.py.
 """
 

@@ -1,4 +1,4 @@
-"""Bad input on /api/v1 gets a clear 4xx in the surface's shape, never a 500 (issue 12, item 2):
+"""Bad input on /api/v1 gets a clear 4xx in the surface's shape, never a 500:
 non-finite numbers, lone surrogates and NUL refused at the edge with the field named (422
 `{message, errors}`), attachments whose name or text PostgreSQL cannot store refused, and a model
 server's malformed reply answered 502 (or an `error` event inside a begun stream)."""

@@ -1,4 +1,4 @@
-"""The response cache (issue 24) on POST /api/v1/chat: the key is the model request the turn builds
+"""The response cache on POST /api/v1/chat: the key is the model request the turn builds
 (profile prompt, retrieved excerpts, the history that fits, the new message), so the same message
 in another conversation with the same history is a hit and a later turn of the same conversation is
 not. A hit reaches no model server, comes as `meta`/`delta`/`done` (or whole), is saved in the

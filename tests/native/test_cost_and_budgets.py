@@ -1,4 +1,4 @@
-"""What a call costs and budgets in money (issue 25) on the native surface, through a running gateway and
+"""What a call costs and budgets in money on the native surface, through a running gateway and
 the reference upstream: native chat (whole and streamed) and the agent cost their tokens at the model's
 price; a spent budget is refused as a used-up token quota is: an `error` event with `codigo`
 `limite_perfil` in the chat stream, 403 with `detail` on the agent (spec 8.4's table), also between

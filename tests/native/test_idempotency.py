@@ -1,4 +1,4 @@
-"""`Idempotency-Key` on the native surface (issue 25, item 5; accounts/idempotency.py), through a running
+"""`Idempotency-Key` on the native surface (accounts/idempotency.py), through a running
 gateway and the reference upstream: POST /api/v1/chat with `stream: false`, POST /api/v1/agent/chat and
 /agent/run answer once per key (one model call, one conversation turn, one metering); another body is a
 422 `{message, errors}` naming the header, a repeat while the first is answered a 409 `{detail}`; a chat

@@ -1,7 +1,7 @@
 """`/api/v1/mcp` answers -32602 (invalid params), never -32603 (internal error), to malformed
 params: params or arguments that are not objects, a name that is not a string, arguments of the
 wrong types, and values no JSON encoder downstream can write (NaN, Infinity, 1e400, a lone
-surrogate, NUL), with the place named (issue 12, item 2)."""
+surrogate, NUL), with the place named."""
 
 from __future__ import annotations
 

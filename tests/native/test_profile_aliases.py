@@ -1,4 +1,4 @@
-"""The aliases a caller may chat with (native/profiles.py `aliases_for`, issue 24): those allowed to
+"""The aliases a caller may chat with (native/profiles.py `aliases_for`): those allowed to
 its group, with a deployment it may reach; available when one of them was listed at the last
 discovery of its server, which did not fail."""
 

@@ -1,4 +1,4 @@
-"""Issue 26, item 5: a routine's console page. Delivery targets as rows, checked as the API checks them;
+"""A routine's console page. Delivery targets as rows, checked as the API checks them;
 the webhook URL masked with Copy and Show (the whole URL only from a POST for staff who may change
 the routine); Run now through the API's own service; the last runs; an event's payload as pretty,
 escaped JSON; events named for what they are."""

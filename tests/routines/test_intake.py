@@ -1,5 +1,5 @@
-"""Webhook events that arrive together are taken in together (routines/intake.py, issue 13 item
-3): one batch for whatever waited while the previous one was written, each answer after its
+"""Webhook events that arrive together are taken in together (routines/intake.py):
+one batch for whatever waited while the previous one was written, each answer after its
 batch committed, the runs enqueued after the answers, and a failed batch failing each event."""
 
 import asyncio

@@ -1,5 +1,5 @@
-"""`Idempotency-Key` on POST /api/v1/routines and POST /api/v1/routines/{id}/run-now (issue 25, item 5;
-accounts/idempotency.py), through the test client: a retry with the key gets the first answer and
+"""`Idempotency-Key` on POST /api/v1/routines and POST /api/v1/routines/{id}/run-now
+(accounts/idempotency.py), through the test client: a retry with the key gets the first answer and
 creates or queues nothing more; another body is a 422, a request still being answered a 409, a bad key
 a 422 naming the header, all in the native shapes; the key is the account's, whichever credential sends
 it; expired answers are swept, and an expired key runs anew."""

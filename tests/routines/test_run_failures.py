@@ -1,4 +1,4 @@
-"""Issue 26, item 5: a failed run keeps the model it tried and its error as it was, without the API's
+"""A failed run keeps the model it tried and its error as it was, without the API's
 "retry in N seconds" (nothing retries a run by itself), and the owner reads in the inbox why the
 routine switched itself off (spec 3.3)."""
 

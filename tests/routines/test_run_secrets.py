@@ -1,4 +1,4 @@
-"""No credential reaches a routine run's record (issue 12, item 1): behind a leaky model server
+"""No credential reaches a routine run's record: behind a leaky model server
 (its errors echo the key it was sent), a failed run's `error`, its deliveries' errors, the inbox,
 the runs API, the admin's run page and the log lines all do without the key. A channel provider
 or a receiver that echoes a token or the routine's secret is redacted too."""

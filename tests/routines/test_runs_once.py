@@ -1,4 +1,4 @@
-"""A run executes once (issue 11, rules 3 and 4): the answer is saved with `answered_at` before
+"""A run executes once: the answer is saved with `answered_at` before
 anything else, completion writes are retried while the database is unreachable, a run taken up
 again after its answer never calls the model again, the sweep re-queues only runs that did not
 reach the model and enqueues nothing twice, and metering never fails an answered run."""

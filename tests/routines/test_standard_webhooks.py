@@ -1,4 +1,4 @@
-"""Replay protection beyond the spec (issue 12, item 3): a routine whose `webhook_signature_scheme`
+"""Replay protection beyond the spec: a routine whose `webhook_signature_scheme`
 is "standard" takes Standard Webhooks signatures (webhook-id, webhook-timestamp, webhook-signature
 over "id.timestamp.body"), five minutes' tolerance either way, the id as the event id. The spec's
 body scheme stays the default and is unchanged (tests/routines/test_webhook_ingest.py)."""

@@ -1,4 +1,4 @@
-"""A routine's trace across processes (issue 27): the webhook request in the gateway's web process, the
+"""A routine's trace across processes: the webhook request in the gateway's web process, the
 run's task in a Celery worker (the context carried in the task's headers), the run's model call and
 each delivery attempt, all exported to an OTLP/HTTP receiver this test starts, as one trace."""
 

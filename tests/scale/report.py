@@ -1,4 +1,4 @@
-"""The figures a multi-host run prints (issue 28, "Figures"): each proof and fault prints what it
+"""The figures a multi-host run prints: each proof and fault prints what it
 made, answered, refused and recorded, so a CI log shows the counts the assertions held."""
 
 from __future__ import annotations

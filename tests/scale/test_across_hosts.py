@@ -1,4 +1,4 @@
-"""Issue 28, "Proven across hosts": three gateway hosts behind HAProxy on one PostgreSQL and one Redis
+"""Proven across hosts: three gateway hosts behind HAProxy on one PostgreSQL and one Redis
 (tests/scale/cluster.py), under bounded loads through the load balancer. What one host proves in
 tests/faults holds across hosts: the per-account ceilings and the shared counter are exact (never a
 multiple of the ceiling by the number of hosts), usage is metered once, a duplicated event is refused

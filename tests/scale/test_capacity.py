@@ -1,4 +1,4 @@
-"""Issue 28, the capacity model (docs/scaling.md): what one proxied call and one webhook event cost
+"""The capacity model (docs/scaling.md): what one proxied call and one webhook event cost
 the shared services, measured on the stack's own Redis (`INFO commandstats` deltas) and PostgreSQL
 (`pg_stat_database` xact_commit, `pg_stat_user_tables` n_tup_ins deltas) over a known number of
 calls, the background (workers polling the broker, beat, drainers) measured alone first and taken

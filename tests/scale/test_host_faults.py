@@ -1,4 +1,4 @@
-"""Issue 28, "Faults across hosts": a gateway host killed under load (the balancer routes around it,
+"""Faults across hosts: a gateway host killed under load (the balancer routes around it,
 nothing answered is lost, what its spool held is written when it comes back), a host cut off from
 Redis (503 in the surface's shape, never 500, and answers again once its route is back), a host lost
 with its disk (the window of usage lost, measured against USAGE_FLUSH_SECONDS: docs/scaling.md).

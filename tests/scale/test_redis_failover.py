@@ -1,4 +1,4 @@
-"""Issue 28, Redis primary failover through Sentinel across hosts: under chat calls through the
+"""Redis primary failover through Sentinel across hosts: under chat calls through the
 balancer, the Redis primary's host is lost (its redis-server and its Sentinel SIGKILLed); the two
 other Sentinels promote the replica, and every gateway host follows it. During the switch calls get
 503 with Retry-After at worst, never a 500 or a dropped connection; after it, every answered call

@@ -1,4 +1,4 @@
-"""Issue 28, "Proven across hosts" (continued): what one host decides, every host holds at once. A
+"""Proven across hosts (continued): what one host decides, every host holds at once. A
 token quota and a budget in money spent through the balancer are refused by all hosts at their
 ceiling; a webhook event sent to the three hosts at the same time is accepted once; a group's
 allowed models changed by a command on one host, and an API key revoked through another, are seen
@@ -71,7 +71,7 @@ def test_token_quota_exact_across_hosts(hosts: Cluster):
 
 
 def test_budget_exact_across_hosts(hosts: Cluster):
-    """A daily budget in money a little over seven calls' cost (issue 25), spent through the round robin:
+    """A daily budget in money a little over seven calls' cost, spent through the round robin:
     answered up to the call whose cost reaches it, then refused 403 naming the budget by whichever host
     takes the next; every host reports the spend the usage records hold."""
     usage = one_call_usage(hosts, "budget-000")

@@ -1,4 +1,4 @@
-"""The calls log's durable way (issue 26): a call's line is in its process's spool when the request ends
+"""The calls log's durable way: a call's line is in its process's spool when the request ends
 and reaches the database once, also from a gateway killed after the answer, also when a file is replayed
 twice; refusals without a credential are bounded; lines of deleted accounts are dropped."""
 

@@ -1,4 +1,4 @@
-"""The console's "Calls" (issue 26) through the Django test client as staff: the list, each filter and the
+"""The console's "Calls" through the Django test client as staff: the list, each filter and the
 search, a call's page with its chain and kept text, who may see it; and the home's read per model."""
 
 import re

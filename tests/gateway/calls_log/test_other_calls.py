@@ -1,4 +1,4 @@
-"""The calls log (issue 26) on embeddings, audio, native chat and the agent, and the refusals before any
+"""The calls log on embeddings, audio, native chat and the agent, and the refusals before any
 model (credential, ceiling, quota, the group's models), through a running gateway and the reference upstream."""
 
 import httpx

@@ -1,4 +1,4 @@
-"""The calls log (issue 26) on the /v1 chat surfaces, through a running gateway and the reference upstream:
+"""The calls log on the /v1 chat surfaces, through a running gateway and the reference upstream:
 each call answered or failed is one row, with who called, the model asked and the one that answered,
 the status and the code the client got, the times, the tokens and cost as metered, and the chain tried."""
 

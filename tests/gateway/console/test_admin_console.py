@@ -1,5 +1,5 @@
-"""The console's rough edges (issue 14): help texts shown as written, a model list that fits
-beside the navigation and the filters (its prices in one column, issue 25), and no "View site" link
+"""The console's rough edges: help texts shown as written, a model list that fits
+beside the navigation and the filters (its prices in one column), and no "View site" link
 to a page nothing answers."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""The console's audit trail (issue 26, item 9, django-auditlog): a staff user's change to a group's quota,
+"""The console's audit trail (django-auditlog): a staff user's change to a group's quota,
 a server's API key and a model's price each leave one entry with the operator and the changed fields, seen
 in the audit log's list and on the object's own audit trail page; a server's key never appears in the log
 or its pages; keys issued and revoked are entries too; and the API's hot path writes none and makes no

@@ -1,4 +1,4 @@
-"""The home's calls panel (issue 26): per model, from the calls log, the calls of the span, the share
+"""The home's calls panel: per model, from the calls log, the calls of the span, the share
 that failed, and the nearest-rank median and 95th percentile of the latency (answered calls) and of
 the time to first token, in a fixed number of queries; a failed call counts for the model asked,
 the gateway's refusals and the clients that left count for none."""

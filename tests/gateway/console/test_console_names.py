@@ -1,4 +1,4 @@
-"""The console says what things are (issue 26, item 5): the gateway's name and no "Django
+"""The console says what things are: the gateway's name and no "Django
 administration", readable section names and labels, one "Groups" entry (the account groups: Django's
 permission groups are not offered), objects titled for what they are, one way to write a moment."""
 

@@ -1,4 +1,4 @@
-"""HTML for browsers under the console (issue 26, item 6): `/` and `/admin` lead to the console, an
+"""HTML for browsers under the console: `/` and `/admin` lead to the console, an
 unknown page and a server error under it are HTML pages in its theme that read no database, while
 the API's answers (spec 7.1, rule 2 on /v1) and a client asking for JSON keep theirs exactly."""
 

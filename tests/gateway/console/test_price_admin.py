@@ -1,4 +1,4 @@
-"""Issue 25 in the model admin: a model's prices per million tokens in a section named with the
+"""Prices in the model admin: a model's prices per million tokens in a section named with the
 installation's currency, an alias deployment's own prices in the alias page, both reaching the
 registry (its stamp moves as for any other change), and each usage record's cost in the list."""
 

@@ -1,4 +1,4 @@
-"""The usage console shows the response cache's hits (issue 24): per model, the calls answered from
+"""The usage console shows the response cache's hits: per model, the calls answered from
 the cache and the tokens they saved, in the range, group, account and model filtered on; the hits
 are in the page's calls and tokens too."""
 

@@ -1,4 +1,4 @@
-"""Issue 25 in the usage console: spend beside tokens (the totals, per day, model, account and group,
+"""Money in the usage console: spend beside tokens (the totals, per day, model, account and group,
 the CSV export), exact to the last COST_UNIT; the models without a price say so; the panel of the
 accounts closest to a budget in the current windows, own budgets over their group's."""
 

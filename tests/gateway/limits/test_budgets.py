@@ -1,4 +1,4 @@
-"""Budgets in money (issue 25, item 4) and the spend counters behind them, on both counter backends: a
+"""Budgets in money and the spend counters behind them, on both counter backends: a
 budget refuses at its amount and resets with its window; an account's own budget replaces its group's
 (-1: none); spend counters are a cache of the usage records' cost, rebuilt when lost (a Redis restart)
 from the database and the spool, never counted twice, and dropped when an addition failed."""

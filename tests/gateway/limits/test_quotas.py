@@ -1,5 +1,5 @@
 """Token quotas (spec 8.4): UTC windows, their exact reset instants, the 403, and /api/v1/usage;
-the counters as a cache of the usage records (issue 11 rule 2): rebuilt when missing, dropped
+the counters as a cache of the usage records: rebuilt when missing, dropped
 when an addition failed."""
 
 from datetime import datetime, timezone
@@ -135,7 +135,7 @@ def test_usage_reports_each_window_and_the_months_models(client, owner, outsider
     assert r["X-RateLimit-Limit"] == "300"
 
 
-# ---- the counters are a cache of the usage records (issue 11, rule 2) ----------------------------
+# ---- the counters are a cache of the usage records -----------------------------------------------
 
 @pytest.fixture(params=["redis", "cache"])
 def backend(request, settings, db):

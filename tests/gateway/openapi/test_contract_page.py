@@ -1,4 +1,4 @@
-"""The API contract in the console (issue 26, item 7): the served document in Swagger UI, whose files come
+"""The API contract in the console: the served document in Swagger UI, whose files come
 from the drf-spectacular-sidecar package through the console's static files (nothing from elsewhere), for
 staff only; and a document fit to be read there: no section numbers of a document the reader does not have,
 and no 301 on every route (the https redirect answers before any route, and the document says so once)."""

@@ -1,4 +1,4 @@
-"""The OpenAPI 3.1 document (issue 12, item 5): well-formed, complete against the URLconf, served,
+"""The OpenAPI 3.1 document: well-formed, complete against the URLconf, served,
 rendered in the admin, and used by tests/contract.py to check every test client response."""
 
 import re

@@ -1,4 +1,4 @@
-"""Issue 14, item 1: /livez (the process answers) and /readyz (PostgreSQL, Redis, the broker, the
+"""The health probes: /livez (the process answers) and /readyz (PostgreSQL, Redis, the broker, the
 migrations), unauthenticated, not rate-limited, GET and HEAD only, quiet in the logs, and
 answering while what they check is down."""
 

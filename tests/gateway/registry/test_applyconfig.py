@@ -314,7 +314,7 @@ def test_the_documented_example_applies(apply, monkeypatch):
 
 def test_a_servers_translation_choices_are_set_and_default(apply):
     """How a translated request treats a field the server's format cannot carry, and how
-    response_format reaches an Anthropic server (issue 22): off and `tool` unless the file says."""
+    response_format reaches an Anthropic server: off and `tool` unless the file says."""
     apply(SAMPLE.replace("    is_remote: true\n", "    is_remote: true\n    drop_unsupported_fields: true\n"
                                                     "    structured_output: output_config\n"))
     cloud, local = ModelServer.objects.get(name="cloud"), ModelServer.objects.get(name="local")

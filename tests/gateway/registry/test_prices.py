@@ -1,4 +1,4 @@
-"""Prices and costs (issue 25) in integer COST_UNITS: a price of at most four decimals per million tokens
+"""Prices and costs in integer COST_UNITS: a price of at most four decimals per million tokens
 makes a token cost a whole number of units, so no cost is ever rounded."""
 
 from decimal import Decimal

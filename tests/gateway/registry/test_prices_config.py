@@ -1,4 +1,4 @@
-"""Issue 25 in `manage.py applyconfig`: a model's and an alias deployment's prices per million
+"""Prices and budgets in `manage.py applyconfig`: a model's and an alias deployment's prices per million
 tokens, a group's budgets; numbers or decimal strings, exact, and any other value refused by the
 name of its place, writing nothing."""
 

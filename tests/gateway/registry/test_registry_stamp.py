@@ -1,4 +1,4 @@
-"""Issue 11, rule 8: a change to servers, models, fallbacks or a group's allowed models is seen by
+"""A change to servers, models, fallbacks or a group's allowed models is seen by
 every process on its next call, through a version stamp read per call, not after a TTL."""
 
 import socket

@@ -1,5 +1,5 @@
-"""Enqueueing from a new thread does not build Celery's result backend again (issue 13, item 3:
-it was a quarter of the webhook ingest's CPU)."""
+"""Enqueueing from a new thread does not build Celery's result backend again
+(it was a quarter of the webhook ingest's CPU)."""
 
 import threading
 

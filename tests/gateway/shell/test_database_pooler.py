@@ -1,4 +1,4 @@
-"""DATABASE_POOLER (issue 28, gateway/settings/database.py): what a pooler in transaction mode in
+"""DATABASE_POOLER (gateway/settings/database.py): what a pooler in transaction mode in
 front of PostgreSQL needs, and the combinations it refuses. Through PgBouncer itself:
 tests/faults/test_pgbouncer.py. Each case is `databases` of an environment of its own (a mapping), none
 of the test run's."""

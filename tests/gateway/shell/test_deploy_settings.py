@@ -1,4 +1,4 @@
-"""Deployment settings (issue 12, item 4), with DEBUG off: the SECRET_KEY refusal, HSTS, secure
+"""Deployment settings, with DEBUG off: the SECRET_KEY refusal, HSTS, secure
 cookies, forwarded headers believed only from TRUSTED_PROXIES, `check --deploy` clean with
 production settings, and `Cache-Control: no-store` on every answer that carries a secret.
 

@@ -1,4 +1,4 @@
-"""Redis through Sentinel (issue 28), the settings: REDIS_SENTINELS read as host:port pairs or refused at start
+"""Redis through Sentinel, the settings: REDIS_SENTINELS read as host:port pairs or refused at start
 with ImproperlyConfigured; with them, the counters, the Django caches, the Celery broker and the health probe all
 follow the primary the Sentinels name. Without them nothing changes. What the settings make of an environment
 is `gateway.settings.from_env` of it, in this process. The failover itself is

@@ -1,4 +1,4 @@
-"""LOG_FORMAT=json (issue 14, item 3): one JSON object per line; a line per request with its
+"""LOG_FORMAT=json: one JSON object per line; a line per request with its
 request id (the X-Request-Id answered), account, route, status, duration, model and tokens; a
 line per fall-through; a line per routine run carrying the id of the request that queued it, in
 the Celery worker's own log; no API key in any line."""

@@ -1,4 +1,4 @@
-"""GET /metrics (issue 14, item 2): Prometheus' text format, every process's values added up
+"""GET /metrics: Prometheus' text format, every process's values added up
 (multiprocess mode), served with a bearer token or to loopback clients only; label values are
 route patterns and registry names, never a path."""
 

@@ -1,6 +1,6 @@
 """`gateway.telemetry.redact`: credentials out of text that leaves the gateway, prose left alone; the log
 filters: key-shaped strings out of every console line, credentials sent in a query string out of
-the access log lines (issue 12, items 1 and 4)."""
+the access log lines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No model server's key leaves the gateway (issue 12, item 1): behind a leaky upstream (its errors
+"""No model server's key leaves the gateway: behind a leaky upstream (its errors
 echo the `Authorization` and `x-api-key` it was sent, `leak_credentials`), no response of any
 surface, streamed or not, carries the key in its body or headers, and no line of the gateway's
 log does. What the server said is still passed on, with `[redacted]` where the key was."""

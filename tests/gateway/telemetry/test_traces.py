@@ -1,4 +1,4 @@
-"""Traces in this process (issue 27), through the project's ASGI application with an in-memory span
+"""Traces in this process, through the project's ASGI application with an in-memory span
 exporter in place of OTLP's: nothing set up without the standard variables, a cooldown skip, a cache
 hit, a budget and a quota refusal as events, the prompt and reply on a span only for a group that keeps
 them (redacted), log lines joined to their spans, and a schedule's trace starting at the worker.

@@ -1,7 +1,6 @@
 """Traces exported by a real gateway process (uvicorn on loopback, the test database) to an OTLP/HTTP
 receiver this test starts: the span tree of a chat completion that falls through once, a streamed
-call's token counts, a client's `traceparent` continued, the model server receiving `traceparent`
-(issue 27)."""
+call's token counts, a client's `traceparent` continued, the model server receiving `traceparent`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 28, item 6: the model calls' client (gateway/upstream/http_client.py) through an HTTP proxy named
+"""The model calls' client (gateway/upstream/http_client.py) through an HTTP proxy named
 by the environment (gateway/upstream/egress.py): which variables and NO_PROXY entries it reads, and calls
 through a real tinyproxy on loopback, on asyncio's loop and on uvloop: absolute-form targets to a plain-http
 server, a CONNECT tunnel with TLS inside (the model server's certificate and name checked) to an https one,

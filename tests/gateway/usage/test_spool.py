@@ -1,4 +1,4 @@
-"""Usage records are never held only in memory (issue 11, rule 1): each process appends them to a
+"""Usage records are never held only in memory: each process appends them to a
 spool file of its own, which is written to the database idempotently (by the record's key), by
 this process or, once it is gone, by any other."""
 

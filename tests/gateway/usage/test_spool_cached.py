@@ -1,4 +1,4 @@
-"""A usage record answered from the response cache (issue 24) goes through the same durable spool:
+"""A usage record answered from the response cache goes through the same durable spool:
 its line carries `c`, the database row `cached`; a line spooled before the flag existed, and a row
 written without it, are records not cached."""
 

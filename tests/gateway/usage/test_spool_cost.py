@@ -1,4 +1,4 @@
-"""A usage record's cost (issue 25) goes through the same durable spool as its tokens: its line carries
+"""A usage record's cost goes through the same durable spool as its tokens: its line carries
 `$` (COST_UNITS) and `ci` (the provider's cached input tokens), the row `cost_units` and
 `cached_input_tokens`, exactly (integers); a line spooled before they existed, and a row of an older
 shape, cost nothing. The daily roll-up adds the cost up with the tokens."""

@@ -1,4 +1,4 @@
-"""The hot routes' handler (issue 13, item 1): the project's ASGI application sends them through
+"""The hot routes' handler: the project's ASGI application sends them through
 `HotPathHandler` (no `request_started` hop, the response closed in the loop, usage metered from
 the loop), and everything else through Django's own handler, with the same answers."""
 
@@ -42,7 +42,7 @@ def key(transactional_db, redis_url, upstream):  # noqa: F811
     return key
 
 
-def test_the_hot_routes_are_the_issues_list():
+def test_which_routes_are_hot():
     for path in ("/v1/chat/completions", "/v1/messages", "/v1/responses", "/v1/models", "/v1/messages/count_tokens",
                  "/v1/responses/input_tokens", "/api/v1/chat", "/api/v1/hooks/" + "a" * 48):
         assert is_hot(path), path

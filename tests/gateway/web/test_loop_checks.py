@@ -1,4 +1,4 @@
-"""With Redis, a warm proxied call makes its checks in the event loop (issue 13, item 1): no
+"""With Redis, a warm proxied call makes its checks in the event loop: no
 hand-off to a worker thread for the credential, the ceilings, the quota or the chain. What needs
 the database still hops: a credential not yet cached, a quota window to rebuild, a registry that
 moved."""

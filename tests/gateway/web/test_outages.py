@@ -1,4 +1,4 @@
-"""Issue 11, rule 6: while Redis or PostgreSQL is down, a request that cannot be served is answered
+"""While Redis or PostgreSQL is down, a request that cannot be served is answered
 503 with Retry-After in its surface's error shape, never 500; pooled PostgreSQL connections are
 checked before use."""
 

@@ -1,4 +1,4 @@
-"""The one output layer (issue 12, item 5): one timestamp shape on every route, one JSON writer."""
+"""The one output layer: one timestamp shape on every route, one JSON writer."""
 
 import json
 import re

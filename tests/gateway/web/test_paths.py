@@ -1,4 +1,4 @@
-"""The one table of paths (gateway/web/paths.py, issue 23 item 4): its lookups answer as the error
+"""The one table of paths (gateway/web/paths.py): its lookups answer as the error
 renderer, the hot path and the surface middleware did before it, they agree with the table's
 rows, the table agrees with the URLconfs, and every API route's errors have spec 7.1's shape."""
 
