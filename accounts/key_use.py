@@ -3,10 +3,10 @@ key, never on the call's way.
 
 The credential check of an API call runs from the process's cache with no database query
 (accounts/principal_cache.py), and this keeps it so: `note_key_use` is a clock read and a
-dictionary lookup (about 0.3 µs; docs/decisions.md, "Key last used"). At most once a minute per key
-and process it also puts the key's hash and the time in a small dictionary of uses to write; a
-daemon thread, started by the first use, writes them every API_KEY_USE_FLUSH_SECONDS (and once more
-when the process exits), one conditional UPDATE per key:
+dictionary lookup (about 0.3 µs; docs/decisions/0114-keys-in-the-console.md, "Key last used"). At
+most once a minute per key and process it also puts the key's hash and the time in a small
+dictionary of uses to write; a daemon thread, started by the first use, writes them every
+API_KEY_USE_FLUSH_SECONDS (and once more when the process exits), one conditional UPDATE per key:
 
     UPDATE accounts_apikey SET last_used_at = <use> WHERE key_hash = <hash>
       AND (last_used_at IS NULL OR last_used_at <= <use> - 60 s)
@@ -16,16 +16,14 @@ is a `QuerySet.update`: no signal, so the credential caches of every process sta
 row would move the account's version and make every process read the key again).
 
 The time shown is at most a minute plus API_KEY_USE_FLUSH_SECONDS behind the last call; a process
-killed hard loses its last uses. With USAGE_BATCHED off (the in-process tests, as for
-gateway/usage/call_failures.py) no thread runs and `flush()` writes what was noted.
+killed hard loses its last uses. The thread, its lock, backoff, log, fork and exit handling are
+gateway/state/write_behind.py's; what is here is what to keep (the newest use per key) and how to
+write it.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
-import threading
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -34,6 +32,7 @@ from django.db.models import Q
 
 from accounts.models import ApiKey
 from accounts.secrets import digest
+from gateway.state.write_behind import LogOnce, WriteBehind
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +42,6 @@ MAX_NOTED = 100_000  # keys this process remembers noting; beyond that it starts
 # (account id, the key's last 8 characters, which its preview shows) → when this process last took
 # a use of it. The key's own text is not kept; a replaced key of the same account is another entry.
 _noted: dict[tuple[int, str], float] = {}
-_pending: dict[str, float] = {}  # key hash → time of the use to write
-_lock = threading.Lock()
-_flusher: threading.Thread | None = None
-_unwritable_logged = False
 
 
 def note_key_use(account_id: int, key: str) -> None:
@@ -59,78 +54,32 @@ def note_key_use(account_id: int, key: str) -> None:
     if len(_noted) >= MAX_NOTED:
         _noted.clear()
     _noted[seen] = now
-    _pending[digest(key)] = now
-    if _flusher is None and settings.USAGE_BATCHED:
-        _start_flusher()
+    _uses.put(digest(key), now)  # key hash → time of the use to write (the newest)
 
 
 def flush() -> int:
     """Write the uses noted so far; returns how many keys' times moved. What the database
     refuses is kept for the next flush (raises its error)."""
-    with _lock:
-        taken = dict(_pending)
-        _pending.clear()
+    return _uses.flush()
+
+
+def _write(taken: dict[str, float]) -> int:
+    """One conditional UPDATE per key; each key written is taken out of `taken` (the rest goes back)."""
     moved = 0
-    try:
-        for key_hash, at in list(taken.items()):
-            used = datetime.fromtimestamp(at, tz=timezone.utc)
-            stale = Q(last_used_at__isnull=True) | Q(last_used_at__lte=used - timedelta(seconds=EVERY_SECONDS))
-            moved += ApiKey.objects.filter(stale, key_hash=key_hash).update(last_used_at=used)
-            del taken[key_hash]
-    finally:
-        if taken:
-            with _lock:
-                for key_hash, at in taken.items():
-                    _pending[key_hash] = max(at, _pending.get(key_hash, 0.0))
+    for key_hash, at in list(taken.items()):
+        used = datetime.fromtimestamp(at, tz=timezone.utc)
+        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lte=used - timedelta(seconds=EVERY_SECONDS))
+        moved += ApiKey.objects.filter(stale, key_hash=key_hash).update(last_used_at=used)
+        del taken[key_hash]
     return moved
 
 
-def _flush_quietly() -> None:
-    global _unwritable_logged
-    from django.db import close_old_connections
-
-    try:
-        flush()
-        _unwritable_logged = False
-    except Exception as exc:  # noqa: BLE001 — the database away: kept for the next flush
-        if not _unwritable_logged:
-            logger.warning("API key last-used times kept in this process for now: the database cannot be "
-                           "written (%s)", type(exc).__name__)
-            _unwritable_logged = True
-    finally:
-        close_old_connections()
-
-
-def _run() -> None:
-    while True:
-        time.sleep(float(settings.API_KEY_USE_FLUSH_SECONDS))
-        _flush_quietly()
-
-
-def _start_flusher() -> None:
-    global _flusher
-    with _lock:
-        if _flusher is not None:
-            return
-        _flusher = threading.Thread(target=_run, name="api-key-use", daemon=True)
-        _flusher.start()
-        atexit.register(_flush_quietly)
+_uses = WriteBehind(
+    "api-key-use", _write, merge=max, every=lambda: settings.API_KEY_USE_FLUSH_SECONDS, forget=_noted.clear,
+    log=LogOnce(logger, "API key last-used times kept in this process for now: the database cannot be written (%s)",
+                "API key last-used times written again"))
 
 
 def forget_all() -> None:
-    """Drop what this process noted and did not write (tests)."""
-    with _lock:
-        _noted.clear()
-        _pending.clear()
-
-
-def _after_fork() -> None:
-    """A forked process starts with nothing noted and no thread (the parent writes its own)."""
-    global _flusher, _lock
-    _flusher = None
-    _lock = threading.Lock()
-    _noted.clear()
-    _pending.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork)
+    """Drop what this process noted and did not write (tests: the state of another process)."""
+    _uses.reset()

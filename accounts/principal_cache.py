@@ -24,6 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.secrets import digest
+from gateway.state import per_process
 from gateway.state.counters import account_tag
 
 MAX_ENTRIES = 10_000
@@ -72,6 +73,9 @@ def forget(token: str) -> None:
 def forget_all() -> None:
     with _lock:
         _entries.clear()
+
+
+per_process.register("credentials", reset=forget_all)
 
 
 def bump_account(account_id: int) -> None:

@@ -150,7 +150,7 @@ class Stack:
         code = ("from django.conf import settings as s; d = s.DATABASES['default']; "
                 "print(f\"CONN_MAX_AGE={d['CONN_MAX_AGE']}, DB pool={d.get('OPTIONS', {}).get('pool', 'off')}, "
                 "REGISTRY_TTL_SECONDS={s.REGISTRY_TTL_SECONDS}, DEBUG={s.DEBUG}, "
-                "USAGE_BATCHED={getattr(s, 'USAGE_BATCHED', 'n/a')}, "
+                "USAGE_FLUSH_SECONDS={s.USAGE_FLUSH_SECONDS}, "
                 "RATE_LIMITS v1={s.RATE_LIMITS['v1']} general={s.RATE_LIMITS['general']} "
                 "hooks={s.RATE_LIMITS['hooks']}, WEBHOOK_EVENTS_PER_MINUTE={s.WEBHOOK_EVENTS_PER_MINUTE}\")")
         try:

@@ -35,6 +35,7 @@ class GatewayConfig(AppConfig):
         # the calls log (issue 26): a call's line spooled when its request ends, drained by the same thread
         logjson.ended.append(call_log.record_call)
         usage_writer.after_cycle.append(call_log.drain)
+        usage_writer.also_pending.append(call_log.call_log.pending)  # written at exit too
 
 
 def console_deploy_checks(app_configs, **kwargs):

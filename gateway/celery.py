@@ -39,8 +39,7 @@ def _start_usage_drainer(**_kwargs) -> None:
     """Each pool process writes its usage spool, and what dead processes left, from its start."""
     from gateway.usage.writer import usage_writer
 
-    if settings.USAGE_BATCHED:
-        usage_writer.start()
+    usage_writer.start()
 
 
 # --- Metrics and logs (docs/operations.md) ----------------------------------------------------

@@ -57,9 +57,13 @@ def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     _flush_with_delete()
     _keep_content_types()
-    # In this process usage records are written inline, inside each test's transaction; the
-    # server processes that tests start keep the batched writer of production.
-    settings.USAGE_BATCHED = False
+    # In this process nothing is written behind a test's back: its data lives in its own transaction,
+    # which no other thread sees. Usage and calls are spooled and counts and times buffered as in
+    # production; a test writes them with per_process.flush_all() where it needs them in the database
+    # (gateway/state/write_behind.py). The server processes that tests start keep their threads.
+    from gateway.state import write_behind
+
+    write_behind.background = False
     # Every response a test receives from the Django test client is checked against the OpenAPI
     # document (tests/contract.py); GATEWAY_CONTRACT=off turns it off, =<file> records instead.
     mode = os.environ.get("GATEWAY_CONTRACT", "")
@@ -100,21 +104,21 @@ def clear_counters():
 
 @pytest.fixture(autouse=True)
 def _fresh_state(request):
-    """Every test starts with empty request windows and reads the model registry afresh. The
-    test's database is opened first, so the reset reaches counters kept in the database cache."""
-    from accounts.principal_cache import forget_all
-    from gateway.registry.snapshot import registry_invalidate
+    """Every test starts with empty request windows and, before and after it, with this process's own
+    state emptied (gateway/state/per_process.py `reset_all`: what its buffers hold, unwritten, goes with
+    the test's data, and so do the credential cache, the model registry's copy, the cooldowns' copy and
+    the deployments' loads). The test's database is opened first, so the reset reaches counters kept
+    in the database cache."""
+    from gateway.state import per_process
 
     for name in ("transactional_db", "db"):
         if name in request.fixturenames:
             request.getfixturevalue(name)
             break
     clear_counters()
-    registry_invalidate()
-    forget_all()
+    per_process.reset_all()
     yield
-    registry_invalidate()
-    forget_all()
+    per_process.reset_all()
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ keeps the unsure counters, so this module imports it one way: the writer never i
 
 What a ceiling lets through beyond itself: the calls admitted before the counter reached it (each
 admitted call is checked before its tokens are known), and the records that were spooled but not
-yet in the database in another host's spool when a counter was rebuilt (docs/decisions.md)."""
+yet in the database in another host's spool when a counter was rebuilt
+(docs/decisions/0031-quota-counters-are-a-cache.md)."""
 
 from __future__ import annotations
 
@@ -30,11 +31,11 @@ from functools import lru_cache
 from types import SimpleNamespace
 from typing import NamedTuple
 
-from django.conf import settings
 from django.db.models import F, Q, Sum
 
 from gateway.limits.budgets import BUDGET_FIELDS, budget_refusal, budgets_of
 from gateway.models import UsageRecord
+from gateway.state import per_process
 from gateway.state.counters import (
     Pending,
     account_tag,
@@ -55,11 +56,11 @@ logger = logging.getLogger(__name__)
 # --- quota counters to drop -------------------------------------------------------------------
 # A failed addition to an account's quota counters (Redis down) leaves them unsure: they are
 # dropped once Redis answers, to be rebuilt from the usage records. The usage drainer drops them
-# after each write (its `after_cycle`, wired in gateway/apps.py); with USAGE_BATCHED off, the next
-# addition does.
+# after each write (its `after_cycle`, wired in gateway/apps.py).
 
 unsure_counters: set[str] = set()  # counters an addition may have missed: dropped once Redis answers
 unsure_lock = threading.Lock()
+per_process.register("unsure-quota-counters", reset=unsure_counters.clear)
 
 
 def quota_counters_unsure(keys: list[str]) -> None:
@@ -299,8 +300,6 @@ def quota_add(*, account_id: int, tokens: int, cost_units: int = 0, now: datetim
     fails, the counters are remembered as unsure and dropped once they can be (False is returned)."""
     additions = _additions(account_id, tokens, cost_units, now)
     try:
-        if unsure_counters and not settings.USAGE_BATCHED:  # else the usage drainer drops them
-            quota_forget_unsure()
         amounts_add(additions, pending=pending_for(account_id), record=record)
         return True
     except Exception as exc:
@@ -313,7 +312,7 @@ async def quota_add_async(*, account_id: int, tokens: int, cost_units: int = 0,
     from gateway.state.redis import loop as loop_redis
     from gateway.state.workers import in_worker
 
-    if not loop_redis.available() or (unsure_counters and not settings.USAGE_BATCHED):
+    if not loop_redis.available():
         return await in_worker(quota_add)(account_id=account_id, tokens=tokens, cost_units=cost_units, now=now,
                                           record=record)
     additions = _additions(account_id, tokens, cost_units, now)

@@ -34,8 +34,7 @@ def drop_start_of_request_connection_check() -> None:
 def start_usage_drainer() -> None:
     """Write what dead processes left in the usage spool as soon as this process starts, not on
     its first metered call (gateway/usage/writer.py)."""
-    if settings.USAGE_BATCHED:
-        usage_writer.start()
+    usage_writer.start()
 
 
 def tune_garbage_collector() -> None:

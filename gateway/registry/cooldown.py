@@ -33,7 +33,7 @@ from typing import ClassVar, final
 
 from django.conf import settings
 
-from gateway.state import backend
+from gateway.state import backend, per_process
 from gateway.state.redis.client import PROBE_HELD, PROBE_NO_COOLDOWN, PROBE_TAKEN
 from gateway.state.workers import in_worker
 
@@ -283,3 +283,6 @@ def reread() -> None:
 def forget_all() -> None:
     """Drop this process's copy (tests; a new Redis)."""
     _local.forget()
+
+
+per_process.register("cooldowns", reset=forget_all)

@@ -7,7 +7,8 @@ dictionary of this process. A daemon thread, started by the first of them, write
 the shared cache (Redis, or the Django cache without it) every SERVER_HEALTH_FLUSH_SECONDS, one
 `set_many` for every server that changed, and once more when the process exits. So the admin
 sees a success or a failure at most that late, and a process killed hard loses at most that
-much; the record is a view for the operator, not a durable fact (docs/decisions.md).
+much; the record is a view for the operator, not a durable fact
+(docs/decisions/0103-health-probes-and-server-health.md).
 
 Shared keys, under the counters' prefix (the Django cache's own key scheme around them):
 
@@ -17,14 +18,14 @@ Shared keys, under the counters' prefix (the Django cache's own key scheme aroun
 Each process writes only the times it saw, so two processes never erase each other's news;
 the stored value may go back by less than one flush interval when a process that saw an older
 event writes after one that saw a newer one.
+
+The thread, its lock, backoff, log, fork and exit handling are gateway/state/write_behind.py's; what is
+here is the record and how to write what changed in it.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -32,6 +33,8 @@ from typing import Iterable
 
 from django.conf import settings
 from django.core.cache import cache
+
+from gateway.state.write_behind import LogOnce, WriteBehind
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +47,6 @@ _failing_at: dict[int, float] = {}  # server id → time of its last failure tha
 _forgiven: dict[int, float] = {}  # server id → when an operator last changed it (gateway/registry/signals.py)
 _written_ok: dict[int, float] = {}  # what this process last wrote, so that only news is written
 _written_failed: dict[int, float] = {}
-_start_lock = threading.Lock()
-_flusher: threading.Thread | None = None
-_unwritable_logged = False
 
 
 def _key(server_id: int, what: str) -> str:
@@ -61,16 +61,16 @@ def _key(server_id: int, what: str) -> str:
 def succeeded(server) -> None:
     """`server` (a routing.Server) answered a call. No I/O: safe on the event loop."""
     _ok[server.id] = time.time()
-    if _flusher is None:
-        _start_flusher()
+    if _news.thread is None:
+        _news.start()
 
 
 def failed(server, cause: str) -> None:
     """A call to `server` failed; `cause` is the server's own words, already without credentials."""
     _failing_at[server.id] = now = time.time()
     _failed[server.id] = (now, cause[:CAUSE_CHARS])
-    if _flusher is None:
-        _start_flusher()
+    if _news.thread is None:
+        _news.start()
 
 
 def refused(server, cause: str) -> None:
@@ -78,8 +78,8 @@ def refused(server, cause: str) -> None:
     its last failure for the admin, but not `failing`: a request the server takes as invalid says
     nothing about its other calls, and a pool does not turn away from it."""
     _failed[server.id] = (time.time(), cause[:CAUSE_CHARS])
-    if _flusher is None:
-        _start_flusher()
+    if _news.thread is None:
+        _news.start()
 
 
 FAILING_SECONDS = 10.0
@@ -106,6 +106,10 @@ def forgive(server_id: int) -> None:
 def flush() -> None:
     """Write this process's news to the shared cache (one `set_many`). Raises what a failing
     cache raises; what was not written is tried again at the next flush."""
+    _news.flush()
+
+
+def _write() -> None:
     changes: dict[str, object] = {}
     ok_sent: dict[int, float] = {}
     failed_sent: dict[int, float] = {}
@@ -124,57 +128,26 @@ def flush() -> None:
     _written_failed.update(failed_sent)
 
 
-def _flush_quietly() -> None:
-    global _unwritable_logged
-    from django.db import close_old_connections
-
-    try:
-        flush()
-        _unwritable_logged = False
-    except Exception as exc:  # noqa: BLE001 — Redis or the database away: kept for the next flush
-        if not _unwritable_logged:
-            logger.warning("model server health kept in this process for now: the cache cannot be written (%s)",
-                           type(exc).__name__)
-            _unwritable_logged = True
-    finally:
-        close_old_connections()  # the database cache's connection, given back
-
-
-def _run() -> None:
-    while True:
-        time.sleep(float(settings.SERVER_HEALTH_FLUSH_SECONDS))
-        _flush_quietly()
-
-
-def _start_flusher() -> None:
-    global _flusher
-    with _start_lock:
-        if _flusher is not None:
-            return
-        _flusher = threading.Thread(target=_run, name="server-health", daemon=True)
-        _flusher.start()
-        atexit.register(_flush_quietly)
-
-
-def _after_fork() -> None:
-    """A forked process starts with no news and no thread of its own (the parent's is not copied)."""
-    global _flusher, _start_lock
-    _flusher = None
-    _start_lock = threading.Lock()
-    forget_all()
-
-
-os.register_at_fork(after_in_child=_after_fork)
+def _news_pending() -> bool:
+    return any(at > _written_ok.get(i, 0.0) for i, at in list(_ok.items())) or \
+        any(at > _written_failed.get(i, 0.0) for i, (at, _) in list(_failed.items()))
 
 
 def forget_all() -> None:
-    """Drop this process's record (tests)."""
+    """Drop this process's record (a forked child, the tests' reset; a test's other process)."""
     _ok.clear()
     _failed.clear()
     _failing_at.clear()
     _forgiven.clear()
     _written_ok.clear()
     _written_failed.clear()
+
+
+_news = WriteBehind(
+    "server-health", _write, every=lambda: settings.SERVER_HEALTH_FLUSH_SECONDS, forget=forget_all,
+    pending=_news_pending,
+    log=LogOnce(logger, "model server health kept in this process for now: the cache cannot be written (%s)",
+                "model server health written to the cache again"))
 
 
 # --- Reading, for the admin ---------------------------------------------------------------------

@@ -31,6 +31,7 @@ from django.db import transaction
 from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer
 from gateway.registry import cooldown
 from gateway.registry.prices import NO_PRICE, Price, price_of
+from gateway.state import per_process
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +253,9 @@ def registry_invalidate(**_kwargs) -> None:
     learn of a change through `registry_changed`."""
     local.snapshot = None
     cooldown.reread()
+
+
+per_process.register("model-registry", reset=registry_invalidate)
 
 
 def registry_changed(**_kwargs) -> None:

@@ -27,8 +27,6 @@ def from_env(env: Environment = None, *, var_dir: Path) -> dict:
     if not (len(currency) == 3 and currency.isalpha()):
         raise ImproperlyConfigured(f"CURRENCY must be a three-letter ISO 4217 code such as USD, not {currency!r}.")
     return {
-        # USAGE_BATCHED=false: each record is inserted inline instead (the in-process tests).
-        "USAGE_BATCHED": env.bool("USAGE_BATCHED", default=True),
         # Internal (docs/configuration.md), as USAGE_ORPHAN_SCAN_SECONDS: tests and benchmarks turn them.
         "USAGE_FLUSH_SECONDS": env.float("USAGE_FLUSH_SECONDS", default=0.5),
         "USAGE_BATCH_SIZE": USAGE_BATCH_SIZE,

@@ -25,7 +25,9 @@ right for what they are (a step per process every SYNC_SECONDS, never per call).
 
 So a process sees the others' calls in flight at most SYNC_SECONDS late (its own at once), and the
 moving latency merges every process's times. Without Redis (the embedded default: one web process)
-the backend shares nothing (`shares_loads`), and each process counts its own.
+the backend shares nothing (`shares_loads`), and each process counts its own. The thread, its lock,
+backoff (up to STALE_SECONDS), log and fork handling are gateway/state/write_behind.py's; nothing is
+traded at exit (the others stop counting a process silent for STALE_SECONDS).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.state import backend
+from gateway.state.write_behind import LogOnce, WriteBehind
 
 logger = logging.getLogger(__name__)
 
@@ -83,9 +86,6 @@ class Book:
 
 
 _book = Book()
-_start_lock = threading.Lock()
-_trader: threading.Thread | None = None
-_unshared_logged = False
 
 
 # --- On a call's way: no I/O --------------------------------------------------------------------
@@ -154,8 +154,8 @@ def watch(model_ids: Iterable[int]) -> None:
     if not book.watched.issuperset(model_ids):
         with book.lock:
             book.watched.update(model_ids)
-    if _trader is None:
-        _start_trader()
+    if _trades.thread is None:
+        _trades.start()
 
 
 # --- The trade ------------------------------------------------------------------------------------
@@ -165,6 +165,10 @@ def trade() -> bool:
     """Send this process's news, read everyone's loads, in one step of the backend. False when the
     backend shares none (each process then counts its own). Raises what a failing Redis raises;
     the news not sent is kept for the next trade."""
+    return _trades.flush()
+
+
+def _trade() -> bool:
     book = _book
     now = time.time()
     with book.lock:
@@ -234,30 +238,8 @@ def _count_here(calls: dict[int, int], now: float) -> None:
 
 
 def trade_quietly() -> None:
-    global _unshared_logged
-    try:
-        trade()
-        _unshared_logged = False
-    except Exception as exc:  # noqa: BLE001 — Redis away: each process counts its own meanwhile
-        if not _unshared_logged:
-            logger.warning("deployment loads kept in this process for now: the shared state cannot be reached (%s)",
-                           type(exc).__name__)
-            _unshared_logged = True
-
-
-def _run() -> None:
-    while True:
-        time.sleep(SYNC_SECONDS)
-        trade_quietly()
-
-
-def _start_trader() -> None:
-    global _trader
-    with _start_lock:
-        if _trader is not None:
-            return
-        _trader = threading.Thread(target=_run, name="deployment-loads", daemon=True)
-        _trader.start()
+    """`trade`, never raising: Redis away, each process counts its own meanwhile (logged once)."""
+    _trades.flush_quietly()
 
 
 # --- For the admin and the tests --------------------------------------------------------------------
@@ -279,12 +261,7 @@ def forget_all() -> None:
     _book = Book()
 
 
-def _after_fork() -> None:
-    """A forked process starts with a book of its own and no thread (the parent's is not copied)."""
-    global _trader, _start_lock
-    _trader = None
-    _start_lock = threading.Lock()
-    forget_all()
-
-
-os.register_at_fork(after_in_child=_after_fork)
+_trades = WriteBehind(
+    "deployment-loads", _trade, every=SYNC_SECONDS, forget=forget_all, at_exit=False, backoff_max=STALE_SECONDS,
+    log=LogOnce(logger, "deployment loads kept in this process for now: the shared state cannot be reached (%s)",
+                "deployment loads shared again"))

@@ -7,10 +7,10 @@ call's way (gateway/telemetry/call_facts.py: the model asked, the chain tried, t
 inside a stream, the call's tags) and appends it to this process's calls spool: one dict and one `write()`, no database
 on the call's way. The spool is the usage spool's kind (gateway/usage/spool.py) in a folder of its own
 beside it, USAGE_SPOOL_DIR/<database tag>/calls, drained by the usage drainer's thread after each of its
-cycles (`drain`, wired by gateway/apps.py) into CallRecord (gateway/usage/call_records.py), and taken
-over from dead processes the same way. Each line carries a key of its own (a uuid4), unique in the
-table: a file replayed after a kill writes nothing twice, and a process killed after the answer loses
-nothing that reached its file.
+cycles (`drain`, wired by gateway/apps.py, with `pending` for its write at exit) into CallRecord
+(gateway/usage/call_records.py), and taken over from dead processes the same way. Each line carries a
+key of its own (a uuid4), unique in the table: a file replayed after a kill writes nothing twice, and a
+process killed after the answer loses nothing that reached its file.
 
 Refusals count as calls: a caller refused by a ceiling, a quota or its input is recorded like any
 call; a request with no valid credential (no account to put it on) is recorded too, at most
@@ -23,8 +23,6 @@ by the drainer, before the database has them.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import logging
 import time
 import uuid
@@ -33,6 +31,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from gateway.state import per_process
+from gateway.state.write_behind import LogOnce
 from gateway.telemetry import call_facts
 from gateway.telemetry.logjson import CLIENT_CLOSED, Exchange
 from gateway.usage.call_records import insert_lines
@@ -127,7 +127,8 @@ class CallLog:
         self._spool: Spool | None = None
         self._place: tuple = (None, None)
         self._last_scan = float("-inf")
-        self._outage = False
+        self._outage = LogOnce(logger, "calls log: calls kept in the spool until the database answers: %s",
+                               "calls log: database answers again, spooled calls written", level=logging.ERROR)
         self._minute = -1
         self._unauthenticated = 0
 
@@ -154,20 +155,14 @@ class CallLog:
         return self._unauthenticated <= UNAUTHENTICATED_PER_MINUTE
 
     def submit(self, line: dict) -> None:
-        """Keep the line so that it reaches the database. With USAGE_BATCHED off (the in-process tests)
-        it is inserted at once, outside an event loop."""
-        if not settings.USAGE_BATCHED and not _in_event_loop():
-            try:
-                insert_lines([line])
-                return
-            except Exception as exc:  # the database is down: keep it in the spool
-                logger.warning("calls log: a call spooled, the database refused it (%s)", exc)
+        """Keep the line so that it reaches the database (the usage drainer writes it)."""
         try:
             self.spool().append(line)
         except OSError:
             logger.exception("calls log: spool not writable, a call is not recorded (%s)", line.get("r"))
             return
-        usage_writer.start()  # its cycles drain this spool too (`drain`)
+        if usage_writer.drainer.thread is None:
+            usage_writer.start()  # its cycles drain this spool too (`drain`)
 
     def drain(self, *, scan: bool | None = None) -> bool:
         """Write this process's spooled calls and, every USAGE_ORPHAN_SCAN_SECONDS (or with `scan`), those
@@ -181,14 +176,22 @@ class CallLog:
                 self._last_scan = time.monotonic()
             spool.replay(insert_lines, batch=settings.USAGE_BATCH_SIZE)
         except Exception as exc:
-            if not self._outage:
-                self._outage = True
-                logger.error("calls log: calls kept in the spool until the database answers: %s", exc)
+            self._outage.failed(exc)
             return False
-        if self._outage:
-            self._outage = False
-            logger.warning("calls log: database answers again, spooled calls written")
+        self._outage.recovered()
         return True
+
+    def pending(self) -> bool:
+        """Whether this process has calls spooled and not yet written."""
+        return self._spool is not None and self._spool.pending() > 0
+
+    def forget(self) -> None:
+        """Tests: this process's spooled calls go with the test's data (its files removed)."""
+        if self._spool is not None:
+            self._spool.discard()
+        self._last_scan = float("-inf")
+        self._outage.reset()
+        self._minute, self._unauthenticated = -1, 0
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Write every spooled call of this host (tests, exit). True when nothing is left."""
@@ -200,19 +203,6 @@ class CallLog:
         return True
 
 
-def _in_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 call_log = CallLog()
 drain: Callable[[], bool] = call_log.drain
-
-
-@atexit.register
-def _flush_at_exit() -> None:
-    if call_log._spool is not None and call_log._spool.pending():
-        call_log.flush(timeout=5.0)
+per_process.register("calls-log", reset=call_log.forget)  # written by the usage drainer's flush

@@ -230,6 +230,18 @@ class Spool:
             self._fd = self._path = None
             self._sealed = []
 
+    def discard(self) -> None:
+        """Remove this process's own files, records and all (tests: what a test spooled goes with its
+        data). The files of other processes stay."""
+        with self._replay_lock, self._lock:
+            for path, fd in [(self._path, self._fd), *self._sealed]:
+                if fd is not None:
+                    path.unlink(missing_ok=True)
+                    os.close(fd)
+            self._fd = self._path = None
+            self._sealed = []
+            self._torn = False
+
     def _other_files(self) -> list[Path]:
         try:
             paths = sorted(self.directory.glob("*" + SUFFIX))

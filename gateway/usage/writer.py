@@ -4,28 +4,26 @@
 database on the caller's path. A drainer thread per process writes the spool to the database
 every USAGE_FLUSH_SECONDS (USAGE_BATCH_SIZE records per INSERT), takes over the spool files of
 dead processes (when it starts, then every USAGE_ORPHAN_SCAN_SECONDS), then runs `after_cycle`:
-the quotas' step that drops the counters whose addition failed (gateway/limits/quotas.py, wired
-in gateway/apps.py). Every insert is idempotent
+the quotas' step that drops the counters whose addition failed (gateway/limits/quotas.py) and the
+calls log's drain (gateway/usage/call_log.py), wired in gateway/apps.py. Every insert is idempotent
 by the record's `key`, so a file replayed twice (a kill between the commit and the unlink) writes
 nothing twice. While the database is down the records stay in the spool; the drainer retries with
-a short backoff, logs once per outage and never gives up.
+a backoff of at most BACKOFF_MAX_SECONDS, logs once per outage and never gives up.
+
+The spool is the durable part and stays here; the drainer's thread, its lock, backoff, log, fork and
+exit handling are gateway/state/write_behind.py's, as for every buffer written behind.
 
 The spool directory is USAGE_SPOOL_DIR/<database tag>: processes on other databases (a test run, a
 benchmark) never write each other's records.
-
-USAGE_BATCHED=false (the in-process tests): the record is inserted at once, in the caller's
-transaction, idempotently too; if the database refuses it, it is spooled.
 
 `flush()` writes what is spooled now (at exit, and in tests and the benchmark).
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from datetime import datetime
@@ -35,6 +33,7 @@ from django.conf import settings
 from django.db import DataError, IntegrityError, connections, transaction
 
 from gateway.models import UsageRecord, account_model
+from gateway.state.write_behind import LogOnce, WriteBehind
 from gateway.usage.spool import Spool
 
 logger = logging.getLogger(__name__)
@@ -180,27 +179,22 @@ def database_tag() -> str:
 class UsageWriter:
     def __init__(self) -> None:
         self.after_cycle: list = []  # what runs after each write that the database took (gateway/apps.py)
+        self.also_pending: list = []  # what else those steps would write (the calls log: the write at exit)
         self._spool: Spool | None = None
         self._place: tuple = (None, None)
-        self._thread: threading.Thread | None = None
-        self._thread_pid = 0
-        self._start_lock = threading.Lock()
-        self._cycle_lock = threading.Lock()
-        self._outage = False
+        self._spool_lock = threading.Lock()
         self._last_scan = float("-inf")
-        self._stopping = threading.Event()
-        os.register_at_fork(after_in_child=self._after_fork)
+        self.drainer = WriteBehind(
+            "usage-drainer", self._cycle, every=lambda: settings.USAGE_FLUSH_SECONDS, backoff_max=BACKOFF_MAX_SECONDS,
+            forget=self._forget, after_fork=self._after_fork, pending=self._pending, write_at_start=True,
+            exit_seconds=5.0,
+            log=LogOnce(logger, "usage records kept in the spool until the database answers: %s",
+                        "database answers again: spooled usage records written", level=logging.ERROR))
 
     # --- the caller's side ------------------------------------------------------------------------
 
     def submit(self, record: UsageRecord) -> None:
         """Keep the record so that it reaches the database; never raises."""
-        if not settings.USAGE_BATCHED:
-            try:
-                insert([record])
-                return
-            except Exception as exc:  # the database is down: keep it in the spool
-                logger.warning("usage record spooled, the database refused it (%s)", exc)
         try:
             self.spool().append(record_to_line(record))
         except Exception:
@@ -210,7 +204,8 @@ class UsageWriter:
             except Exception:
                 logger.exception("usage record LOST (spool and database both failed): %s", record_to_line(record))
             return
-        self.start()
+        if self.drainer.thread is None:
+            self.drainer.start()
 
     def spool(self) -> Spool:
         """This process's spool (for the database and spool directory of the settings now)."""
@@ -220,7 +215,7 @@ class UsageWriter:
             return spool
         directory = Path(settings.USAGE_SPOOL_DIR) / database_tag()
         if spool is None or spool.directory != directory:
-            with self._start_lock:
+            with self._spool_lock:
                 if self._spool is None or self._spool.directory != directory:
                     if self._spool is not None:
                         self._spool.close()
@@ -236,97 +231,58 @@ class UsageWriter:
     def start(self) -> None:
         """Start this process's drainer thread (once; again in a forked child). It takes over
         the files of dead processes first."""
-        if self._thread_pid == os.getpid():
-            return
-        with self._start_lock:
-            if self._thread_pid != os.getpid():
-                self._stopping = threading.Event()
-                self._thread = threading.Thread(target=self._run, args=(self._stopping,), name="usage-drainer",
-                                                daemon=True)
-                self._thread.start()
-                self._thread_pid = os.getpid()
+        self.drainer.start()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Write everything spooled so far (this process's files and those of dead processes), in
         the caller's thread. True when nothing is left; never raises."""
         deadline = time.monotonic() + timeout
         while True:
-            if self._cycle(scan=True, wait=max(deadline - time.monotonic(), 0.1)):
+            if self.drainer.flush_quietly(scan=True, wait=max(deadline - time.monotonic(), 0.1)):
                 return True
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.05)
 
-    # --- the drainer thread -------------------------------------------------------------------
-
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the drainer thread (tests); what is spooled stays spooled."""
-        thread = self._thread
-        self._stopping.set()
-        if thread is not None:
-            thread.join(timeout)
-        self._thread, self._thread_pid = None, 0
+        self.drainer.stop(timeout)
 
-    def _run(self, stopping: threading.Event) -> None:
-        failures = 0
-        while not stopping.is_set():
+    def close(self) -> None:
+        """A writer made for a while (tests): its thread stopped, out of the registries, its files let go."""
+        self.drainer.close()
+        if self._spool is not None:
+            self._spool.close()
+
+    # --- the drainer's write ----------------------------------------------------------------------
+
+    def _cycle(self, *, scan: bool | None = None) -> None:
+        """Write this process's spool (and, with `scan` or every USAGE_ORPHAN_SCAN_SECONDS, the files
+        of dead processes), then run the `after_cycle` steps. Raises what the database raised (the
+        files stay)."""
+        if scan is None:
             scan = time.monotonic() - self._last_scan >= settings.USAGE_ORPHAN_SCAN_SECONDS
-            try:
-                ok = self._cycle(scan=scan)
-            except Exception:  # never let the thread die
-                logger.exception("usage drainer")
-                ok = False
-            finally:
-                try:
-                    connections.close_all()
-                except Exception:
-                    pass
-            failures = 0 if ok else min(failures + 1, 10)
-            pause = settings.USAGE_FLUSH_SECONDS if ok else min(0.1 * 2 ** failures, BACKOFF_MAX_SECONDS)
-            stopping.wait(pause)
-
-    def _cycle(self, *, scan: bool, wait: float = -1) -> bool:
-        """Write this process's spool (and, with `scan`, the files of dead processes), then drop
-        the quota counters whose addition failed. False when the database refused (or, after
-        `wait` seconds, another thread was still at it)."""
-        if not self._cycle_lock.acquire(timeout=wait):
-            return False
-        try:
-            spool = self.spool()
-            try:
-                if scan:
-                    spool.take_over(_insert_lines, batch=settings.USAGE_BATCH_SIZE)
-                    self._last_scan = time.monotonic()
-                spool.replay(_insert_lines, batch=settings.USAGE_BATCH_SIZE)
-            except Exception as exc:
-                if not self._outage:
-                    self._outage = True
-                    logger.error("usage records kept in the spool until the database answers: %s", exc)
-                return False
-            if self._outage:
-                self._outage = False
-                logger.warning("database answers again: spooled usage records written")
-        finally:
-            self._cycle_lock.release()
+        spool = self.spool()
+        if scan:
+            spool.take_over(_insert_lines, batch=settings.USAGE_BATCH_SIZE)
+            self._last_scan = time.monotonic()
+        spool.replay(_insert_lines, batch=settings.USAGE_BATCH_SIZE)
         for step in self.after_cycle:
             step()
-        return True
+
+    def _pending(self) -> bool:
+        return (self._spool is not None and self._spool.pending() > 0) or any(check() for check in self.also_pending)
+
+    def _forget(self) -> None:
+        """Tests: this process's spooled records go with the test's data (its files removed)."""
+        if self._spool is not None:
+            self._spool.discard()
+        self._last_scan = float("-inf")
 
     def _after_fork(self) -> None:
-        self._start_lock = threading.Lock()
-        self._cycle_lock = threading.Lock()
-        self._thread = None
-        self._thread_pid = 0
-        self._stopping = threading.Event()
+        """The child's spool starts empty (gateway/usage/spool.py closes the parent's files in it)."""
+        self._spool_lock = threading.Lock()
         self._last_scan = float("-inf")
-        self._outage = False
-
-
-def _flush_at_exit() -> None:
-    writer = usage_writer
-    if writer._spool is not None and writer._spool.pending():
-        writer.flush(timeout=5.0)
 
 
 usage_writer = UsageWriter()
-atexit.register(_flush_at_exit)

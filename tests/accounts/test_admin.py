@@ -184,9 +184,11 @@ def test_it_redirects_a_non_staff_account_to_the_admin_login(client):
 
 def test_usage_is_listed_and_read_only(admin_client):
     from gateway.calls.metering import meter
+    from gateway.state.per_process import flush_all
 
     account = AccountFactory(email="metered@example.test")
     meter(account_id=account.pk, model="oa/echo-1", surface="messages", input_tokens=5, output_tokens=7)
+    assert flush_all()
     listing = admin_client.get(reverse("admin:gateway_usagerecord_changelist"))
     assert listing.status_code == 200
     assert "metered@example.test" in listing.content.decode()

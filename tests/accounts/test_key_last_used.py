@@ -1,4 +1,4 @@
-"""Issue 26, item 3: when an API key was last used, moved at most once a minute per key and never on
+"""When an API key was last used, moved at most once a minute per key and never on
 the call's way (the warm credential check still reads no database; accounts/key_use.py)."""
 
 from datetime import datetime, timedelta, timezone
@@ -14,13 +14,6 @@ pytestmark = pytest.mark.django_db
 
 VERIFY = "/api/v1/auth/verify"
 START = datetime(2027, 1, 15, 8, 0, tzinfo=timezone.utc)
-
-
-@pytest.fixture(autouse=True)
-def _nothing_noted():
-    key_use.forget_all()
-    yield
-    key_use.forget_all()
 
 
 def last_used(account):

@@ -1,4 +1,4 @@
-"""Issue 26, as an operator meets the console in Chromium at 1366x768: the home's figures for the
+"""The console, as an operator meets it in Chromium at 1366x768: the home's figures for the
 last hour, day and 30 days are those of the usage records made here (read off the page), the model
 server list and the account list fit the window (no sideways scroll, "Kind" on one line), and a
 screenshot of the home and of the servers list is kept (tests/browser/support.py).
@@ -43,7 +43,6 @@ KIND_LINES = """() => [...document.querySelectorAll('td.field-kind_label')].map(
 def _quiet_teardown():
     yield
     wait_for_quiet_database()
-    server_health.forget_all()
 
 
 def log_in(page, base: str) -> None:

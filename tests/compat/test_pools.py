@@ -1,4 +1,4 @@
-"""Pools and aliases through a running gateway (issue 24): three reference upstreams hold one model;
+"""Pools and aliases through a running gateway: three reference upstreams hold one model;
 calls spread over them, a slow one gets little under least-busy and latency, a dead one costs no
 call, and every spec rule holds for a pool or an alias (group rules and their 403 shapes, the
 ceiling's headers, request ids, a reply cut midway and its `partial`)."""
@@ -15,7 +15,6 @@ from accounts.models import AccountGroup
 from gateway.calls.dispatch import open_reply
 from gateway.calls.plan import affinity_of
 from gateway.registry.routing import plan_chain
-from gateway.state import loads
 from tests.factories import (
     AccountFactory,
     AccountGroupFactory,
@@ -249,7 +248,6 @@ def test_a_conversation_stays_on_one_deployment_while_it_is_up_and_moves_when_it
         assert {call() for _ in range(4)} == {homes[0]}
     finally:
         loop.close()
-        loads.forget_all()  # this process's picks: nothing left for its trader to send
 
 
 @pytest.mark.parametrize("field", ["header", "user"])

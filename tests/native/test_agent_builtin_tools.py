@@ -7,6 +7,7 @@ import secrets
 
 import pytest
 
+from gateway.state.per_process import flush_all
 from tests.factories import CollectionFactory, ModelFactory, RoutineFactory
 from tests.native.agent_support import AGENT_CHAT, agent_fixture, mcp_server_fixture  # noqa: F401
 from tests.servers import wait_for_usage
@@ -23,6 +24,7 @@ def _collection_with_a_document(account):
     asyncio.run(document_write(collection=collection, target=embedding_model_for(account=account),
                                document=NewDocument(name="faq.txt", content_type="text/plain", size=len(text),
                                                     text=text)))
+    assert flush_all()  # the document's embedding, metered in this process
     return collection
 
 

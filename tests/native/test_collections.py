@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import httpx
 
 from gateway.models import UsageRecord
+from gateway.state.per_process import flush_all
 from native import vectors
 from native.models import Chunk, Collection, Document
 from tests.factories import AccountFactory
@@ -185,5 +186,6 @@ def test_search_collection_ranks_and_meters_the_account_that_searches(client, wo
     hits = async_to_sync(search_collection)(collection, "sourdough yeast", k=1, account=reader, request_id="r-1")
     assert [(h["document_name"], h["position"]) for h in hits] == [("bread", 0)]
     assert set(hits[0]) == {"chunk_id", "document_id", "document_name", "position", "text", "score"}
+    assert flush_all()
     record = UsageRecord.objects.get(request_id="r-1")
     assert (record.account_id, record.surface, record.input_tokens) == (reader.pk, "native_collections", 2)

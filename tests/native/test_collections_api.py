@@ -9,6 +9,7 @@ import pytest
 import time_machine
 
 from gateway.models import UsageRecord
+from gateway.state.per_process import flush_all
 from native.models import Chunk, Collection, Document
 from tests.contract import assert_limit_headers, assert_native_unauthenticated, assert_too_many_attempts
 from tests.factories import AccountFactory, ModelFactory, ModelServerFactory, api_key_for, bearer
@@ -151,6 +152,7 @@ def test_embedding_calls_are_metered(client, world):
     collection = create(client, world)
     write_text(client, world, collection["id"], "bread", "one two three")
     search(client, world, collection["id"], "four five")
+    assert flush_all()
     records = list(UsageRecord.objects.order_by("id").values_list("surface", "model", "input_tokens"))
     assert records == [("native_collections", "oa/embed-1", 3), ("native_collections", "oa/embed-1", 2)]
 

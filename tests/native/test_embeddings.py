@@ -9,6 +9,7 @@ import pytest
 import time_machine
 
 from gateway.models import UsageRecord
+from gateway.state.per_process import flush_all
 from tests.contract import assert_detail, assert_limit_headers, assert_native_unauthenticated, assert_too_many_attempts
 from tests.factories import (
     AccountFactory,
@@ -65,6 +66,7 @@ def test_it_embeds_one_string(client, world):
 
 def test_it_meters_usage_after_the_reply(client, world):
     post(client, world, {"input": ["one two", "three"]})
+    assert flush_all()
     record = UsageRecord.objects.get(account=world.account)
     assert (record.model, record.surface, record.input_tokens, record.output_tokens) == (
         "oa/embed-1", "native_embeddings", 3, 0)
@@ -184,6 +186,7 @@ def test_a_failing_model_falls_back_to_the_next(client, world):
         assert r.status_code == 200
         assert r.json()["model"] == "backup/embed-b"
         assert other.last.json["model"] == "embed-b"
+    assert flush_all()
     assert UsageRecord.objects.get().model == "backup/embed-b"
 
 
@@ -192,6 +195,7 @@ def test_when_every_model_fails_it_is_503_with_retry_after(client, world):
     r = post(client, world, {"input": "hello"})
     assert assert_detail(r, 503).startswith("Every model in the chain is unavailable")
     assert int(r["Retry-After"]) >= 1
+    assert flush_all()
     assert not UsageRecord.objects.exists()
 
 

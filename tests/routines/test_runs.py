@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from gateway.celery import app as celery_app
 from gateway.models import UsageRecord
+from gateway.state.per_process import flush_all
 from routines.ingest import ingest
 from routines.models import Event, InboxMessage, Run
 from routines.routine_writes import new_token, routine_update
@@ -67,6 +68,7 @@ def test_it_calls_the_default_model_and_delivers_to_the_inbox(routine, owner, up
     assert (delivery.target, delivery.status, delivery.attempts, delivery.error) == ("inapp", "succeeded", 1, "")
     message = InboxMessage.objects.get(account=owner)
     assert message.title == "Digest" and message.body == run.output and message.run == run
+    assert flush_all()
     record = UsageRecord.objects.get()
     assert record.account == owner and record.model == "oa/echo-1" and record.surface == "routine"
     sent = upstream.last.json

@@ -13,6 +13,7 @@ from django.utils import timezone
 import routines.deliveries
 import routines.runs
 from gateway.models import UsageRecord
+from gateway.state.per_process import flush_all
 from routines.models import Delivery, InboxMessage, Run
 from routines.runs import ANSWER_LOST, NO_DELIVERY, execute_run, settle_run, sweep_runs
 from tests.factories import UsageRecordFactory
@@ -54,6 +55,7 @@ def test_a_completion_write_that_fails_once_is_retried(routine, upstream, monkey
     assert len(calls) >= 2
     assert run.status == "succeeded" and run.error == "" and run.answered_at is not None
     assert [(d.status, d.attempts) for d in run.deliveries.all()] == [("succeeded", 1)]
+    assert flush_all()
     assert UsageRecord.objects.filter(key=f"run-{run.pk}").count() == 1
     assert UsageRecord.objects.count() == 1
     assert len(upstream.requests) == 1
@@ -72,6 +74,7 @@ def test_a_run_taken_up_again_after_its_answer_does_not_call_the_model_again(rou
     again = execute_run(run.pk)
     assert len(upstream.requests) == 1
     assert held == [delivery.pk] and again.answered_at == run.answered_at and again.output == run.output
+    assert flush_all()
     assert UsageRecord.objects.count() == 1
 
 
@@ -90,6 +93,7 @@ def test_the_sweep_takes_up_the_deliveries_of_an_answered_run_not_its_model_call
     run.refresh_from_db()
     assert run.status == "succeeded" and run.error == ""
     assert [(d.status, d.attempts) for d in run.deliveries.all()] == [("succeeded", 1)]
+    assert flush_all()
     assert len(upstream.requests) == 1 and UsageRecord.objects.count() == 1
     assert InboxMessage.objects.count() == 1
     assert sweep_runs() == 0
@@ -143,11 +147,12 @@ def test_a_run_whose_answer_died_with_its_worker_fails_without_a_second_call(rou
     monkeypatch.undo()
     run.refresh_from_db()
     assert run.status == "running" and run.answered_at is None
-    record = UsageRecord.objects.get(key=f"run-{run.pk}")
     Run.objects.filter(pk=run.pk).update(started_at=timezone.now() - timedelta(seconds=31))
-    assert sweep_runs() == 0
+    assert sweep_runs() == 0  # the usage record read from the spool: not yet in the database
     run.refresh_from_db()
     assert run.status == "failed" and run.error == ANSWER_LOST
+    assert flush_all()
+    record = UsageRecord.objects.get(key=f"run-{run.pk}")
     assert run.model == record.model and run.usage["total_tokens"] == record.input_tokens + record.output_tokens
     assert len(upstream.requests) == 1 and UsageRecord.objects.count() == 1
     routine.refresh_from_db()
@@ -227,6 +232,7 @@ def test_a_run_that_meets_a_redis_outage_before_its_model_call_goes_back_to_the_
     routine.refresh_from_db()
     assert (run.status, run.error, run.started_at, run.answered_at) == ("queued", "", None, None)
     assert routine.consecutive_failures == 0 and routine.is_enabled
+    assert flush_all()
     assert upstream.requests == [] and UsageRecord.objects.count() == 0
     monkeypatch.undo()
     done = execute_run(run.pk)  # the task's retry, once Redis is back

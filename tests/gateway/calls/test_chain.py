@@ -40,16 +40,12 @@ REQUESTS = {  # operation: (path, body for a model named `model`)
 def world(transactional_db, redis_url, upstream, settings):  # noqa: F811
     settings.RATE_LIMITS = {**settings.RATE_LIMITS, "v1": 1000}
     settings.SERVER_COOLDOWN_SECONDS = 30
-    loads.forget_all()
-    cooldown.forget_all()
     account = AccountFactory(group=AccountGroupFactory(api_access=True))
     server = ModelServerFactory(name="oa", kind="openai", base_url=f"{upstream.url}/v1")
     models = {"chat": ModelFactory(server=server, name="echo-1", is_default=True),
               "embeddings": ModelFactory(server=server, name="embed-1", supports_chat=False, supports_embeddings=True),
               "audio": ModelFactory(server=server, name="voice-1", supports_chat=False, supports_audio=True)}
     yield type("World", (), {"key": api_key_for(account), "models": models})
-    loads.forget_all()
-    cooldown.forget_all()
 
 
 @pytest.fixture

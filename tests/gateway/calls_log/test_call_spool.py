@@ -15,6 +15,7 @@ import pytest
 from django.conf import settings
 
 from gateway.models import CallRecord
+from gateway.state.per_process import flush_all
 from gateway.telemetry import call_facts
 from gateway.telemetry.logjson import Exchange, current
 from gateway.usage import call_log as call_log_module
@@ -39,13 +40,11 @@ def spooled_lines(request_id: str) -> list[dict]:
 
 
 @pytest.fixture
-def spooled(settings, tmp_path, monkeypatch):
-    """Lines go to the spool, as in a server process, and stay there until `call_log.flush()`."""
-    settings.USAGE_BATCHED = True
+def spooled(settings, tmp_path):
+    """Lines go to a spool of the test's own, as in a server process, and stay there until
+    `call_log.flush()` (no drainer thread in the tests' process)."""
     settings.USAGE_SPOOL_DIR = tmp_path / "spool"
-    monkeypatch.setattr(usage_writer, "start", lambda: None)
-    yield calls_dir()
-    call_log.spool().close()
+    return calls_dir()
 
 
 def a_call(account, *, request_id="req-1", status=200, route="v1/chat/completions", seconds=0.25) -> Exchange:
@@ -150,13 +149,16 @@ def test_the_drain_is_a_step_of_the_usage_drainer(spooled, owner):
     assert CallRecord.objects.get().request_id == "by-the-drainer"
 
 
-def test_in_process_a_call_is_inserted_at_once(client, transactional_db):
-    """USAGE_BATCHED off (the in-process tests): a refused call's row is there when the answer is."""
+def test_in_process_a_call_is_spooled_and_written_by_the_flush(client, transactional_db):
+    """In the tests' process as in a server: a refused call's line is in the spool when the answer is,
+    and in the database once the process's buffers are written (its drainer's step, by hand here)."""
     response = client.post("/v1/chat/completions", {"model": "oa/echo-1", "messages": HELLO},
                            content_type="application/json", headers={"Authorization": "Bearer wrong",
-                                                                     "X-Request-Id": "inline"})
+                                                                     "X-Request-Id": "in-process"})
     assert response.status_code == 401
-    call = CallRecord.objects.get(request_id="inline")
+    assert spooled_lines("in-process") and not CallRecord.objects.exists()
+    assert flush_all()
+    call = CallRecord.objects.get(request_id="in-process")
     assert (call.account_id, call.status, call.outcome, call.error_code) == (None, 401, "refused", "invalid_api_key")
 
 

@@ -1,4 +1,4 @@
-"""The console's home (issue 26, gateway/console/home/): for the last hour, 24 hours and 30 days, the
+"""The console's home (gateway/console/home/): for the last hour, 24 hours and 30 days, the
 calls, tokens and spend of the usage records in the span and none outside it, per model and per
 account; each model server's state; the accounts nearest a ceiling or a budget; a fixed number of
 queries whatever the number of records; figures only for staff who may see them."""
@@ -37,10 +37,8 @@ class Id:
 
 @pytest.fixture(autouse=True)
 def _now():
-    server_health.forget_all()
     with time_machine.travel(NOW, tick=False):
         yield
-    server_health.forget_all()
 
 
 @pytest.fixture

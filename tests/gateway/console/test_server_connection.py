@@ -1,4 +1,4 @@
-"""Issue 26, item 4: a model server's "Test connection" makes a real call through the gateway's own
+"""A model server's "Test connection" makes a real call through the gateway's own
 upstream client and shows the answer or the exact error (bounded, never a 500, no key shown); saving
 a server whose chat path answers 404 (an OpenAI-kind server without /v1) says so as a warning, and
 discovery through Ollama's /api/tags no longer makes such a server look healthy."""
@@ -11,7 +11,6 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from gateway.models import Model, ModelServer
-from gateway.registry import cooldown, server_health
 from gateway.registry.discovery import discover_models
 from tests.factories import AccountFactory, ModelFactory, ModelServerFactory
 from tests.upstream import running_upstream
@@ -22,12 +21,8 @@ SECRET = "sk-live-0123456789abcdefghijklmnop"
 
 
 @pytest.fixture(autouse=True)
-def _fresh(db, redis_url):
-    cooldown.forget_all()
-    server_health.forget_all()
-    yield
-    cooldown.forget_all()
-    server_health.forget_all()
+def _on_redis(db, redis_url):
+    """Every test here on Redis (the cooldowns' and the servers' health)."""
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Issue 14, item 1: the model server admin shows each server's health (last success, last failure
+"""The model server admin shows each server's health (last success, last failure
 and its cause, cooldown), recorded off the call's path (gateway/registry/server_health.py), and saving a
 server runs model discovery for it without ever failing the save."""
 
@@ -12,7 +12,7 @@ from django.contrib import messages
 from django.test import AsyncClient
 
 from gateway.models import Model, ModelServer
-from gateway.registry import cooldown, server_health
+from gateway.registry import server_health
 from tests import console_html
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.servers import wait_for_quiet_database, web_process
@@ -23,13 +23,8 @@ LIST = "/admin/gateway/modelserver/"
 
 
 @pytest.fixture(autouse=True)
-def _fresh_health(settings):
+def _cooldown_seconds(settings):
     settings.SERVER_COOLDOWN_SECONDS = 30
-    server_health.forget_all()
-    cooldown.forget_all()
-    yield
-    server_health.forget_all()
-    cooldown.forget_all()
 
 
 @pytest.fixture
@@ -174,7 +169,7 @@ def test_adding_a_server_discovers_its_models(transactional_db, client, operator
     assert shown_messages(response)[-1] == (
         messages.SUCCESS, "Model discovery: oa: 2 model(s) listed, 2 added, 0 no longer listed, 0 listed again.")
     assert set(Model.objects.filter(server=server).values_list("name", flat=True)) == {"echo-1", "llama3"}
-    # the listing, then the chat path's check (issue 26: a body refused before any model runs)
+    # the listing, then the chat path's check (a body refused before any model runs)
     assert [(r.method, r.path) for r in upstream.requests] == [("GET", "/v1/models"), ("POST", "/v1/chat/completions")]
 
 

@@ -1,4 +1,4 @@
-"""Issue 26, item 3: a model server that refuses calls (404 for a base URL without /v1) shows it as
+"""A model server that refuses calls (404 for a base URL without /v1) shows it as
 its last failure in the server list, and the usage console names the refusals as /metrics does
 (outcome="refused"), not "chain failed"."""
 
@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.calls.embeddings import embed
 from gateway.models import CallFailureDaily
-from gateway.registry import cooldown, server_health
+from gateway.registry import server_health
 from gateway.registry.snapshot import registry
 from gateway.usage import call_failures
 from gateway.web.errors import ApiError
@@ -23,17 +23,6 @@ from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 LIST = "/admin/gateway/modelserver/"
 CONSOLE = "/admin/gateway/usagerecord/console/"
 REFUSAL = "404 Unknown request URL: POST /chat/completions."
-
-
-@pytest.fixture(autouse=True)
-def _fresh():
-    server_health.forget_all()
-    cooldown.forget_all()
-    call_failures.forget_all()
-    yield
-    server_health.forget_all()
-    cooldown.forget_all()
-    call_failures.forget_all()
 
 
 @pytest.fixture

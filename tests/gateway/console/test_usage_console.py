@@ -1,4 +1,4 @@
-"""Issue 14 item 4: the usage console in the admin (gateway/console/usage_reads*.py): figures per day
+"""The usage console in the admin (gateway/console/usage_reads*.py): figures per day
 and model from the daily roll-up, filters, top accounts, quota use, failed model calls, the CSV
 export, a fixed number of queries whatever the number of records."""
 
@@ -21,8 +21,8 @@ from gateway.calls.chain import ChainExhausted
 from gateway.calls.dispatch import open_reply
 from gateway.console import usage_views as usage_console_views
 from gateway.models import CallFailureDaily, UsageDaily, UsageRecord
-from gateway.registry import cooldown
 from gateway.registry.snapshot import registry
+from gateway.state import write_behind
 from gateway.usage import call_failures
 from gateway.usage.writer import insert_rows
 from gateway.web.errors import ApiError
@@ -42,10 +42,8 @@ def at(day: int, hour: int = 12) -> datetime:
 
 @pytest.fixture(autouse=True)
 def _now():
-    call_failures.forget_all()
     with time_machine.travel(NOW, tick=False):
         yield
-    call_failures.forget_all()
 
 
 @pytest.fixture
@@ -116,7 +114,7 @@ def test_staff_given_the_permission_to_view_usage_records_may_use_it(client, wor
 def test_it_is_linked_first_on_the_admin_index(client, operator):
     html = page_text(client.get("/admin/"))
     assert f'href="{URL}"' in html
-    # at the top of the console's home (issue 26), above its figures; the sidebar links it too
+    # at the top of the console's home, above its figures; the sidebar links it too
     assert html.index('id="console-home"') < html.index("usage-console-link") < html.index('id="home-calls"')
     assert html.count(f'href="{URL}"') == 2
 
@@ -229,7 +227,7 @@ def test_quota_use_shows_the_account_filtered_on_even_without_use(client, operat
 
 def test_the_page_runs_the_same_queries_for_five_records_or_many(client, operator, world, django_assert_num_queries):
     # the session, the operator; groups, rows per day and model, failures, cache hits, top accounts,
-    # quota and budget use (2), account names; the models' prices and per group (issue 25)
+    # quota and budget use (2), account names; the models' prices and per group
     with django_assert_num_queries(12):
         page_text(client.get(URL))
     groups = [AccountGroupFactory(name=f"g{i}", daily_tokens=10**6) for i in range(3)]
@@ -266,15 +264,8 @@ def test_the_roll_up_follows_every_write_of_the_records(db, world):
     assert UsageDaily.objects.aggregate(n=Sum("calls"))["n"] == 4  # alice's and bob's
 
 
-@pytest.fixture
-def no_cooldowns(redis_url):
-    cooldown.forget_all()
-    yield
-    cooldown.forget_all()
-
-
 def test_failed_model_calls_are_counted_per_model_and_day(client, operator, upstream, closed_port,  # noqa: F811
-                                                          no_cooldowns):
+                                                          redis_url):
     dead = ModelServerFactory(name="dead", base_url=f"http://127.0.0.1:{closed_port}/v1")
     ModelFactory(server=dead, name="m")
     live = ModelServerFactory(name="live", base_url=f"{upstream.url}/v1")
@@ -311,8 +302,8 @@ def test_failed_model_calls_are_counted_per_model_and_day(client, operator, upst
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_process_writes_its_failure_counts_a_moment_later_from_a_thread(settings):
-    settings.USAGE_BATCHED = True  # as in a server process
+def test_a_process_writes_its_failure_counts_a_moment_later_from_a_thread(settings, monkeypatch):
+    monkeypatch.setattr(write_behind, "background", True)  # as in a server process
     settings.USAGE_FLUSH_SECONDS = 0.05
     for _ in range(3):
         call_failures.count(model="x/m", kind=call_failures.FELL_THROUGH)

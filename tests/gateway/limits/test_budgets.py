@@ -98,6 +98,7 @@ def test_a_lost_spend_counter_is_rebuilt_from_the_records_and_goes_on_without_co
     assert day_spend(owner) == Decimal("1.00")
     with pytest.raises(ApiError):
         quota_check(account=owner)
+    assert usage_writer.flush(timeout=1)
     assert money(sum(r.cost_units for r in UsageRecord.objects.filter(account=owner))) == Decimal("1.00")
 
 

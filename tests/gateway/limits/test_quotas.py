@@ -12,6 +12,7 @@ from accounts.models import AccountGroup
 from gateway.calls.metering import meter
 from gateway.limits.quotas import quota_check, quota_used, windows_at
 from gateway.models import UsageRecord
+from gateway.state.per_process import flush_all
 from gateway.usage.writer import usage_writer
 from gateway.web.errors import ApiError
 from tests.conftest import TEST_REDIS_URL, clear_counters
@@ -118,6 +119,7 @@ def test_usage_reports_each_window_and_the_months_models(client, owner, outsider
               output_tokens=12)
         meter(account_id=owner.pk, model=model.public_id, surface="messages", input_tokens=8, output_tokens=0)
         meter(account_id=outsider.pk, model=model.public_id, surface="messages", input_tokens=500, output_tokens=1)
+        assert flush_all()  # the month's models are read from the records
         r = client.get("/api/v1/usage", headers=bearer(api_key_for(owner)))
     assert r.status_code == 200
     body = r.json()
@@ -149,14 +151,10 @@ def backend(request, settings, db):
 
 
 @pytest.fixture
-def spooling(settings, tmp_path, monkeypatch):
-    """Records go to the spool, as in a server process, and stay there until `usage_writer.flush()`
-    (no drainer thread: this test's data is in its own transaction)."""
-    settings.USAGE_BATCHED = True
+def spooling(settings, tmp_path):
+    """Records go to a spool of the test's own, and stay there until `usage_writer.flush()` (no drainer
+    thread in the tests' process: gateway/state/write_behind.py `background`)."""
     settings.USAGE_SPOOL_DIR = tmp_path / "spool"
-    monkeypatch.setattr(usage_writer, "start", lambda: None)
-    yield
-    usage_writer.spool().close()
 
 
 def day_used(account):
@@ -184,6 +182,7 @@ def test_a_rebuilt_counter_goes_on_counting_without_counting_twice(backend, owne
     forget_counters()
     spend(owner, 5)  # no counter: not started at 5, it is rebuilt from all the records
     assert day_used(owner) == 55
+    assert flush_all()
     assert sum(r.input_tokens for r in UsageRecord.objects.filter(account=owner)) == 55
 
 
@@ -251,29 +250,30 @@ def test_a_rebuild_counts_the_records_still_in_the_spool_once(backend, spooling,
     assert UsageRecord.objects.filter(account=owner).count() == 3
 
 
-@pytest.mark.parametrize("batched", [True, False], ids=["spooled", "written"])
+@pytest.mark.parametrize("drained", [False, True], ids=["spooled", "written"])
 @pytest.mark.parametrize("when", ["before the spool is read", "after the spool is read",
                                   "after the pending additions are read"])
-def test_a_call_metered_during_a_rebuild_is_counted_once(backend, owner, monkeypatch, settings, tmp_path,
-                                                         when, batched):
+def test_a_call_metered_during_a_rebuild_is_counted_once(backend, owner, spooling, when, drained):
     """A call metered at any point of a counter's rebuild: its record may be read by the rebuild or not,
     and its addition finds no counter. It is counted exactly once (before the additions waited for a
-    rebuild, one metered after the spool was read was lost: the counter came out one call short)."""
+    rebuild, one metered after the spool was read was lost: the counter came out one call short).
+    Its record still in the spool, or already drained to the database."""
     from gateway.limits import quotas
 
-    settings.USAGE_BATCHED = batched
-    settings.USAGE_SPOOL_DIR = tmp_path / "spool"
-    monkeypatch.setattr(usage_writer, "start", lambda: None)
     set_ceilings(owner.group, day=1000, month=10_000)
     spend(owner, 30)
     usage_writer.flush(timeout=1)
-    spend(owner, 20)  # in the spool when batched
+    spend(owner, 20)
+    if drained:
+        usage_writer.flush(timeout=1)
     forget_counters()
     spooled, pending, came = usage_writer.spooled, quotas.amounts_pending, []
 
     def interloper():
         came.append(when)
         spend(owner, 7)  # another request's call, metered now
+        if drained:
+            usage_writer.flush(timeout=1)
 
     def reading_the_spool():
         if when == "before the spool is read":
@@ -300,7 +300,6 @@ def test_a_call_metered_during_a_rebuild_is_counted_once(backend, owner, monkeyp
     assert day_used(owner) == 58
     forget_counters()
     assert day_used(owner) == 58  # the records agree
-    usage_writer.spool().close()
 
 
 def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend, owner, monkeypatch):
@@ -316,9 +315,9 @@ def test_a_counter_whose_addition_failed_is_dropped_and_rebuilt_exactly(backend,
     with monkeypatch.context() as patched:
         patched.setattr(backend_in_use.current, "amounts_add", redis_is_down)
         spend(owner, 50)  # answered: it must not raise, and its record lands
-    assert UsageRecord.objects.filter(account=owner).count() == 2
     assert day_used(owner) == 30  # the counter missed 50
     assert usage_writer.flush(timeout=1)  # what the drainer does when Redis answers again
+    assert UsageRecord.objects.filter(account=owner).count() == 2
     assert day_used(owner) == 80
 
 
@@ -328,6 +327,7 @@ def test_meter_with_redis_unreachable_does_not_raise_and_the_record_lands(owner,
 
     settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     spend(owner, 12, request_id="req-1")
+    assert usage_writer.flush(timeout=1)  # the record lands; the unsure counters cannot be dropped yet
     assert UsageRecord.objects.get(account=owner).request_id == "req-1"
     assert not quota_forget_unsure()  # still unreachable: the unsure counters are kept
     settings.REDIS_URL = ""
@@ -339,5 +339,6 @@ def test_meter_with_one_key_writes_one_record(backend, owner):
     spend(owner, 10, key="run-7")
     spend(owner, 10)
     spend(owner, 10)
+    assert flush_all()
     assert UsageRecord.objects.filter(account=owner).count() == 3
     assert UsageRecord.objects.filter(key="run-7").count() == 1

@@ -1,4 +1,4 @@
-"""Aliases set by the operator (issue 24): `applyconfig`'s `aliases` section and a group's
+"""Aliases set by the operator: `applyconfig`'s `aliases` section and a group's
 `allowed_aliases`, the admin's alias page and the group's aliases, and the registry's stamp
 moving when any of them changes."""
 
@@ -203,16 +203,12 @@ def test_the_alias_page_shows_each_deployments_share_calls_in_flight_and_moving_
     alias = AliasFactory(name="team-llama")
     AliasDeploymentFactory(alias=alias, model=gpu1, weight=3)
     AliasDeploymentFactory(alias=alias, model=gpu2, weight=1)
-    loads.forget_all()
-    try:
-        for _ in range(3):
-            loads.started(gpu1.pk)
-            loads.first_byte(gpu1.pk, 0.040)
-        loads.ended(gpu1.pk)
-        loads.started(gpu2.pk)
-        html = admin_client.get(reverse("admin:gateway_alias_change", args=[alias.pk])).content.decode()
-    finally:
-        loads.forget_all()
+    for _ in range(3):
+        loads.started(gpu1.pk)
+        loads.first_byte(gpu1.pk, 0.040)
+    loads.ended(gpu1.pk)
+    loads.started(gpu2.pk)
+    html = admin_client.get(reverse("admin:gateway_alias_change", args=[alias.pk])).content.decode()
     assert "<td>gpu1/llama</td><td>3</td><td>75 % (3)</td><td>2</td><td>40 ms</td>" in html
     assert "<td>gpu2/llama</td><td>1</td><td>25 % (1)</td><td>1</td><td>not measured</td>" in html
     listing = admin_client.get(reverse("admin:gateway_alias_changelist")).content.decode()

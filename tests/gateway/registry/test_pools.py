@@ -1,4 +1,4 @@
-"""Pools and aliases in the chain (issue 24): a bare name several servers hold, an alias over
+"""Pools and aliases in the chain: a bare name several servers hold, an alias over
 weighted deployments, their group rules and their fallbacks (spec 7.2, 8.5;
 docs/decisions/0110-pools-and-aliases.md)."""
 
@@ -22,17 +22,6 @@ from tests.factories import (
     ModelFallbackFactory,
     ModelServerFactory,
 )
-
-
-@pytest.fixture(autouse=True)
-def _fresh_book():
-    loads.forget_all()
-    server_health.forget_all()
-    cooldown.forget_all()
-    yield
-    loads.forget_all()
-    server_health.forget_all()
-    cooldown.forget_all()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The key layout is ready for Redis Cluster (issue 28, item 5): every multi-key script, transaction and
+"""The key layout is ready for Redis Cluster: every multi-key script, transaction and
 multi-key command the gateway sends keeps its keys in one hash slot. Shown on a Redis node of its own
 started in cluster mode and given every slot: such a node refuses a command whose keys hash to two
 slots (CROSSSLOT), as a cluster of many nodes would, so each step below would fail if one of its
@@ -144,12 +144,10 @@ def test_cooldowns_loads_and_marks_on_the_cluster(caller, on_cluster, settings):
         assert cooldown.take_probe(server) is cooldown.Verdict.PROBE  # the probe script's two keys
     cooldown.record_success(server)
     assert cooldown.shared_ends([server.id]) == {}
-    loads.forget_all()
     loads.started(server.id)
     loads.watch([server.id])
     assert loads.trade()  # the loads script's keys, one tag
     loads.ended(server.id)
-    loads.forget_all()
     assert counters.marks_many([("routine:1:event:a", 60), ("routine:2:event:b", 60)]) == [True, True]
     counters.unmark("routine:1:event:a", "routine:2:event:b")
     assert counters.marks_many([("routine:1:event:a", 60)]) == [True]

@@ -1,4 +1,4 @@
-"""The deployments' loads (gateway/state/loads.py, issue 24): this process's book, traded with every
+"""The deployments' loads (gateway/state/loads.py): this process's book, traded with every
 other process through Redis in one step, or kept to itself without Redis; and the dispatcher's
 bookkeeping of a call in flight, whichever way its reply ends."""
 
@@ -16,13 +16,6 @@ from gateway.state import backend, loads
 from tests.conftest import clear_counters
 from tests.factories import ModelFactory, ModelServerFactory
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
-
-
-@pytest.fixture(autouse=True)
-def _fresh_book():
-    loads.forget_all()
-    yield
-    loads.forget_all()
 
 
 def another_process(name, model_id, *, in_flight=-1, samples=(0.0, 0), calls=0, at=None, tried=0.0):

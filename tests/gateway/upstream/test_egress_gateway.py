@@ -1,4 +1,4 @@
-"""Issue 28, item 6, through the gateway (the project's ASGI application in this process): chat completions,
+"""Egress through a proxy, through the gateway (the project's ASGI application in this process): chat completions,
 streamed and not, to a plain-http and to an https model server through a real tinyproxy on loopback (its log
 proves the calls went through it), the proxy's credentials, NO_PROXY, a dead proxy as a model-server failure
 (the model falls through; without a fallback a 503 in each surface's shape), and the console's connectivity
@@ -12,7 +12,7 @@ import logging
 import pytest
 
 from gateway.console import server_check
-from gateway.registry import cooldown, server_health
+from gateway.registry import cooldown
 from tests.asgi import call
 from tests.factories import (
     AccountFactory,
@@ -47,14 +47,10 @@ def tls(tmp_path_factory):
 @pytest.fixture
 def world(transactional_db, upstream, settings, proxy_env):  # noqa: F811
     settings.RATE_LIMITS = {**settings.RATE_LIMITS, "v1": 1000}
-    cooldown.forget_all()
-    server_health.forget_all()
     account = AccountFactory(group=AccountGroupFactory(api_access=True))
     server = ModelServerFactory(name="oa", kind="openai", base_url=f"{upstream.url}/v1", read_timeout=5.0)
     ModelFactory(server=server, name="echo-1", is_default=True)
     yield type("World", (), {"key": api_key_for(account), "server": server, "upstream": upstream})
-    cooldown.forget_all()
-    server_health.forget_all()
 
 
 def post(key: str, path: str, body: dict) -> tuple[int, bytes]:

@@ -15,6 +15,7 @@ from django.db import OperationalError
 
 from gateway.calls.metering import meter
 from gateway.models import UsageRecord
+from gateway.state import write_behind
 from gateway.usage.spool import SUFFIX, Spool
 from gateway.usage.writer import UsageWriter, database_tag, usage_writer
 from tests.factories import AccountFactory
@@ -22,15 +23,12 @@ from tests.servers import ROOT
 
 
 @pytest.fixture
-def spool_dir(settings, tmp_path, monkeypatch):
+def spool_dir(settings, tmp_path):
     """Records go to the spool, as in a server process, and stay there until `usage_writer.flush()`
-    (no drainer thread: this test's data is in its own transaction). The directory of this
-    database's spool files."""
-    settings.USAGE_BATCHED = True
+    (no drainer thread in the tests' process: this test's data is in its own transaction). The
+    directory of this database's spool files."""
     settings.USAGE_SPOOL_DIR = tmp_path / "spool"
-    monkeypatch.setattr(usage_writer, "start", lambda: None)
-    yield tmp_path / "spool" / database_tag()
-    usage_writer.spool().close()
+    return tmp_path / "spool" / database_tag()
 
 
 def spend(account, tokens, **extra):
@@ -154,11 +152,9 @@ def test_the_database_failing_keeps_the_records_until_it_answers(owner, spool_di
     assert files(spool_dir) == []
 
 
-def test_a_spool_that_cannot_be_written_falls_back_to_the_database(owner, settings, tmp_path, monkeypatch):
-    settings.USAGE_BATCHED = True
+def test_a_spool_that_cannot_be_written_falls_back_to_the_database(owner, settings, tmp_path):
     (tmp_path / "not-a-directory").write_text("")
     settings.USAGE_SPOOL_DIR = tmp_path / "not-a-directory"
-    monkeypatch.setattr(usage_writer, "start", lambda: None)
     spend(owner, 8)  # does not raise
     assert UsageRecord.objects.get(account=owner).input_tokens == 8
 
@@ -222,9 +218,10 @@ def test_records_are_written_once_on_sqlite_too(tmp_path):
     assert done.stdout.strip().splitlines()[-1] == "[('k0', 0, True), ('k1', 1, True), ('k2', 2, True)]"
 
 
-def test_the_synchronous_path_is_idempotent_by_key_too(owner):
+def test_a_key_metered_twice_is_written_once(owner, spool_dir):
     spend(owner, 1, key="run-1")
     spend(owner, 1, key="run-1")
+    assert usage_writer.flush(timeout=1)
     assert UsageRecord.objects.filter(account=owner).count() == 1
 
 
@@ -241,10 +238,10 @@ def test_a_file_sealed_for_replay_lets_later_records_go_to_a_new_file(tmp_path):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_drainer_thread_writes_the_spool_and_takes_over_dead_files(settings, tmp_path):
+def test_the_drainer_thread_writes_the_spool_and_takes_over_dead_files(settings, tmp_path, monkeypatch):
     """A process's own drainer: it takes over the files of dead processes when it starts, and
     writes what is spooled within USAGE_FLUSH_SECONDS."""
-    settings.USAGE_BATCHED = True
+    monkeypatch.setattr(write_behind, "background", True)  # as in a server process
     settings.USAGE_SPOOL_DIR = tmp_path / "spool"
     settings.USAGE_FLUSH_SECONDS = 0.02
     account = AccountFactory()
@@ -260,8 +257,7 @@ def test_the_drainer_thread_writes_the_spool_and_takes_over_dead_files(settings,
             assert time.monotonic() < deadline, (keys_of(account), files(directory))
             time.sleep(0.02)
     finally:
-        writer.stop()
-        writer.spool().close()
+        writer.close()
     assert os.listdir(directory) == []
 
 

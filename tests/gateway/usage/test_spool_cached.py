@@ -13,13 +13,10 @@ from gateway.usage.writer import database_tag, insert_rows, record_from_line, us
 
 
 @pytest.fixture
-def spool_dir(settings, tmp_path, monkeypatch):
-    """Records stay in the spool until `usage_writer.flush()` (no drainer thread)."""
-    settings.USAGE_BATCHED = True
+def spool_dir(settings, tmp_path):
+    """Records stay in the spool until `usage_writer.flush()` (no drainer thread in the tests' process)."""
     settings.USAGE_SPOOL_DIR = tmp_path / "spool"
-    monkeypatch.setattr(usage_writer, "start", lambda: None)
-    yield tmp_path / "spool" / database_tag()
-    usage_writer.spool().close()
+    return tmp_path / "spool" / database_tag()
 
 
 def spooled_lines(directory):
