@@ -21,7 +21,7 @@ from datetime import date, datetime, timezone
 from django.conf import settings
 from django.db import connections, transaction
 
-from gateway.state.write_behind import LogOnce, WriteBehind
+from gateway.state.write_behind import LogOnce, WriteBehind, holds_nul, without_nul
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +55,8 @@ def _write(counts: dict[tuple[date, str, str], int]) -> None:
     connection = connections["default"]
     table = connection.ops.quote_name(CallFailureDaily._meta.db_table)
     rows = [(day.isoformat(), model, kind, n) for (day, model, kind), n in sorted(counts.items())]
+    if holds_nul(rows):  # PostgreSQL's text refuses U+0000 (gateway/state/write_behind.py)
+        rows = without_nul(rows)
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.executemany(
             f"INSERT INTO {table} AS c (day, model, kind, count) VALUES (%s, %s, %s, %s) "

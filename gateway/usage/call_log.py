@@ -10,7 +10,8 @@ beside it, USAGE_SPOOL_DIR/<database tag>/calls, drained by the usage drainer's 
 cycles (`drain`, wired by gateway/apps.py, with `pending` for its write at exit) into CallRecord
 (gateway/usage/call_records.py), and taken over from dead processes the same way. Each line carries a
 key of its own (a uuid4), unique in the table: a file replayed after a kill writes nothing twice, and a
-process killed after the answer loses nothing that reached its file.
+process killed after the answer loses nothing that reached its file. A U+0000 in its text (a model
+name, a message) is written as U+FFFD, never a reason to drop the call (gateway/usage/call_records.py).
 
 Refusals count as calls: a caller refused by a ceiling, a quota or its input is recorded like any
 call; a request with no valid credential (no account to put it on) is recorded too, at most

@@ -4,8 +4,10 @@ once each, and the rows swept after their retention.
 `insert_lines` writes a batch in one INSERT per table, each idempotent by the call's key (a line
 replayed after a crash between the commit and the spool file's unlink is skipped), without building a
 model instance per row: it runs in the usage drainer's thread, whose CPU is taken from the event loop's
-(gateway/usage/writer.py `_write_rows`). A line of a deleted account is dropped (its calls went with
-it); a deleted group is left empty. The prompt and reply of a group that keeps them are redacted here
+(gateway/usage/writer.py `_write_rows`). A U+0000 in a call's text (the model asked, a message, a
+tag), which PostgreSQL's text and jsonb refuse, is written as U+FFFD on every database: the call is
+kept. A line of a deleted account is dropped (its calls went with it); a deleted group is left empty.
+The prompt and reply of a group that keeps them are redacted here
 (gateway/telemetry/redact.py: about 11 ms for 64 KiB of text, which the call's own way never pays)
 and cut to CALL_CAPTURE_MAX_BYTES, then written to CallCapture in the same transaction.
 
@@ -23,6 +25,7 @@ from django.db import DataError, IntegrityError, connections, transaction
 from django.utils import timezone as django_timezone
 
 from gateway.models import CallCapture, CallRecord, account_group_model, account_model
+from gateway.state.write_behind import holds_nul, without_nul
 from gateway.telemetry.redact import configured_secrets, redact
 
 logger = logging.getLogger(__name__)
@@ -137,10 +140,15 @@ def _write(model, columns: tuple, types: tuple, rows: list[tuple]) -> None:
     if connection.vendor == "postgresql":
         values = ", ".join(_postgresql_value(i, kind) for i, kind in enumerate(types))
         data = [[v.timestamp() if isinstance(v, datetime) else v for v in row] for row in rows]
+        payload = json.dumps(data)
+        if "\\u0000" in payload:  # jsonb and text refuse U+0000: written as U+FFFD (gateway/state/write_behind.py)
+            payload = json.dumps(without_nul(data))
         with connection.cursor() as cursor:
             cursor.execute(f"INSERT INTO {table} ({names}) SELECT {values} FROM jsonb_array_elements(%s::jsonb) AS e "
-                           "ON CONFLICT DO NOTHING", [json.dumps(data)])
+                           "ON CONFLICT DO NOTHING", [payload])
         return
+    if holds_nul(rows):  # as on PostgreSQL, so that a call reads the same on either
+        rows = without_nul(rows)
     adapt = connection.ops.adapt_datetimefield_value
     data = [tuple(adapt(v) if isinstance(v, datetime) else json.dumps(v) if isinstance(v, (list, dict)) else v
                   for v in row)

@@ -11,7 +11,9 @@ nothing twice. While the database is down the records stay in the spool; the dra
 a backoff of at most BACKOFF_MAX_SECONDS, logs once per outage and never gives up.
 
 The spool is the durable part and stays here; the drainer's thread, its lock, backoff, log, fork and
-exit handling are gateway/state/write_behind.py's, as for every buffer written behind.
+exit handling are gateway/state/write_behind.py's, as for every buffer written behind. A value the
+database can never take is dropped with an error (`insert_rows`), but never for a U+0000 in its
+text, which is written as U+FFFD (`without_nul`).
 
 The spool directory is USAGE_SPOOL_DIR/<database tag>: processes on other databases (a test run, a
 benchmark) never write each other's records.
@@ -33,7 +35,7 @@ from django.conf import settings
 from django.db import DataError, IntegrityError, connections, transaction
 
 from gateway.models import UsageRecord, account_model
-from gateway.state.write_behind import LogOnce, WriteBehind
+from gateway.state.write_behind import LogOnce, WriteBehind, holds_nul, without_nul
 from gateway.usage.spool import Spool
 
 logger = logging.getLogger(__name__)
@@ -149,10 +151,15 @@ def _write_rows(rows: list[tuple]) -> None:
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             values = ", ".join(f"(e->>{i})::{kind}" for i, kind in enumerate(POSTGRESQL_TYPES))
+            data = [[*row[:AT], row[AT].isoformat(), *row[AT + 1:]] for row in rows]
+            payload = json.dumps(data)
+            if "\\u0000" in payload:  # jsonb and text refuse U+0000: written as U+FFFD (gateway/state/write_behind.py)
+                payload = json.dumps(without_nul(data))
             cursor.execute(f"INSERT INTO {table} ({names}) SELECT {values} FROM jsonb_array_elements(%s::jsonb) AS e "
-                           "ON CONFLICT DO NOTHING",
-                           [json.dumps([[*row[:AT], row[AT].isoformat(), *row[AT + 1:]] for row in rows])])
+                           "ON CONFLICT DO NOTHING", [payload])
         else:
+            if holds_nul(rows):  # as on PostgreSQL, so that a record reads the same on either
+                rows = without_nul(rows)
             adapt = connection.ops.adapt_datetimefield_value
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
                                "ON CONFLICT DO NOTHING",
