@@ -46,3 +46,14 @@ def test_the_stacks_folders_run_alone(path, serial):
 
 def test_a_test_outside_those_folders_is_not_marked_serial(request):
     assert request.node.get_closest_marker("serial") is None
+
+
+def test_no_test_takes_a_redis_database_of_its_own_by_number():
+    """The tests' Redis is REDIS_URL or TEST_REDIS_URL, the worker's own: a number written in a test would
+    be shared by every worker (the fault and multi-host stacks start Redis servers of their own)."""
+    repo = Path(__file__).resolve().parents[1]
+    mine = {"tests/conftest.py", "tests/parallel.py", "tests/test_parallel.py"}
+    found = [path.relative_to(repo).as_posix() for path in (repo / "tests").rglob("*.py")
+             if path.relative_to(repo).as_posix() not in mine
+             and "redis://127.0.0.1:6379/14" in path.read_text()]
+    assert found == []

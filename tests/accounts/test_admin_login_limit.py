@@ -9,6 +9,7 @@ from django.contrib.auth import forms as auth_forms
 from django.core import checks
 from django.core.management import call_command
 
+from tests.conftest import TEST_REDIS_URL
 from tests.factories import PASSWORD, AccountFactory
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ DATABASE_CACHE = {**django_settings.EMBEDDED_CACHE, "BACKEND": "accounts.admin_l
 def limiter_cache(request, settings):
     """Each test once with django-ratelimit counting in Redis, once in the database cache."""
     if request.param == "redis":
-        url = settings.REDIS_URL or "redis://127.0.0.1:6379/14"
+        url = settings.REDIS_URL or TEST_REDIS_URL
         settings.CACHES = {**settings.CACHES, "ratelimit": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": url, "KEY_PREFIX": "gw"}}
         request.getfixturevalue("redis_url")  # skipped without a Redis; its "gw:" keys cleared before and after

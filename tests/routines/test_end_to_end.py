@@ -22,6 +22,7 @@ from django.conf import settings as django_settings
 
 from routines.models import Run
 from tests import servers
+from tests.conftest import TEST_REDIS_URL
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for, bearer
 from tests.routines.https_receiver import https_receiver
 from tests.servers import wait_for_quiet_database, web_process
@@ -29,7 +30,7 @@ from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 
 def _redis_for_processes() -> str:
-    return django_settings.REDIS_URL or "redis://127.0.0.1:6379/14"
+    return django_settings.REDIS_URL or TEST_REDIS_URL
 
 
 @pytest.fixture(scope="module")
