@@ -18,6 +18,7 @@ import pytest
 
 from gateway.state import per_process, write_behind
 from gateway.state.write_behind import LogOnce, WriteBehind
+from tests.faults.services import wait_for
 from tests.servers import ROOT, child_env, wait_for_quiet_database
 
 logger = logging.getLogger("tests.write_behind")
@@ -74,15 +75,10 @@ def test_a_failing_write_is_retried_with_backoff_and_logged_once(made, threads, 
     with caplog.at_level(logging.WARNING, logger="tests.write_behind"):
         buffer.put("m", 1)
         buffer.put("m", 2)
-        deadline = time.monotonic() + 10
-        while not attempts:
-            assert time.monotonic() < deadline, "no write tried"
-            time.sleep(0.005)
+        wait_for(lambda: attempts, 10, "a first write", interval=0.005)
         buffer.put("m", 4)
         buffer.put("n", 1)
-        while not written:
-            assert time.monotonic() < deadline, attempts
-            time.sleep(0.01)
+        wait_for(lambda: written, 10, "a write that succeeds", interval=0.005)
     assert written == [{"m": 7, "n": 1}]  # what failed was kept, merged with what came since
     gaps = [b - a for a, b in zip(attempts, attempts[1:])]
     assert [round(gap, 2) >= least for gap, least in zip(gaps, [0.04, 0.08, 0.16, 0.16])] == [True] * 4, gaps
@@ -129,9 +125,7 @@ def test_after_fork_the_child_has_an_empty_buffer_and_a_thread_of_its_own(made, 
             interval[0] = 0.02
             buffer.put("child's", 2)
             report["own_thread"] = buffer.thread not in (None, parent_thread) and buffer.thread.is_alive()
-            deadline = time.monotonic() + 10
-            while not (out.exists() and "child's" in out.read_text()) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for(lambda: out.exists() and "child's" in out.read_text(), 10, "the child's write", interval=0.005)
             os.write(write_end, json.dumps(report).encode())
         finally:
             os._exit(0)
