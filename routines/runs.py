@@ -22,7 +22,7 @@ import asyncio
 import logging
 import secrets
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import F, Q
@@ -61,28 +61,58 @@ NO_OUTPUT = "The model produced no output."
 NO_DELIVERY = "No delivery target succeeded."
 
 
-def claim(run_id: int) -> bool:
-    """Move a queued run to running; True for exactly one caller (a redelivered task gets False)."""
-    return bool(Run.objects.filter(pk=run_id, status=Run.Status.QUEUED)
-                .update(status=Run.Status.RUNNING, started_at=timezone.now()))
+def claim(run_id: int, held_since: datetime | None = None) -> datetime | None:
+    """Move a queued run to running: its start time for exactly one caller, None for the others
+    (a redelivered task). With `held_since`, the start time a postponed try of the same task
+    left on a run it could not put back in the queue, that run is taken up again too."""
+    now = timezone.now()
+    ours = Q(status=Run.Status.QUEUED)
+    if held_since is not None:
+        ours |= Q(status=Run.Status.RUNNING, started_at=held_since)
+    taken = Run.objects.filter(ours, pk=run_id).update(status=Run.Status.RUNNING, started_at=now)
+    return now if taken else None
 
 
 class RunPostponed(Exception):
-    """The database or Redis was away before the model was asked: the run went back to the
-    queue untouched, for its task to retry later (it neither fails nor counts toward the
-    routine's auto-disable)."""
+    """The database or Redis was away: the run went back to the queue untouched, for its task
+    to retry later (it neither fails nor counts toward the routine's auto-disable). When even
+    that write failed, `held_since` is the start time the run still carries as running: the
+    task's retry passes it to `claim` to take the run up again, instead of leaving it to the
+    sweep (which a deployment without beat never runs); `answer`, the model's answer, when it
+    is the answer that could not be saved, so that the retry saves it without a second call."""
+
+    def __init__(self, run_id: int, held_since: datetime | None = None, answer: dict | None = None):
+        super().__init__(str(run_id))
+        self.held_since = held_since
+        self.answer = answer  # the model's answer, when only its saving failed: the retry saves it
 
 
 def usage_key(run_id: int) -> str:
     return f"run-{run_id}"
 
 
-def execute_run(run_id: int) -> Run | None:
+def execute_run(run_id: int, held_since: datetime | None = None, answer: dict | None = None) -> Run | None:
     """Claim the run and carry it out: its answer, then its deliveries, each a task of its own
-    (done inline when tasks run eagerly). None when another worker has it (or it is done)."""
+    (done inline when tasks run eagerly). None when another worker has it (or it is done). An
+    outage of the database or Redis raises RunPostponed; its retry passes back `held_since` and
+    `answer` (see there)."""
     deadline = time.monotonic() + settings.ROUTINE_RUN_TIMEOUT_SECONDS - WRITE_MARGIN_SECONDS
-    if not claim(run_id):
+    started = claim(run_id, held_since)
+    if started is None:
         return None
+    try:
+        return _carry_out(run_id, started, held_since is not None, answer, deadline)
+    except RunPostponed:
+        raise
+    except Exception as exc:  # the database went away after the claim: the run is still ours
+        if outage_of(exc) is None:
+            raise
+        log.warning("run %s: %s cannot be reached (%s); its task takes it up again", run_id, outage_of(exc),
+                    exc.__class__.__name__)
+        raise RunPostponed(run_id, held_since=started) from exc
+
+
+def _carry_out(run_id: int, started: datetime, retaken: bool, answer: dict | None, deadline: float) -> Run | None:
     run = Run.objects.select_related("routine", "routine__account", "routine__account__group",
                                      "source_event").filter(pk=run_id).first()
     if run is None:
@@ -90,17 +120,20 @@ def execute_run(run_id: int) -> Run | None:
     if tracing.ENABLED:  # the task's span says which run (gateway/telemetry/task_spans.py)
         tracing.annotate({"gateway.run.id": run.pk, "gateway.routine.id": run.routine_id,
                           "gateway.run.trigger": run.trigger})
-    if run.answered_at is None and not _answer(run, deadline):
+    if run.answered_at is None and answer is not None:  # the answer a try could not save
+        if not _keep_answer(run, started, answer, deadline):
+            return _reloaded(run)
+    elif run.answered_at is None and not _answer(run, started, retaken, deadline):
         return _reloaded(run)
     _dispatch(run, deadline)
     return _reloaded(run)
 
 
-def _answer(run: Run, deadline: float) -> bool:
+def _answer(run: Run, started: datetime, retaken: bool, deadline: float) -> bool:
     """Ask the model (never twice) and save the answer. True when deliveries wait; False when
     the run ended here."""
     routine = run.routine
-    if routine.uses_ai and run.error == LOST_ONCE:  # taken up again after its worker died
+    if routine.uses_ai and (retaken or run.error == LOST_ONCE):  # its worker died, or its task's write failed
         billed = _billed(run.pk)
         if billed is not None:  # the model had answered: not asked again
             _finish(run, error=ANSWER_LOST, counts=False, deadline=deadline, **billed)
@@ -116,7 +149,7 @@ def _answer(run: Run, deadline: float) -> bool:
         return False
     except Exception as exc:  # never leave a claimed run running
         if outage_of(exc) is not None:
-            _postpone(run, exc)
+            _postpone(run, started, exc)
         log.exception("run %s failed unexpectedly", run.pk)
         _finish(run, output="", error=f"Unexpected error: {exc.__class__.__name__}", model=asked, deadline=deadline)
         return False
@@ -132,19 +165,29 @@ def _answer(run: Run, deadline: float) -> bool:
             output, error = completion.text, ""
     if not error and not output.strip():
         error = NO_OUTPUT
-    return _save_answer(run, output=output, model=model, usage=usage, error=error, deadline=deadline)
+    return _keep_answer(run, started, {"output": output, "model": model, "usage": usage, "error": error}, deadline)
 
 
-def _postpone(run: Run, exc: Exception) -> None:
+def _keep_answer(run: Run, started: datetime, answer: dict, deadline: float) -> bool:
+    """Save the answer; while the database stays away longer than the task may wait, the run is
+    postponed with its answer, which the task's retry saves (the model is not asked twice)."""
+    try:
+        return _save_answer(run, **answer, deadline=deadline)
+    except DATABASE_DOWN as exc:
+        raise RunPostponed(run.pk, held_since=started, answer=answer) from exc
+
+
+def _postpone(run: Run, started: datetime, exc: Exception) -> None:
     """Put an unanswered run back in the queue (raises RunPostponed). If even that write fails,
-    the run stays running and the sweep takes it up as lost, without an answer: the same."""
+    the run stays running, held by this task's retry (or, should that be lost, by the sweep)."""
     log.warning("run %s postponed: %s cannot be reached (%s)", run.pk, outage_of(exc), exc.__class__.__name__)
     try:
         Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, answered_at__isnull=True).update(
             status=Run.Status.QUEUED, started_at=None)
     except Exception as again:
-        log.warning("run %s left running for the sweep (%s)", run.pk, again.__class__.__name__)
-    raise RunPostponed(str(run.pk)) from exc
+        log.warning("run %s left running for its task's retry (%s)", run.pk, again.__class__.__name__)
+        raise RunPostponed(run.pk, held_since=started) from exc
+    raise RunPostponed(run.pk) from exc
 
 
 def model_messages(run: Run) -> list[dict[str, str]]:

@@ -142,8 +142,8 @@ def test_a_run_whose_answer_died_with_its_worker_fails_without_a_second_call(rou
 
     monkeypatch.setattr(routines.runs, "new_deliveries", down)
     run = accept(routine)
-    with pytest.raises(OperationalError):
-        execute_run(run.pk)  # given up: logged and raised, the task fails
+    with pytest.raises(routines.runs.RunPostponed):
+        execute_run(run.pk)  # given up: logged and raised, and the task that would take it up again is lost
     monkeypatch.undo()
     run.refresh_from_db()
     assert run.status == "running" and run.answered_at is None
@@ -157,6 +157,69 @@ def test_a_run_whose_answer_died_with_its_worker_fails_without_a_second_call(rou
     assert len(upstream.requests) == 1 and UsageRecord.objects.count() == 1
     routine.refresh_from_db()
     assert routine.consecutive_failures == 0  # the gateway's failure, not the routine's
+
+
+def _answered_but_not_saved(routine, settings, monkeypatch):  # noqa: F811
+    """A run whose model answered while the database stayed away longer than the task may wait:
+    the RunPostponed its try raised."""
+    settings.ROUTINE_WRITE_RETRY_SECONDS = 0
+
+    def down(*args, **kwargs):
+        raise OperationalError("could not connect to server")
+
+    monkeypatch.setattr(routines.runs, "new_deliveries", down)
+    run = accept(routine)
+    with pytest.raises(routines.runs.RunPostponed) as postponed:
+        execute_run(run.pk)
+    monkeypatch.undo()
+    run.refresh_from_db()
+    assert run.status == "running" and run.answered_at is None and postponed.value.held_since == run.started_at
+    assert execute_run(run.pk) is None  # a redelivery of the first try's message does nothing
+    return run, postponed.value
+
+
+def test_an_answer_that_could_not_be_saved_is_saved_by_its_tasks_retry_without_a_second_call(
+        routine, upstream, settings, monkeypatch):  # noqa: F811
+    """The task lives: its retry carries the run's start time and the answer, takes the run up again
+    at once (a deployment without beat has no sweep) and saves the answer: the run succeeds."""
+    run, postponed = _answered_but_not_saved(routine, settings, monkeypatch)
+    assert postponed.answer["output"] and postponed.answer["error"] == ""
+    done = execute_run(run.pk, held_since=postponed.held_since, answer=postponed.answer)
+    assert done.status == "succeeded" and done.output == postponed.answer["output"]
+    assert [d.status for d in done.deliveries.all()] == ["succeeded"]
+    assert execute_run(run.pk, held_since=postponed.held_since, answer=postponed.answer) is None  # once
+    assert flush_all()
+    assert len(upstream.requests) == 1 and UsageRecord.objects.count() == 1
+
+
+def test_a_run_taken_up_again_without_its_answer_is_not_sent_to_the_model_again(
+        routine, upstream, settings, monkeypatch):  # noqa: F811
+    run, postponed = _answered_but_not_saved(routine, settings, monkeypatch)
+    done = execute_run(run.pk, held_since=postponed.held_since)
+    assert done.status == "failed" and done.error == ANSWER_LOST
+    assert len(upstream.requests) == 1
+
+
+def test_a_run_the_database_left_running_before_its_model_call_is_carried_out_by_its_tasks_retry(
+        routine, upstream):  # noqa: F811
+    """The database went away right after the claim, so the run could not even be put back in the
+    queue: the retry, carrying the start time, takes it up again and runs it once."""
+    from unittest import mock
+
+    real = routines.runs._carry_out
+    with mock.patch.object(routines.runs, "_carry_out",
+                           side_effect=OperationalError("server closed the connection unexpectedly")):
+        run = accept(routine)
+        with pytest.raises(routines.runs.RunPostponed) as postponed:
+            execute_run(run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.answered_at) == ("running", None) and upstream.requests == []
+    assert routines.runs._carry_out is real
+    assert execute_run(run.pk) is None
+    done = execute_run(run.pk, held_since=postponed.value.held_since)
+    assert done.status == "succeeded" and len(upstream.requests) == 1
+    routine.refresh_from_db()
+    assert routine.consecutive_failures == 0
 
 
 def test_a_run_queued_again_after_its_answer_was_metered_is_not_sent_to_the_model(routine, upstream):  # noqa: F811
@@ -244,7 +307,7 @@ def test_the_run_task_retries_a_postponed_run_with_celery(routine, monkeypatch):
 
     from routines.tasks import execute_routine_run
 
-    def postponed(run_id):
+    def postponed(run_id, held_since=None, answer=None):
         raise routines.runs.RunPostponed(str(run_id))
 
     monkeypatch.setattr("routines.tasks.execute_run", postponed)
@@ -253,3 +316,32 @@ def test_the_run_task_retries_a_postponed_run_with_celery(routine, monkeypatch):
     with pytest.raises(Retry):
         execute_routine_run.run(1)
     assert retries == [{"countdown": 1, "max_retries": 30}]
+
+
+def test_the_run_task_retry_carries_the_start_time_of_a_run_it_still_holds(monkeypatch):
+    from datetime import datetime, timezone
+
+    from celery.exceptions import Retry
+
+    from routines.tasks import execute_routine_run
+
+    started = datetime(2026, 11, 28, 21, 30, 5, 123456, tzinfo=timezone.utc)
+    tried = []
+
+    answer = {"output": "done", "model": "oa/echo-1", "usage": None, "error": ""}
+
+    def held(run_id, held_since=None, answer=None):
+        tried.append((held_since, answer))
+        raise routines.runs.RunPostponed(run_id, held_since=started, answer={"output": "done", "model": "oa/echo-1",
+                                                                             "usage": None, "error": ""})
+
+    monkeypatch.setattr("routines.tasks.execute_run", held)
+    retries = []
+    monkeypatch.setattr(execute_routine_run, "retry", lambda **kwargs: retries.append(kwargs) or Retry())
+    with pytest.raises(Retry):
+        execute_routine_run.run(7)
+    assert retries == [{"countdown": 1, "max_retries": 30,
+                        "kwargs": {"held_since": "2026-11-28T21:30:05.123456+00:00", "answer": answer}}]
+    with pytest.raises(Retry):
+        execute_routine_run.run(7, **retries[0]["kwargs"])
+    assert tried == [(None, None), (started, answer)]
