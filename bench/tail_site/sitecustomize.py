@@ -29,15 +29,16 @@ if _PATH:
         writer = sys.modules.get("gateway.usage.writer")
         if writer is None:
             return
-        cycle = writer.UsageWriter._cycle
+        drainer = writer.usage_writer.drainer  # its write was bound when it was made: wrapped there
+        cycle = drainer._write
 
-        def timed(self, *args, **kwargs):
+        def timed(*args, **kwargs):
             cpu, wall = time.thread_time(), time.perf_counter()
             try:
-                return cycle(self, *args, **kwargs)
+                return cycle(*args, **kwargs)
             finally:
                 _log.write(f"drain {wall:.6f} {time.thread_time() - cpu:.6f} {time.perf_counter() - wall:.6f}\n")
 
-        writer.UsageWriter._cycle = timed
+        drainer._write = timed
 
     threading.Thread(target=_time_drainer_cycles, daemon=True).start()
