@@ -42,6 +42,7 @@ from routines.deliveries.base import scrubbed
 from routines.durable import DATABASE_DOWN, durably
 from routines.inbox import notify
 from routines.models import Delivery, Routine, Run
+from routines.run_claims import RunPostponed, claim, postpone
 from routines.run_failures import failure_text, models_tried, switched_off_notice
 from routines.run_log import run_ended
 from routines.run_start import enqueue
@@ -59,32 +60,6 @@ ANSWER_LOST = ("The model answered, but its worker stopped before the answer was
 DELIVERY_LOST = "Its worker stopped during the last try."
 NO_OUTPUT = "The model produced no output."
 NO_DELIVERY = "No delivery target succeeded."
-
-
-def claim(run_id: int, held_since: datetime | None = None) -> datetime | None:
-    """Move a queued run to running: its start time for exactly one caller, None for the others
-    (a redelivered task). With `held_since`, the start time a postponed try of the same task
-    left on a run it could not put back in the queue, that run is taken up again too."""
-    now = timezone.now()
-    ours = Q(status=Run.Status.QUEUED)
-    if held_since is not None:
-        ours |= Q(status=Run.Status.RUNNING, started_at=held_since)
-    taken = Run.objects.filter(ours, pk=run_id).update(status=Run.Status.RUNNING, started_at=now)
-    return now if taken else None
-
-
-class RunPostponed(Exception):
-    """The database or Redis was away: the run went back to the queue untouched, for its task
-    to retry later (it neither fails nor counts toward the routine's auto-disable). When even
-    that write failed, `held_since` is the start time the run still carries as running: the
-    task's retry passes it to `claim` to take the run up again, instead of leaving it to the
-    sweep (which a deployment without beat never runs); `answer`, the model's answer, when it
-    is the answer that could not be saved, so that the retry saves it without a second call."""
-
-    def __init__(self, run_id: int, held_since: datetime | None = None, answer: dict | None = None):
-        super().__init__(str(run_id))
-        self.held_since = held_since
-        self.answer = answer  # the model's answer, when only its saving failed: the retry saves it
 
 
 def usage_key(run_id: int) -> str:
@@ -149,7 +124,7 @@ def _answer(run: Run, started: datetime, retaken: bool, deadline: float) -> bool
         return False
     except Exception as exc:  # never leave a claimed run running
         if outage_of(exc) is not None:
-            _postpone(run, started, exc)
+            postpone(run, started, exc)
         log.exception("run %s failed unexpectedly", run.pk)
         _finish(run, output="", error=f"Unexpected error: {exc.__class__.__name__}", model=asked, deadline=deadline)
         return False
@@ -175,19 +150,6 @@ def _keep_answer(run: Run, started: datetime, answer: dict, deadline: float) -> 
         return _save_answer(run, **answer, deadline=deadline)
     except DATABASE_DOWN as exc:
         raise RunPostponed(run.pk, held_since=started, answer=answer) from exc
-
-
-def _postpone(run: Run, started: datetime, exc: Exception) -> None:
-    """Put an unanswered run back in the queue (raises RunPostponed). If even that write fails,
-    the run stays running, held by this task's retry (or, should that be lost, by the sweep)."""
-    log.warning("run %s postponed: %s cannot be reached (%s)", run.pk, outage_of(exc), exc.__class__.__name__)
-    try:
-        Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING, answered_at__isnull=True).update(
-            status=Run.Status.QUEUED, started_at=None)
-    except Exception as again:
-        log.warning("run %s left running for its task's retry (%s)", run.pk, again.__class__.__name__)
-        raise RunPostponed(run.pk, held_since=started) from exc
-    raise RunPostponed(run.pk) from exc
 
 
 def model_messages(run: Run) -> list[dict[str, str]]:

@@ -6,7 +6,6 @@ Celery with exponential backoff; nothing sleeps between tries (routines/deliveri
 that enqueue a task find it by its name (routines/queue.py), so none of them imports this one."""
 
 import uuid
-from datetime import datetime
 
 from celery import shared_task
 from django.conf import settings
@@ -15,6 +14,7 @@ from gateway.celery import request_id_headers
 from gateway.web.errors import outage_of
 from routines.deliveries import RetryableDeliveryError, send_delivery, task_seconds
 from routines.queue import DELIVER, ENQUEUE_RUNS, EXECUTE_RUN
+from routines.run_claims import held_since_of, held_token
 from routines.runs import RunPostponed, execute_run, settle_run, sweep_runs
 from routines.schedules import enqueue_due
 
@@ -23,20 +23,20 @@ POSTPONE_RETRIES = 30  # then the run waits, queued, for the sweep
 
 @shared_task(bind=True, name=EXECUTE_RUN, acks_late=True, reject_on_worker_lost=True,
              time_limit=settings.ROUTINE_RUN_TIMEOUT_SECONDS)
-def execute_routine_run(self, run_id: int, held_since: str | None = None, answer: dict | None = None) -> None:
+def execute_routine_run(self, run_id: int, held_since: int | None = None, answer: dict | None = None) -> None:
     """A run that met an outage of the database or Redis (its claim, its quota check, its
     writes) is tried again by Celery with a growing countdown; it is not failed. A run the
     outage left marked running is taken up again by the retry, which carries its start time (and
     the model's answer, when only its saving failed)."""
     try:
-        execute_run(run_id, held_since=datetime.fromisoformat(held_since) if held_since else None, answer=answer)
+        execute_run(run_id, held_since=held_since_of(held_since), answer=answer)
     except Exception as exc:
         if not isinstance(exc, RunPostponed) and outage_of(exc) is None:
             raise
         held = getattr(exc, "held_since", None)
         retry = {"countdown": min(2 ** self.request.retries, 30), "max_retries": POSTPONE_RETRIES}
         if held is not None:
-            retry["kwargs"] = {"held_since": held.isoformat(), "answer": getattr(exc, "answer", None)}
+            retry["kwargs"] = {"held_since": held_token(held), "answer": getattr(exc, "answer", None)}
         raise self.retry(**retry) from None
 
 
