@@ -2,6 +2,7 @@
 
 import os
 import secrets
+import sys
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -22,7 +23,7 @@ class Command(BaseCommand):
         if Account.objects.filter(is_superuser=True).exists() or Account.objects.filter(email=email).exists():
             self.stdout.write(
                 f"Operator console: {admin_url} (operator: {email}; first password in {password_file}, "
-                "or set one with `python manage.py changepassword EMAIL`)."
+                f"or set one with `{_python()} manage.py changepassword EMAIL`)."
             )
             return
         group, _ = AccountGroup.objects.get_or_create(name="operators", defaults={"api_access": True})
@@ -40,8 +41,15 @@ class Command(BaseCommand):
                     f"  Log in to {admin_url}",
                     f"  e-mail:   {email}",
                     f"  password: {password}",
-                    f"  (kept in {password_file}; change it with `python manage.py changepassword {email}`)",
+                    f"  (kept in {password_file}; change it with `{_python()} manage.py changepassword {email}`)",
                     "",
                 ]
             )
         )
+
+
+def _python() -> str:
+    """The Python that has Django, as the operator types it: `.venv/bin/python` from the repository
+    (a bare `python` there is the system's, without Django)."""
+    here = os.path.relpath(sys.executable)
+    return sys.executable if here.startswith("..") else here
