@@ -100,7 +100,7 @@
         figure("playground-latency", milliseconds(data.latency_ms));
         figure("playground-input-tokens", String(data.usage.prompt_tokens));
         figure("playground-output-tokens", String(data.usage.completion_tokens));
-        figure("playground-cost", data.cost + " " + data.currency);
+        figure("playground-cost", data.cost);  // the currency is in the label
         status.textContent = errorBox.hidden ? "Done." : "Stopped midway.";
         keep.hidden = !lastReply;
       }
