@@ -7,6 +7,7 @@ staff account."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -191,3 +192,37 @@ def test_a_reply_streams_is_metered_once_and_is_a_playground_call_of_the_staff_a
             row.input_tokens, row.output_tokens, row.cost_units) == \
         (world.staff.pk, world.group.pk, "playground", "oa/echo-1", "oa/echo-1", 200, "ok",
          record.input_tokens, record.output_tokens, record.cost_units)
+
+
+def test_no_model_answering_is_the_apis_answer(world):
+    world.upstream.configure(fail_status=500)
+    with signed_in(world.base, world.staff) as client:
+        failed = client.post(REPLY, json={"model": "oa/echo-1", "messages": ASK})
+    api = api_answer(world, model="oa/echo-1")
+    unavailable = {"error": {"message": "Every model in the chain is unavailable right now; retry in 10 seconds.",
+                             "type": "server_error", "param": None, "code": "service_unavailable"}}
+    assert (failed.status_code, failed.json()) == (503, unavailable)
+    # the API's call comes a moment later, while the model cools down: its wait may read a second less
+    assert api.status_code == 503 and api.json()["error"] == {
+        **unavailable["error"], "message": re.sub(r"\d+ seconds", "10 seconds", api.json()["error"]["message"])}
+    assert failed.headers["Retry-After"] == "10"
+    row = row_of(failed.headers["X-Request-Id"])
+    assert (row.surface, row.status, row.outcome, row.model) == ("playground", failed.status_code, "failed", "")
+
+
+def test_a_reply_cut_midway_ends_with_its_error_and_what_arrived_is_metered(world):
+    world.upstream.configure(cut_after_tokens=3)
+    with signed_in(world.base, world.staff) as client:
+        answer = client.post(REPLY, headers={"X-Request-Id": "playground-cut"},
+                             json={"model": "oa/echo-1", "messages": ASK})
+    assert answer.status_code == 200
+    found = events(answer)
+    assert [name for name, _ in found][-2:] == ["error", "done"]
+    assert found[-2][1] == {"status": 502, "error": {"message": "The model server closed the connection mid-reply.",
+                                                     "type": "server_error", "code": "upstream_disconnected"}}
+    arrived = "".join(data["text"] for name, data in found if name == "delta")
+    assert arrived and "Hello from the playground.".startswith(arrived) and arrived != "Hello from the playground."
+    row = row_of("playground-cut")
+    record = UsageRecord.objects.get(request_id="playground-cut")
+    assert (row.surface, row.status, row.outcome, row.error_code) == ("playground", 200, "cut", "disconnected")
+    assert record.output_tokens == found[-1][1]["usage"]["completion_tokens"] > 0
