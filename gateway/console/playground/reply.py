@@ -11,7 +11,8 @@ the admin's login; a signed-in account without staff rights: 403). Everything re
 reply is the answer /v1/chat/completions gives the same account, in its status and shape (the table of
 paths gives this path the chat completions' errors): the request ceiling of /v1 (the account's own
 counter), a field that cannot be read, the model's permission for the account's group, the quotas and
-budgets (`call_plan`), no model answering. No response cache: the playground tries the model itself.
+budgets (`call_plan`), no model answering. The group's "API access" is not asked: it governs keys, and
+here the console's session is the credential. No response cache: the playground tries the model itself.
 
 The call is one ModelCall (gateway/calls/model_call.py), metered once under the surface "playground" as
 the reply has ended (or the page has gone), before `done`, so `done` gives what was metered."""

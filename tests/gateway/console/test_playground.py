@@ -18,8 +18,10 @@ import httpx
 import pytest
 from django.test import Client
 
+from gateway.limits import ratelimit
 from gateway.models import CallRecord, UsageRecord
 from gateway.registry.prices import money, money_text
+from gateway.state.counters import account_tag
 from tests.factories import (
     AccountFactory,
     AccountGroupFactory,
@@ -77,7 +79,8 @@ def events(answer: httpx.Response) -> list[tuple[str, dict]]:
 def api_answer(world, **body) -> httpx.Response:
     """The same call on /v1/chat/completions, with a key of the staff account."""
     key = api_key_for(world.staff)
-    return httpx.post(f"{world.base}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
+    return httpx.post(f"{world.base}/v1/chat/completions",
+                      headers={"Authorization": f"Bearer {key}", "Accept": "application/json"},
                       json={"messages": ASK, **body}, timeout=30)
 
 
@@ -148,6 +151,20 @@ def test_a_used_up_quota_or_budget_is_refused_as_the_api_refuses_it(world, limit
     assert refused.status_code == api.status_code == 403
     assert refused.json() == api.json()
     assert refused.json()["error"]["code"] == api.json()["error"]["code"]
+    assert world.upstream.requests == []
+
+
+def test_the_apis_request_ceiling_counts_playground_calls_on_the_accounts_own_counter(world):
+    for _ in range(ratelimit.V1.ceiling):  # the account's /v1 ceiling used up, as its API calls would
+        ratelimit.limit_hit(ratelimit.V1, subject=f"acct:{account_tag(world.staff.pk)}")
+    with signed_in(world.base, world.staff) as client:
+        refused = client.post(REPLY, json={"model": "oa/echo-1", "messages": ASK},
+                              headers={"Accept": "text/event-stream, application/json"})
+    api = api_answer(world, model="oa/echo-1")
+    assert (refused.status_code, refused.json()) == (api.status_code, api.json()) == \
+        (429, {"message": "Too Many Attempts."})
+    assert refused.headers["X-RateLimit-Limit"] == api.headers["X-RateLimit-Limit"] == str(ratelimit.V1.ceiling)
+    assert refused.headers["X-RateLimit-Remaining"] == "0"
     assert world.upstream.requests == []
 
 
