@@ -243,3 +243,14 @@ def test_a_reply_cut_midway_ends_with_its_error_and_what_arrived_is_metered(worl
     record = UsageRecord.objects.get(request_id="playground-cut")
     assert (row.surface, row.status, row.outcome, row.error_code) == ("playground", 200, "cut", "disconnected")
     assert record.output_tokens == found[-1][1]["usage"]["completion_tokens"] > 0
+
+
+@pytest.mark.django_db
+def test_the_page_without_a_chat_model_says_what_to_do_first(client):
+    client.force_login(AccountFactory(email="op@example.test", is_staff=True))
+    page = client.get("/admin/playground/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="playground-no-models"' in html and "add a model server first" in html
+    assert re.search(r'<select id="playground-model" name="model"[^>]* disabled>\s*<option value="">No chat model yet',
+                     html)
