@@ -254,3 +254,20 @@ def test_the_page_without_a_chat_model_says_what_to_do_first(client):
     assert 'id="playground-no-models"' in html and "add a model server first" in html
     assert re.search(r'<select id="playground-model" name="model"[^>]* disabled>\s*<option value="">No chat model yet',
                      html)
+
+
+def test_a_page_that_goes_away_mid_reply_has_what_arrived_metered(world):
+    long = " ".join(["word"] * 40)  # ten seconds at this pace: the page leaves after the first words
+    world.upstream.configure(reply=long, tokens_per_second=4)
+    with signed_in(world.base, world.staff) as client:
+        with client.stream("POST", REPLY, headers={"X-Request-Id": "playground-left"},
+                           json={"model": "oa/echo-1", "messages": ASK}) as answer:
+            assert answer.status_code == 200
+            for line in answer.iter_lines():
+                if line.startswith("event: delta"):
+                    break
+    row = row_of("playground-left")
+    record = UsageRecord.objects.get(request_id="playground-left")
+    assert (row.surface, row.outcome, row.account_id) == ("playground", "client_closed", world.staff.pk)
+    assert (record.surface, record.account_id) == ("playground", world.staff.pk)
+    assert 0 < record.output_tokens < 10  # what arrived, not the forty words
