@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from gateway.console.playground.page import playground_page
+from gateway.console.playground.reply import playground_reply
 from gateway.openapi.views import admin_contract, openapi_json
 from gateway.ops import health, metrics_view
 
@@ -13,6 +15,9 @@ urlpatterns = [
     # before the admin: it holds the admin's login, limited per address and per account
     path("", include("accounts.urls")),
     path("admin/api-contract/", admin.site.admin_view(admin_contract), name="admin-api-contract"),
+    # the playground: its page, and its reply streamed to the page (staff checked by the view itself: it is async)
+    path("admin/playground/", admin.site.admin_view(playground_page), name="admin-playground"),
+    path("admin/playground/reply", playground_reply, name="admin-playground-reply"),
     path("admin/", admin.site.urls),
     # a browser's ways in: the root and the console without its slash (APPEND_SLASH is off) lead to the console
     path("", RedirectView.as_view(pattern_name="admin:index"), name="root"),

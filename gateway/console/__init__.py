@@ -5,6 +5,7 @@ the chat path's check on save (`server_test_admin`, `server_check`), the theme's
 console's own fields draw (`styles`), the write-only
 secret fields of admin forms (`secret_forms`), and prices and budgets in admin forms (`money_fields`);
 the console's home (`home/`) and what the theme (django-unfold) needs beyond itself (`theme/`); the audit
-trail of the console's changes (`audit_trail`, django-auditlog).
+trail of the console's changes (`audit_trail`, django-auditlog); the playground, where staff try a model
+streamed as an API call of their own (`playground/`).
 
 May import: every other part of the gateway."""

@@ -55,6 +55,7 @@ SURFACES = {
     "api/v1/agent/chat": "native_agent",
     "api/v1/agent/run": "native_agent_run",
     "api/v1/embeddings": "native_embeddings",
+    "admin/playground/reply": "playground",  # the console's playground: a call of the signed-in staff account
 }
 UNAUTHENTICATED_PER_MINUTE = 60
 CAPTURE_MARGIN = 256  # bytes kept past the limit until the text is redacted (a credential across the cut)

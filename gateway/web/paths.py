@@ -77,6 +77,8 @@ PATHS: tuple[Row, ...] = (
     exact("/", NATIVE, CONSOLE),
     exact("/admin", NATIVE, CONSOLE),
     under("/admin/", NATIVE, CONSOLE),
+    # The console's playground: its call is the API's, and so are its refusals (the chat completions' shape).
+    exact("/admin/playground/reply", OPENAI, CONSOLE),
     # Everything else (the console's static files, unknown paths): the console's middleware.
     under("", NATIVE, CONSOLE),
 )

@@ -1,5 +1,5 @@
 """The console's sidebar (unfold's SIDEBAR navigation, settings.UNFOLD): the console's own pages
-first (the home, the usage console, the API contract), then each section of the admin with the
+first (the home, the usage console, the playground, the API contract), then each section of the admin with the
 models the operator may see, read from the admin's own list (`get_app_list`), so that a model
 registered later appears here without a change to this list."""
 
@@ -24,6 +24,7 @@ def navigation(request) -> list[dict]:
     console = [{"title": "Home", "icon": "monitoring", "link": reverse("admin:index")}]
     if request.user.has_perm("gateway.view_usagerecord"):
         console.append({"title": "Usage console", "icon": "bar_chart", "link": reverse("admin:gateway_usage_console")})
+    console.append({"title": "Playground", "icon": "chat", "link": reverse("admin-playground")})
     console.append({"title": "API contract", "icon": "api", "link": reverse("admin-api-contract")})
     groups = [{"title": "Console", "items": console}]
     for app in admin.site.get_app_list(request):
