@@ -56,5 +56,7 @@ def console_deploy_checks(app_configs, **kwargs):
         base.check_content_type_nosniff, base.check_ssl_redirect, base.check_xframe_deny,
         base.check_referrer_policy, base.check_cross_origin_opener_policy, csrf.check_csrf_cookie_secure,
     ]
-    with override_settings(MIDDLEWARE=[*settings.MIDDLEWARE, *settings.CONSOLE_MIDDLEWARE]):
+    # the console's CSRF middleware is CsrfViewMiddleware's subclass (gateway/web/console_csrf.py): named as Django's
+    in_view = [*settings.MIDDLEWARE, *settings.CONSOLE_MIDDLEWARE, "django.middleware.csrf.CsrfViewMiddleware"]
+    with override_settings(MIDDLEWARE=in_view):
         return [message for check in depend_on_middleware for message in check(app_configs)]

@@ -66,7 +66,7 @@ CONSOLE_MIDDLEWARE = [
     "gateway.web.static_files.StaticFilesMiddleware",  # WhiteNoise's, async under ASGI (no sync-iterator warning)
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
+    "gateway.web.console_csrf.ConsoleCsrfMiddleware",  # CsrfViewMiddleware with its view step (why: there)
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "gateway.console.audit_trail.AuditActorMiddleware",  # the operator behind each audited change
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -67,7 +67,7 @@ class Admitted:
 
 @never_cache
 @require_POST
-@csrf_protect  # the console's middleware chain does not run CsrfViewMiddleware's view step (gateway/web/surfaces.py)
+@csrf_protect  # as every console view is (gateway/web/console_csrf.py): said here too, for a reader of the view
 async def playground_reply(request):
     started = time.perf_counter()
     user = await request.auser()
