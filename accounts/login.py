@@ -67,7 +67,7 @@ def _raise_for(outcome: str, account: Account | None) -> Account:
 def account_authenticate(*, email: str, password: str) -> Account:
     """The account whose e-mail and password these are, with the lockout counted: raises the 401 of
     spec 4.1 (an unknown e-mail as a wrong password), 423 while locked, 403 when deactivated. The API's
-    login and the account pages' session login (accounts/pages/session.py) both sign in through it."""
+    login and the account pages' session login (account_pages/session.py) both sign in through it."""
     account_id = Account.objects.filter(email=email.strip().lower()).values_list("pk", flat=True).first()
     if account_id is None:
         make_password(password)  # spend the same time as a real check: no account enumeration

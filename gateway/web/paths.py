@@ -77,6 +77,9 @@ PATHS: tuple[Row, ...] = (
     exact("/", NATIVE, CONSOLE),
     exact("/admin", NATIVE, CONSOLE),
     under("/admin/", NATIVE, CONSOLE),
+    # The account holders' own pages (account_pages/): a session of their own, the console's middleware.
+    exact("/account", NATIVE, CONSOLE),
+    under("/account/", NATIVE, CONSOLE),
     # Everything else (the console's static files, unknown paths): the console's middleware.
     under("", NATIVE, CONSOLE),
 )

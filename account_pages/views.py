@@ -1,6 +1,6 @@
 """The account pages: the overview (usage and spend against quotas and budgets, with the last 30
 days drawn as the console's home draws its charts), the API key, the last calls, the routines and
-the inbox. Each reads the signed-in account's own rows only (accounts/pages/reads.py); an id that is
+the inbox. Each reads the signed-in account's own rows only (account_pages/reads.py); an id that is
 not one of its rows is a 404, whether it exists or not."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from account_pages import reads
+from account_pages.session import account_page, render_page
 from accounts.admin_keys import key_of, key_refusal
 from accounts.keys import api_key_generate, api_key_revoke
 from accounts.login import password_confirm
-from accounts.pages import reads
-from accounts.pages.session import account_page, render_page
 from gateway.console.home.chart import bars
 from gateway.console.money_fields import currency
 from gateway.registry.prices import money_text

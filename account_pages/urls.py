@@ -1,11 +1,11 @@
 from django.urls import path
 
-from accounts.pages import session, views
+from account_pages import session, views
 
 app_name = "account"
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", session.login, name="login"),
+    path("login/", session.Login.as_view(), name="login"),
     path("logout/", session.logout, name="logout"),
     path("key/", views.key, name="key"),
     path("key/generate/", views.key_generate, name="key_generate"),

@@ -21,12 +21,14 @@ from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
+from django.utils.decorators import method_decorator
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_protect
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_POST
+from django.views.generic import View
 
+from account_pages.theme import theme_context
 from accounts.login import account_authenticate
-from accounts.pages.theme import theme_context
 from gateway.limits import ratelimit
 from gateway.web.errors import ApiError
 
@@ -72,28 +74,31 @@ def _next(request) -> str:
     return home
 
 
-@require_http_methods(["GET", "POST"])
-@csrf_protect
-def login(request):
-    if request.method == "GET":
+@method_decorator(csrf_protect, name="dispatch")
+class Login(View):
+    """GET the form, POST the e-mail and password (any other method: 405)."""
+
+    def get(self, request):
         if request.user.is_authenticated:
             return HttpResponseRedirect(_next(request))
         return _login_page(request, LoginForm())
-    form = LoginForm(request.POST)
-    try:  # counted before the password is looked at, as the API's login is
-        ratelimit.limit_hit(ratelimit.LOGIN, subject=f"ip:{ratelimit.client_address(request)}")
-    except ApiError as refused:
-        return _login_page(request, form, error=TOO_MANY, status=429,
-                           headers={"Retry-After": refused.headers.get("Retry-After", "60")})
-    if not form.is_valid():
-        return _login_page(request, form, status=422)
-    try:
-        account = account_authenticate(email=form.cleaned_data["email"], password=form.cleaned_data["password"])
-    except ApiError as refused:  # 401 wrong (or unknown), 423 locked, 403 deactivated: the API's words
-        headers = {"Retry-After": refused.headers["Retry-After"]} if "Retry-After" in refused.headers else None
-        return _login_page(request, form, error=refused.message, status=refused.status, headers=headers)
-    session_login(request, account, backend=BACKEND)  # a new session id: no fixation
-    return HttpResponseRedirect(_next(request))
+
+    def post(self, request):
+        form = LoginForm(request.POST)
+        try:  # counted before the password is looked at, as the API's login is
+            ratelimit.limit_hit(ratelimit.LOGIN, subject=f"ip:{ratelimit.client_address(request)}")
+        except ApiError as refused:
+            return _login_page(request, form, error=TOO_MANY, status=429,
+                               headers={"Retry-After": refused.headers.get("Retry-After", "60")})
+        if not form.is_valid():
+            return _login_page(request, form, status=422)
+        try:
+            account = account_authenticate(email=form.cleaned_data["email"], password=form.cleaned_data["password"])
+        except ApiError as refused:  # 401 wrong (or unknown), 423 locked, 403 deactivated: the API's words
+            headers = {"Retry-After": refused.headers["Retry-After"]} if "Retry-After" in refused.headers else None
+            return _login_page(request, form, error=refused.message, status=refused.status, headers=headers)
+        session_login(request, account, backend=BACKEND)  # a new session id: no fixation
+        return HttpResponseRedirect(_next(request))
 
 
 def _login_page(request, form, *, error: str = "", status: int = 200, headers=None):
