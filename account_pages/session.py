@@ -58,7 +58,7 @@ def account_page(view):
 
 
 def render_page(request, template: str, context: dict, *, status: int = 200, headers=None):
-    response = render(request, template, {**theme_context(), **context}, status=status)
+    response = render(request, template, {**theme_context(request), **context}, status=status)
     for name, value in (headers or {}).items():
         response[name] = value
     add_never_cache_headers(response)
@@ -91,19 +91,23 @@ class Login(View):
             return _login_page(request, form, error=TOO_MANY, status=429,
                                headers={"Retry-After": refused.headers.get("Retry-After", "60")})
         if not form.is_valid():
-            return _login_page(request, form, status=422)
+            return _login_page(request, form, refusal=422)
         try:
             account = account_authenticate(email=form.cleaned_data["email"], password=form.cleaned_data["password"])
         except ApiError as refused:  # 401 wrong (or unknown), 423 locked, 403 deactivated: the API's words
             headers = {"Retry-After": refused.headers["Retry-After"]} if "Retry-After" in refused.headers else None
-            return _login_page(request, form, error=refused.message, status=refused.status, headers=headers)
+            return _login_page(request, form, error=refused.message, refusal=refused.status, headers=headers)
         session_login(request, account, backend=BACKEND)  # a new session id: no fixation
         return HttpResponseRedirect(_next(request))
 
 
-def _login_page(request, form, *, error: str = "", status: int = 200, headers=None):
-    return render_page(request, "account/login.html", {"form": form, "error": error, "next": _next(request),
-                                                      "title": "Log in"}, status=status, headers=headers)
+def _login_page(request, form, *, error: str = "", refusal: int | None = None, status: int = 200, headers=None):
+    """The form again, with what was wrong. A refused password is answered 200, as Django's admin login
+    answers it (a browser logs a 4xx page as an error); `refusal`, the status the API's login gives the
+    same try, is on the page's error (data-refusal). Only the per-address ceiling keeps its 429."""
+    return render_page(request, "account/login.html", {"form": form, "error": error, "refusal": refusal,
+                                                      "next": _next(request), "title": "Log in"},
+                       status=status, headers=headers)
 
 
 @require_POST

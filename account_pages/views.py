@@ -54,11 +54,13 @@ def home(request):
     })
 
 
-def _key_page(request, *, error: str = "", status: int = 200):
+def _key_page(request, *, error: str = "", refused: int | None = None):
+    """The key's page; after a refused generation, with why and the status the API gives the same
+    request (data-refusal), answered 200 as a form shown again (a browser logs a 4xx page as an error)."""
     account = request.user
     return _page(request, "account/key.html", "key", {"title": "API key", "key": key_of(account),
-                                                       "refusal": key_refusal(account), "error": error},
-                 status=status)
+                                                       "refusal": key_refusal(account), "error": error,
+                                                       "refused": refused})
 
 
 @require_GET
@@ -74,14 +76,14 @@ def key_generate(request):
     on this answer only; a wrong password counts toward the lockout as on the API."""
     account = request.user
     if refusal := key_refusal(account):
-        return _key_page(request, error=refusal, status=403)
+        return _key_page(request, error=refusal, refused=403)
     password = request.POST.get("password", "")
     if not password:
-        return _key_page(request, error="Give your password to generate a key.", status=422)
+        return _key_page(request, error="Give your password to generate a key.", refused=422)
     try:
         password_confirm(account=account, password=password[:1024])
     except ApiError as refused:  # 422 wrong password, 423 locked
-        return _key_page(request, error=refused.message, status=refused.status)
+        return _key_page(request, error=refused.message, refused=refused.status)
     issued = api_key_generate(account=account)
     return _page(request, "account/key_shown.html", "key", {"title": "Your new API key", "issued": issued})
 
