@@ -6,7 +6,7 @@ not one of its rows is a 404, whether it exists or not."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -21,7 +21,13 @@ from gateway.console.money_fields import currency
 from gateway.registry.prices import money_text
 from gateway.web.errors import ApiError
 from routines.inbox import inbox_messages, mark_read
-from routines.models import InboxMessage
+from routines.models import InboxMessage, Routine
+
+
+def _not_yours(request, section: str):
+    """The 404 of an id that is not one of the account's rows (another's, or none: the same answer), in
+    the pages' own look with the way back to them."""
+    return _page(request, "account/not_found.html", section, {"title": "Not found"}, status=404)
 
 
 def _page(request, template: str, section: str, context: dict, **kwargs):
@@ -113,7 +119,7 @@ def calls(request):
 def call(request, pk: int):
     found = reads.call_of(request.user, pk)
     if found is None:
-        raise Http404("No such call of yours.")
+        return _not_yours(request, "calls")
     return _page(request, "account/call.html", "calls", {"title": "Call", "call": found,
                                                           "cost": money_text(found.cost_units)})
 
@@ -130,7 +136,7 @@ def routines(request):
 def routine(request, pk: int):
     found = reads.routine_of(request.user, pk)
     if found is None:
-        raise Http404("No such routine of yours.")
+        return _not_yours(request, "routines")
     return _page(request, "account/routine.html", "routines", {"title": found.name, "routine": found,
                                                                 "runs": reads.runs_of(found),
                                                                 "shown": reads.RUNS_SHOWN})
@@ -139,8 +145,12 @@ def routine(request, pk: int):
 @require_GET
 @account_page
 def inbox(request):
-    return _page(request, "account/inbox.html", "inbox", {"title": "Inbox",
-                                                           "messages_shown": inbox_messages(request.user)})
+    shown = inbox_messages(request.user)
+    names = dict(Routine.objects.filter(account=request.user, pk__in={m.routine_id for m in shown if m.routine_id})
+                 .values_list("pk", "name"))
+    for message in shown:
+        message.routine_name = names.get(message.routine_id, "")
+    return _page(request, "account/inbox.html", "inbox", {"title": "Inbox", "messages_shown": shown})
 
 
 @require_GET
@@ -148,7 +158,7 @@ def inbox(request):
 def inbox_message(request, pk: int):
     found = InboxMessage.objects.filter(account=request.user, pk=pk).select_related("routine").first()
     if found is None:
-        raise Http404("No such message of yours.")
+        return _not_yours(request, "inbox")
     return _page(request, "account/inbox_message.html", "inbox", {"title": found.title, "message": found})
 
 
@@ -157,6 +167,6 @@ def inbox_message(request, pk: int):
 def inbox_read(request, pk: int):
     try:
         mark_read(request.user, pk)
-    except ApiError as missing:
-        raise Http404(missing.message) from None
+    except ApiError:  # not one of the account's messages
+        return _not_yours(request, "inbox")
     return HttpResponseRedirect(reverse("account:inbox"))

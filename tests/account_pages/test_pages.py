@@ -234,6 +234,7 @@ def test_an_id_of_the_other_accounts_row_is_a_404(signed_in, two_accounts, kind,
     r = signed_in.get(path.format(theirs))
     assert r.status_code == 404
     assert "krypton" not in text(r)
+    assert '<div class="panel" id="not-yours" data-status="404">' in text(r)
     assert signed_in.get(path.format(theirs + 1000)).status_code == 404
 
 
@@ -253,6 +254,7 @@ def test_a_message_is_marked_read(signed_in, owner, two_accounts):
     assert mine.read_at is not None
     page = text(signed_in.get("/account/inbox/"))
     assert 'id="unread-count"' not in page and "unread" not in row(page, "data-message", mine.pk)
+    assert f'<a class="link" href="/account/routines/{mine.routine_id}/">xenon&#x27;s digest</a>' in page
 
 
 def test_the_routines_list_shows_each_last_run(signed_in, owner, two_accounts):

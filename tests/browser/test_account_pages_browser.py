@@ -159,7 +159,8 @@ def test_an_account_holder_walks_their_pages_and_never_reaches_the_console(live_
             page.goto(f"{base}/admin/")
             expect(page).to_have_url(f"{base}/admin/login/?next=/admin/")
             page.goto(f"{base}/account/inbox/{message.pk + 1}/")  # the other account's message
-            expect(page.locator("#error-page")).to_have_attribute("data-status", "404")
+            expect(page.locator("#not-yours")).to_have_attribute("data-status", "404")
+            look(page, "not-yours")
 
             page.goto(f"{base}/account/")
             page.click("#logout")
@@ -168,6 +169,6 @@ def test_an_account_holder_walks_their_pages_and_never_reaches_the_console(live_
             browser.close()
 
     assert walked == []
-    assert overflow == dict.fromkeys(overflow, 0) and len(overflow) == 10
+    assert overflow == dict.fromkeys(overflow, 0) and len(overflow) == 11
     assert KEY_PATTERN.match(key) and key.startswith(f"svc_usr_{holder.pk}_")
     assert httpx.get(f"{base}/api/v1/auth/verify", headers=bearer(key), timeout=30).status_code == 200
