@@ -64,7 +64,10 @@ def _raise_for(outcome: str, account: Account | None) -> Account:
     return account
 
 
-def account_login(*, email: str, password: str, remember: bool) -> tuple[Account, IssuedSession]:
+def account_authenticate(*, email: str, password: str) -> Account:
+    """The account whose e-mail and password these are, with the lockout counted: raises the 401 of
+    spec 4.1 (an unknown e-mail as a wrong password), 423 while locked, 403 when deactivated. The API's
+    login and the account pages' session login (account_pages/session.py) both sign in through it."""
     account_id = Account.objects.filter(email=email.strip().lower()).values_list("pk", flat=True).first()
     if account_id is None:
         make_password(password)  # spend the same time as a real check: no account enumeration
@@ -72,6 +75,11 @@ def account_login(*, email: str, password: str, remember: bool) -> tuple[Account
     account = _raise_for(*_check_password_counted(account_id, password))
     if not account.is_active:
         raise ApiError(403, "This account is deactivated.", code="account_inactive")
+    return account
+
+
+def account_login(*, email: str, password: str, remember: bool) -> tuple[Account, IssuedSession]:
+    account = account_authenticate(email=email, password=password)
     return account, session_create(account=account, remember=remember)
 
 

@@ -22,6 +22,9 @@ urlpatterns = [
     # a browser's ways in: the root and the console without its slash (APPEND_SLASH is off) lead to the console
     path("", RedirectView.as_view(pattern_name="admin:index"), name="root"),
     path("admin", RedirectView.as_view(pattern_name="admin:index")),
+    # the account holders' own pages (account_pages/): a session of their own, no staff right
+    path("account/", include("account_pages.urls")),
+    path("account", RedirectView.as_view(pattern_name="account:home")),
     path("api/v1/openapi.json", openapi_json),
     path("", include("native.urls")),
     path("", include("compat.urls")),

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "accounts",
     "native",
     "routines",
+    "account_pages",  # the account holders' own pages at /account/ (no models)
 ]
 
 MIDDLEWARE = [

@@ -79,6 +79,9 @@ PATHS: tuple[Row, ...] = (
     under("/admin/", NATIVE, CONSOLE),
     # The console's playground: its call is the API's, and so are its refusals (the chat completions' shape).
     exact("/admin/playground/reply", OPENAI, CONSOLE),
+    # The account holders' own pages (account_pages/): a session of their own, the console's middleware.
+    exact("/account", NATIVE, CONSOLE),
+    under("/account/", NATIVE, CONSOLE),
     # Everything else (the console's static files, unknown paths): the console's middleware.
     under("", NATIVE, CONSOLE),
 )
