@@ -1,5 +1,6 @@
-"""Every page of the console, walked as staff in Chromium at 1366x768: none scrolls sideways and none
-logs an error (Playwright's `console` messages of type error and its `pageerror` events).
+"""Every page of the console, walked as staff in Chromium at 1366x768: none scrolls sideways, none
+logs an error (Playwright's `console` messages of type error and its `pageerror` events), and none
+cites an issue number to the operator (the product's history is not theirs to read).
 
 The pages are read from the console itself, so that a page added later is walked without a change
 here: the sidebar's links (the home, the usage console, the API contract and every admin list, from
@@ -11,6 +12,8 @@ Playwright's synchronous API runs an event loop in this thread, where Django ref
 queries: every row is made, and every address worked out, before the browser starts."""
 
 from __future__ import annotations
+
+import re
 
 from django.contrib import admin
 from django.test import RequestFactory
@@ -54,6 +57,7 @@ KNOWN_FAULTS: dict[str, str] = {
 }
 
 SIDEWAYS = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+ISSUE_NUMBER = re.compile(r"\bissue \d+", re.IGNORECASE)
 
 
 def one_of_each(operator) -> None:
@@ -124,6 +128,8 @@ def test_no_console_page_scrolls_sideways_or_logs_an_error(live_gateway, operato
                     faults.append(f"status {response.status if response else 'none'}")
                 if (wider := page.evaluate(SIDEWAYS)) > 0:
                     faults.append(f"scrolls sideways by {wider} px")
+                if cited := ISSUE_NUMBER.findall(page.locator("body").inner_text()):
+                    faults.append(f"cites {cited}")
                 if faults:
                     found[path] = faults
         finally:
