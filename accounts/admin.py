@@ -96,6 +96,7 @@ class AccountCreationForm(UserCreationForm):
 class AccountChangeForm(MoneyFormMixin, UserChangeForm):
     money_help = dict.fromkeys(BUDGET_FIELDS, ACCOUNT_BUDGET_HELP)
     empty_budget_is_no_limit = False  # empty: the group's
+    empty_budget_is = "the group's"
 
     class Meta:
         model = Account

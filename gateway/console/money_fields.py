@@ -74,6 +74,7 @@ class MoneyFormMixin:
 
     money_help: dict[str, str] = {**PRICE_HELP, **dict.fromkeys(BUDGET_FIELDS, GROUP_BUDGET_HELP)}
     empty_budget_is_no_limit = True
+    empty_budget_is = WORDS  # what an empty budget field says it means
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -85,7 +86,8 @@ class MoneyFormMixin:
             field.label = f"{label} ({code})"
             field.help_text = self.money_help[name].format(currency=code)
             if name in BUDGET_FIELDS:
-                self.fields[name] = no_limit_field(field, empty_is_no_limit=self.empty_budget_is_no_limit)
+                self.fields[name] = no_limit_field(field, empty_is_no_limit=self.empty_budget_is_no_limit,
+                                                   when_empty=self.empty_budget_is)
             if isinstance(self.initial.get(name), Decimal):  # equal, so an untouched field is unchanged
                 self.initial[name] = Decimal(plain(self.initial[name]))
 

@@ -30,10 +30,11 @@ def shown(value, as_text=str) -> str:
 
 
 class NoLimitInput(UnfoldAdminTextInputWidget):
-    """A text input (a number input cannot hold the words) showing -1 as "no limit"."""
+    """A text input (a number input cannot hold the words) showing -1 as "no limit"; its placeholder
+    says what empty means."""
 
     def __init__(self, attrs=None):
-        super().__init__({"inputmode": "decimal", "placeholder": WORDS, **(attrs or {})})
+        super().__init__({"inputmode": "decimal", **(attrs or {})})
 
     def format_value(self, value):
         return WORDS if is_no_limit(value) else super().format_value(value)
@@ -60,11 +61,13 @@ class NoLimitDecimalField(NoLimitMixin, forms.DecimalField):
     default_error_messages = {"invalid": f"An amount, or “{WORDS}”."}
 
 
-def no_limit_field(field: forms.Field, *, empty_is_no_limit: bool, help_text: str | None = None) -> forms.Field:
-    """`field` (a ModelForm's IntegerField or DecimalField) as one that reads and writes "no limit"."""
+def no_limit_field(field: forms.Field, *, empty_is_no_limit: bool, help_text: str | None = None,
+                   when_empty: str = WORDS) -> forms.Field:
+    """`field` (a ModelForm's IntegerField or DecimalField) as one that reads and writes "no limit";
+    `when_empty` is the placeholder, what an empty field means."""
     common = {"label": field.label, "help_text": field.help_text if help_text is None else help_text,
               "initial": field.initial, "required": field.required and not empty_is_no_limit,
-              "widget": NoLimitInput, "empty_is_no_limit": empty_is_no_limit}
+              "widget": NoLimitInput(attrs={"placeholder": when_empty}), "empty_is_no_limit": empty_is_no_limit}
     if isinstance(field, forms.DecimalField):  # its own DecimalValidator comes with the new field
         return NoLimitDecimalField(max_digits=field.max_digits, decimal_places=field.decimal_places, **common)
     return NoLimitIntegerField(validators=field.validators, **common)  # the column's range

@@ -262,6 +262,8 @@ def test_an_accounts_own_budgets_override_its_groups(admin_client):
     html = admin_client.get(url).content.decode()
     assert "Budgets (USD)" in section_titles(html)
     assert "Empty: the group's (&lt;b&gt;research&lt;/b&gt;: day 5, week no limit, month 99.5)" in html
+    own = re.search(r'<input[^>]*name="weekly_budget"[^>]*>', html).group(0)  # empty: the group's, not no limit
+    assert 'placeholder="the group&#x27;s"' in own and "value=" not in own
     data = {"email": account.email, "full_name": account.full_name, "group": group.pk, "role": account.role,
             "is_active": "on", "daily_budget": "0.5", "weekly_budget": "", "monthly_budget": "-1"}
 
