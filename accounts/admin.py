@@ -22,8 +22,11 @@ from gateway.console.money_fields import (
     currency,
     plain,
 )
+from gateway.console.no_limit import WORDS, no_limit_field, shown
 
 WINDOWS_HELP = "Per account, in windows of a UTC day, a week from Wednesday 14:00 UTC and a calendar month."
+TOKEN_FIELDS = ("daily_tokens", "weekly_tokens", "monthly_tokens")
+TOKENS_HELP = f"Tokens per account in the window; empty or “{WORDS}”: no ceiling."
 
 
 class AccountGroupForm(MoneyFormMixin, forms.ModelForm):
@@ -31,12 +34,27 @@ class AccountGroupForm(MoneyFormMixin, forms.ModelForm):
         model = AccountGroup
         fields = "__all__"
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in TOKEN_FIELDS:
+            self.fields[name] = no_limit_field(self.fields[name], empty_is_no_limit=True, help_text=TOKENS_HELP)
+
+
+def tokens_column(name: str, title: str):
+    """A list column of a token ceiling: the number, or "no limit"."""
+    @admin.display(description=title, ordering=name)
+    def column(group):
+        return shown(getattr(group, name), lambda value: f"{value:,}")
+    column.__name__ = name.replace("_tokens", "_ceiling")
+    return column
+
 
 @admin.register(AccountGroup)
 @audit_trail
 class AccountGroupAdmin(ModelAdmin):
     form = AccountGroupForm
-    list_display = ["name", "api_access", "all_models", "daily_tokens", "weekly_tokens", "monthly_tokens",
+    list_display = ["name", "api_access", "all_models", tokens_column("daily_tokens", "Daily tokens"),
+                    tokens_column("weekly_tokens", "Weekly tokens"), tokens_column("monthly_tokens", "Monthly tokens"),
                     "budgets", "remote_servers_allowed", "attachments_per_message", "response_cache_ttl"]
     list_filter = ["api_access", "all_models", "remote_servers_allowed"]
     search_fields = ["name"]
@@ -44,12 +62,12 @@ class AccountGroupAdmin(ModelAdmin):
 
     def get_fieldsets(self, request, obj=None):
         """The token quotas and the budgets side by side, in a section named with the currency."""
-        limits = ["daily_tokens", "weekly_tokens", "monthly_tokens", *BUDGET_FIELDS]
+        limits = [*TOKEN_FIELDS, *BUDGET_FIELDS]
         others = [name for name in self.get_fields(request, obj) if name not in limits]
         return [(None, {"fields": others}),
                 (f"Token quotas and budgets ({currency()})", {"fields": limits, "description": f"{WINDOWS_HELP} "
-                 "-1 = none. Reaching one refuses the account's calls until its window ends; an account may "
-                 "have budgets of its own."})]
+                 "Reaching one refuses the account's calls until its window ends; an account may have budgets of "
+                 "its own."})]
 
     @admin.display(description="Budgets")
     def budgets(self, group):
@@ -77,6 +95,8 @@ class AccountCreationForm(UserCreationForm):
 
 class AccountChangeForm(MoneyFormMixin, UserChangeForm):
     money_help = dict.fromkeys(BUDGET_FIELDS, ACCOUNT_BUDGET_HELP)
+    empty_budget_is_no_limit = False  # empty: the group's
+    empty_budget_is = "the group's"
 
     class Meta:
         model = Account
@@ -111,13 +131,13 @@ class AccountAdmin(AccountKeyAdmin, UserAdmin, ModelAdmin):
         if obj is None:
             return super().get_fieldsets(request, obj)
         group = obj.group
-        described = ", ".join(f"{window} {plain(getattr(group, name)) if getattr(group, name) >= 0 else 'none'}"
+        described = ", ".join(f"{window} {shown(getattr(group, name), plain)}"
                               for name, window in BUDGET_WINDOWS.items())
         return [*self.fieldsets, ("API key", {"fields": ["api_key_panel"]}), (f"Budgets ({currency()})", {
             "fields": list(BUDGET_FIELDS),
             # the admin shows a description as markup: the group's name is escaped
-            "description": format_html("{} Empty: the group's ({}: {}); -1: none, whatever the group's; an amount: "
-                                       "this account's own.", WINDOWS_HELP, group.name, described)})]
+            "description": format_html("{} Empty: the group's ({}: {}); “{}”: none, whatever the group's; an "
+                                       "amount: this account's own.", WINDOWS_HELP, group.name, described, WORDS)})]
 
     @admin.display(boolean=True, description="Locked")
     def locked(self, account):

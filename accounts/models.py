@@ -49,7 +49,7 @@ class AccountGroup(models.Model):
     capture_calls = models.BooleanField(
         "keep prompts and replies", default=False,
         help_text="The calls log keeps each call's prompt and reply text too, redacted and cut to "
-        "CALL_CAPTURE_MAX_BYTES each, for CALL_CAPTURE_RETENTION_DAYS (issue 26).",
+        "CALL_CAPTURE_MAX_BYTES each, for CALL_CAPTURE_RETENTION_DAYS.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -16,9 +16,9 @@ from gateway.console.money_fields import (
     price_summary,
     prices_title,
 )
-from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
+from gateway.console.secret_forms import WriteOnlySecretForm, clear_box, secret_input
 from gateway.console.server_admin import HEALTH_FIELDS, ServerHealthAdmin
-from gateway.console.server_test_admin import ServerTestAdmin
+from gateway.console.server_test_admin import TEST_FIELD, ServerTestAdmin
 from gateway.console.theme import server_columns
 from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer, UsageRecord
 from gateway.registry import discovery
@@ -35,12 +35,12 @@ admin.site.index_title = "Home"
 class ModelServerForm(WriteOnlySecretForm):
     secret_field = "api_key"
     api_key = secret_input("API key")
-    clear_api_key = forms.BooleanField(required=False, label="Clear API key")
+    clear_api_key = clear_box("API key")
 
     class Meta:
         model = ModelServer
-        fields = ["name", "kind", "base_url", "api_key", "is_remote", "enabled", "connect_timeout", "read_timeout",
-                  "drop_unsupported_fields", "structured_output"]
+        fields = ["name", "kind", "base_url", "api_key", "clear_api_key", "is_remote", "enabled", "connect_timeout",
+                  "read_timeout", "drop_unsupported_fields", "structured_output"]
         # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
 
@@ -67,6 +67,18 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     list_filter = ["kind", "is_remote", "enabled"]
     search_fields = ["name", "base_url"]
     inlines = [ModelInline]
+    # a setting of one kind of server only, shown while the form's kind is that one (unfold's Alpine.js)
+    conditional_fields = {"structured_output": f"kind == '{ModelServer.Kind.ANTHROPIC}'"}
+
+    def get_fieldsets(self, request, obj=None):
+        """Where the server is and its key first, then (a saved server) "Test connection" with its
+        health, all within the first screen at 1366x768; its settings after."""
+        fields = self.get_fields(request, obj)
+        first = [name for name in ("name", "kind", "base_url", "api_key", "clear_api_key") if name in fields]
+        connection = [name for name in (TEST_FIELD, *HEALTH_FIELDS) if name in fields]
+        rest = [name for name in fields if name not in first and name not in connection]
+        return [(None, {"fields": first}), *([("Connection", {"fields": connection})] if connection else []),
+                ("Settings", {"fields": rest})]
 
     @admin.display(boolean=True, description="API key set")
     def has_api_key(self, server):

@@ -7,7 +7,7 @@ from django.db.models import Count, F
 from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.console.audit_trail import audit_trail
-from gateway.console.secret_forms import WriteOnlySecretForm, secret_input
+from gateway.console.secret_forms import WriteOnlySecretForm, clear_box, secret_input
 from native.models import Collection, Conversation, Document, McpServer, Message, Profile
 
 # ---- profiles ----------------------------------------------------------------------------------
@@ -56,11 +56,12 @@ class McpServerForm(WriteOnlySecretForm):
 
     secret_field = "auth_header_value"
     auth_header_value = secret_input("auth header value")
-    clear_auth_header_value = forms.BooleanField(required=False, label="Clear auth header value")
+    clear_auth_header_value = clear_box("auth header value")
 
     class Meta:
         model = McpServer
-        fields = ["name", "url", "auth_header_name", "auth_header_value", "is_remote", "enabled", "groups", "timeout"]
+        fields = ["name", "url", "auth_header_name", "auth_header_value", "clear_auth_header_value", "is_remote",
+                  "enabled", "groups", "timeout"]
 
     def clean_timeout(self):
         value = self.cleaned_data.get("timeout")

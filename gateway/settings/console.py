@@ -23,6 +23,8 @@ UNFOLD = {
     "SITE_HEADER": "Model gateway",
     "SITE_SUBHEADER": "Operator console",
     "SITE_SYMBOL": "hub",  # a Material Symbols name: the font ships with unfold
+    # the tab's icon, the same hub in the theme's purple; the branded error pages link it too
+    "SITE_FAVICONS": [{"rel": "icon", "type": "image/svg+xml", "href": lambda request: static("console/favicon.svg")}],
     # "/" leads to the console itself (gateway/urls.py): no "View site" or "Return to site" link.
     "SITE_URL": None,
     "SHOW_VIEW_ON_SITE": False,

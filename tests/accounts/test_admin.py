@@ -211,7 +211,7 @@ def test_a_groups_budgets_are_set_beside_its_token_quotas_in_the_currency(admin_
     assert re.findall(r'name="(\w+)"', quotas) == ["daily_tokens", "weekly_tokens", "monthly_tokens",
                                                    "daily_budget", "weekly_budget", "monthly_budget"]
     assert labels(quotas)["id_weekly_budget"] == "Weekly budget (EUR)"
-    assert 'name="weekly_budget" value="12.5"' in quotas and 'name="daily_budget" value="-1"' in quotas
+    assert 'name="weekly_budget" value="12.5"' in quotas and 'name="daily_budget" value="no limit"' in quotas
 
     response = admin_client.post(url, group_form(group, daily_budget="2.75", monthly_budget="100"))
 
@@ -223,12 +223,34 @@ def test_a_groups_budgets_are_set_beside_its_token_quotas_in_the_currency(admin_
     assert "day 2.75 · month 100 EUR" in list_cells(listing, "budgets")
 
 
+def test_no_limit_is_written_and_shown_as_words_and_stored_as_minus_one(admin_client):
+    group = AccountGroupFactory(name="research", daily_tokens=1000)
+    url = reverse("admin:accounts_accountgroup_change", args=[group.pk])
+    quotas = section(admin_client.get(url).content.decode(), "Token quotas and budgets (USD)")
+    assert 'name="daily_tokens" value="1000"' in quotas and 'name="weekly_tokens" value="no limit"' in quotas
+    assert "-1" not in re.findall(r'value="([^"]*)"', quotas)
+
+    response = admin_client.post(url, group_form(group, daily_tokens="No Limit", weekly_tokens="", monthly_tokens="-1",
+                                                 daily_budget="no limit", weekly_budget="", monthly_budget="3"))
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    group.refresh_from_db()
+    assert (group.daily_tokens, group.weekly_tokens, group.monthly_tokens) == (-1, -1, -1)
+    assert (group.daily_budget, group.weekly_budget, group.monthly_budget) == (Decimal(-1), Decimal(-1), Decimal(3))
+    listing = admin_client.get(reverse("admin:accounts_accountgroup_changelist")).content.decode()
+    row = list_cells(listing, "name").index("research")  # the admin's own account has a group too
+    assert list_cells(listing, "daily_ceiling")[row] == "no limit"
+    assert list_cells(listing, "budgets")[row] == "month 3 USD"
+    response = admin_client.post(url, group_form(group, daily_tokens="lots"))
+    assert response.status_code == 200 and "A whole number, or “no limit”." in response.content.decode()
+
+
 def test_a_budget_below_zero_other_than_minus_one_is_refused(admin_client):
     group = AccountGroupFactory(name="research")
     response = admin_client.post(reverse("admin:accounts_accountgroup_change", args=[group.pk]),
                                  group_form(group, weekly_budget="-2"))
     assert response.status_code == 200
-    assert "A budget is -1 (none) or an amount of at least 0." in response.content.decode()
+    assert "A budget is “no limit” or an amount of at least 0." in response.content.decode()
     group.refresh_from_db()
     assert group.weekly_budget == -1
 
@@ -239,7 +261,9 @@ def test_an_accounts_own_budgets_override_its_groups(admin_client):
     url = reverse("admin:accounts_account_change", args=[account.pk])
     html = admin_client.get(url).content.decode()
     assert "Budgets (USD)" in section_titles(html)
-    assert "Empty: the group's (&lt;b&gt;research&lt;/b&gt;: day 5, week none, month 99.5)" in html
+    assert "Empty: the group's (&lt;b&gt;research&lt;/b&gt;: day 5, week no limit, month 99.5)" in html
+    own = re.search(r'<input[^>]*name="weekly_budget"[^>]*>', html).group(0)  # empty: the group's, not no limit
+    assert 'placeholder="the group&#x27;s"' in own and "value=" not in own
     data = {"email": account.email, "full_name": account.full_name, "group": group.pk, "role": account.role,
             "is_active": "on", "daily_budget": "0.5", "weekly_budget": "", "monthly_budget": "-1"}
 
@@ -250,4 +274,4 @@ def test_an_accounts_own_budgets_override_its_groups(admin_client):
     assert (account.daily_budget, account.weekly_budget, account.monthly_budget) == (
         Decimal("0.5"), None, Decimal("-1"))
     response = admin_client.post(url, {**data, "daily_budget": "-0.5"})
-    assert "A budget is -1 (none) or an amount of at least 0." in response.content.decode()
+    assert "A budget is “no limit” or an amount of at least 0." in response.content.decode()

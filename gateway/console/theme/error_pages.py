@@ -56,5 +56,7 @@ def page(request, status: int) -> HttpResponse:
         "status": status, "title": title, "message": message, "path": request.path,
         "request_id": getattr(request, "request_id", "") if status >= 500 else "",
         "site_title": config["SITE_TITLE"], "site_header": config["SITE_HEADER"], "colors": colors,
+        "site_favicons": [{**icon, "href": icon["href"](request) if callable(icon["href"]) else icon["href"]}
+                          for icon in config["SITE_FAVICONS"]],
     })
     return HttpResponse(html, status=status, content_type="text/html; charset=utf-8")

@@ -33,7 +33,7 @@ def test_the_console_is_the_gateway_s_with_readable_sections(operator):
     assert title(html) == "Home | Model gateway"
     for gone in ("Django administration", "Django site admin", "Site administration", ">Native<", "NATIVE"):
         assert gone not in html, gone
-    for section in ("Models and usage", "Chat and agents", "Accounts", "Routines"):
+    for section in ("Models and usage", "Chat and agents", "Access", "Automation"):
         assert f"\n                            {section}\n" in html or f">{section}<" in html, section
     assert html.count("Account groups") == 1 and ">Groups<" not in html
     assert operator.get("/admin/auth/group/").status_code == 404  # permission groups: not offered
@@ -76,4 +76,8 @@ def test_an_object_is_named_as_written_in_the_page_s_header(operator):
     account = AccountFactory(email="alice@example.test")
     html = operator.get(f"/admin/accounts/account/{account.pk}/change/").content.decode()
     header = html.split("<h1", 1)[1].split(">", 1)[1].split("</h1>", 1)[0]
-    assert [text(part) for part in header.split("chevron_right")] == ["Accounts", "Accounts", "alice@example.test"]
+    assert [text(part) for part in header.split("chevron_right")] == ["Access", "Accounts", "alice@example.test"]
+    routine = RoutineFactory(name="Digest")
+    html = operator.get(f"/admin/routines/routine/{routine.pk}/change/").content.decode()
+    header = html.split("<h1", 1)[1].split(">", 1)[1].split("</h1>", 1)[0]
+    assert [text(part) for part in header.split("chevron_right")] == ["Automation", "Routines", "Digest"]
