@@ -264,7 +264,10 @@ def test_without_any_model_the_run_fails_with_a_reason(routine, models):
     for model in models:
         model.delete()
     run = execute_run(accept(routine).pk)
-    assert run.status == "failed" and run.error == "503: No model named and no default model is configured."
+    assert run.status == "failed" and run.error == (  # the cure named (routines/routine_model.py)
+        "503: No model to run with: this routine names no model and no default model is set. Set the routine's "
+        f"model (console: the routine's page, field Model; API: PUT /api/v1/routines/{routine.pk} with \"model\"), "
+        "or make a chat model the default (console: Models, tick \"Is default\").")
 
 
 def test_a_run_of_a_deleted_routine_is_gone(routine):
