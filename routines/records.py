@@ -73,6 +73,7 @@ def run_record(run: Run) -> dict:
         "error": run.error or None,
         "model": run.model or None,
         "usage": run.usage,
+        "retry_of": run.retry_of_id,  # the failed run this one tries again, if any
         "created_at": timestamp(run.created_at),
         "started_at": timestamp(run.started_at),
         "finished_at": timestamp(run.finished_at),

@@ -9,8 +9,9 @@ routine's model from those its owner's group may use, as the API checks it (rout
 
 from __future__ import annotations
 
-from gateway.registry.routing import group_may_use, usable_aliases, usable_targets
+from gateway.registry.routing import group_may_use, plan_chain, usable_aliases, usable_targets
 from gateway.registry.snapshot import registry
+from gateway.web.errors import ApiError
 from routines.models import Routine
 
 CURE = ("Set the routine's model (console: the routine's page, field Model; API: PUT /api/v1/routines/{id} "
@@ -49,3 +50,13 @@ def default_label(account) -> str:
     if "chat" not in default.capabilities or not group_may_use(account.group, default, registry()):
         return f"None: the default model ({default.public_id}, not allowed to this owner: it cannot run)"
     return f"None: the default model ({default.public_id})"
+
+
+def model_errors(account, model_id: str) -> list[str]:
+    """Why `model_id` may not be the model of a routine of `account` (the API's own words for a
+    call with it: unknown, not a chat model, not allowed to the group); [] when it may."""
+    try:
+        plan_chain(model_id, group=account.group)
+    except ApiError as exc:
+        return [exc.message]
+    return []
