@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.utils.html import escape, format_html_join
 from unfold.admin import ModelAdmin, TabularInline
+from unfold.widgets import UnfoldAdminSelectWidget
 
 from gateway.console.audit_trail import audit_trail
 from gateway.console.styles import look
@@ -25,8 +26,9 @@ from routines.targets import target_errors
 class RoutineForm(forms.ModelForm):
     """The API's schedule rules: the time zone must be a known one, and a schedule given to a
     `schedule` routine a valid 5-field cron. An empty schedule is allowed, as in the API: the
-    routine then runs only by run-now, and the page says so (`RoutineAdmin.schedule_state`). Its
-    delivery targets are a list of rows, checked as the API checks them (routines/targets.py)."""
+    routine then runs only by run-now, and the schedule's help text says so (the list, in its
+    Schedule column). Its delivery targets are a list of rows, checked as the API checks them
+    (routines/targets.py); its model is one the owner may use, as the API checks it."""
 
     delivery_targets = DeliveryTargetsField(
         required=False,  # none given: the API's own words say how many (routines/targets.py)
@@ -36,7 +38,7 @@ class RoutineForm(forms.ModelForm):
                          "are left out."))
 
     model = forms.ChoiceField(
-        required=False, label="Model",
+        required=False, label="Model", widget=UnfoldAdminSelectWidget,  # the theme's look, as its own fields have
         help_text="The chat models and aliases the routine's owner may use (its account group's). None: the "
                   "default model.")
 
@@ -157,9 +159,10 @@ class RunAdmin(RunRetryAdmin, ModelAdmin):
     list_select_related = ["routine"]
     search_fields = ["routine__name", "event_id"]
     inlines = [DeliveryInline]
-    readonly_fields = ["routine", "source_event", "event_id", "event_payload", "trigger", "status_label", "retries",
-                       "output_text", "error_text", "model", "usage", "created_at", "started_at", "answered_at",
-                       "finished_at"]
+    # the page's rows, each once: the status, output and error as drawn here, not also as stored
+    fields = readonly_fields = ["routine", "source_event", "event_id", "event_payload", "trigger", "status_label",
+                                "retries", "output_text", "error_text", "model", "usage", "created_at", "started_at",
+                                "answered_at", "finished_at"]
     actions = ["retry_failed_runs"]
 
     @admin.display(description="Status", ordering="status")

@@ -61,13 +61,13 @@ def refused_events_html(routine: Routine):
     if not refused:
         return "None refused."
     rows = format_html_join(
-        "", '<tr class="{} refused-event"><td class="whitespace-nowrap">{}</td><td>{}</td><td>{}</td><td>{}</td>'
-            '<td><code title="{}">{}…</code></td></tr>',
+        "", '<tr class="{} refused-event"><td class="whitespace-nowrap">{}</td><td>{}</td><td>{}</td>'
+            '<td>{}<div class="text-xs" title="SHA-256 of the body: {}">SHA-256 <code>{}…</code></div></td></tr>',
         ((ROW, date_format(localtime(r.received_at), "DATETIME_FORMAT"), r.reason, r.signature_headers or "none",
           f"{r.body_bytes} bytes" + (f", {r.content_type}" if r.content_type else ""), r.body_sha256,
-          r.body_sha256[:12]) for r in refused))
+          r.body_sha256[:16]) for r in refused))
     return format_html(
         '<div class="{}"><table id="refused-events" class="{}"><thead><tr class="{}"><th>Received</th><th>Why</th>'
-        "<th>Signature headers sent</th><th>Body</th><th>Body SHA-256</th></tr></thead><tbody>{}</tbody></table>"
+        "<th>Signature headers sent</th><th>Body</th></tr></thead><tbody>{}</tbody></table>"
         '</div><p class="help mt-2">Refused with 401, never stored as events. The last {} are kept; neither the '
         "body nor the signature is.</p>", TABLE_BOX, TABLE, HEAD_ROW, rows, KEPT)

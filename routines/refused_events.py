@@ -26,13 +26,12 @@ def refusal(routine: Routine, body: bytes, headers: Mapping[str, str], *, stale:
     """The row for one refused event; `stale`: a Standard Webhooks timestamp out of tolerance."""
     headers = {name.lower(): value for name, value in headers.items()}
     sent = [name for name in SIGNATURE_HEADERS if (headers.get(name) or "").strip()]
-    scheme = "Standard Webhooks" if routine.webhook_signature_scheme == Routine.SignatureScheme.STANDARD else "body"
     if stale:
         reason = "timestamp too far from the server's clock"
     elif not sent:
-        reason = f"no signature header ({scheme} signatures expected)"
+        reason = "no signature header"
     else:
-        reason = f"signature wrong ({scheme} signatures expected)"
+        reason = "signature wrong"
     return RefusedEvent(routine=routine, reason=reason, signature_headers=", ".join(sent),
                         content_type=(headers.get("content-type") or "")[:200], body_bytes=len(body),
                         body_sha256=hashlib.sha256(body).hexdigest())
