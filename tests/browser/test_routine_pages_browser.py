@@ -162,6 +162,10 @@ def test_runs_are_coloured_retried_and_keep_their_lines_and_refused_events_and_t
 
             page.goto(f"{live_gateway}/admin/routines/run/{failed.pk}/change/")
             expect(page.locator(".run-retried-as")).to_contain_text("Retried as Run")
+            page.screenshot(path=screenshot_path("routine-failed-run-retried"), full_page=True)
+            page.goto(f"{live_gateway}/admin/routines/run/")
+            expect(page.locator(".run-status-failed")).to_have_count(1)
+            page.screenshot(path=screenshot_path("routine-runs-list"))
             page.goto(f"{live_gateway}/admin/routines/run/{ok.pk}/change/")
             output = page.locator("pre.run-output")
             expect(output).to_have_text(OUTPUT)
