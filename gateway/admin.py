@@ -114,8 +114,11 @@ class ModelAdmin(ThemedModelAdmin):
                                                  "usage keeps the cost it was metered with."})]
 
     def save_model(self, request, obj, form, change):
-        """With no default model yet, a chat model saved here becomes it (gateway/registry/default_model.py)."""
+        """With no default model yet, a chat model added here (or made an enabled chat model here)
+        becomes it (gateway/registry/default_model.py); another change, a price, leaves that alone."""
         super().save_model(request, obj, form, change)
+        if change and not {"enabled", "supports_chat"} & set(form.changed_data):
+            return
         chosen = choose_default([obj])
         if chosen is not None:
             self.message_user(request, chosen_text(chosen), messages.INFO)

@@ -99,3 +99,18 @@ def test_a_chat_model_saved_in_the_console_becomes_the_default_when_there_is_non
     assert any("srv/first is now the default model" in str(m) for m in response.context["messages"])
     admin_client.post("/admin/gateway/model/add/", {**form, "name": "second"}, follow=True)
     assert defaults() == ["srv/first"]  # the second one is not the first chat model
+
+
+def test_a_price_changed_in_the_console_chooses_no_default(admin_client):
+    model = ModelFactory(server=ModelServerFactory(name="srv"), name="old")
+    form = {"server": model.server_id, "name": "old", "supports_chat": "on", "enabled": "on", "context_window": 8192,
+            "output_price": "1.25", "fallback_links-TOTAL_FORMS": 0, "fallback_links-INITIAL_FORMS": 0}
+
+    admin_client.post(f"/admin/gateway/model/{model.pk}/change/", form)
+
+    assert defaults() == []
+    del form["enabled"]
+    admin_client.post(f"/admin/gateway/model/{model.pk}/change/", form)  # switched off
+    form["enabled"] = "on"
+    admin_client.post(f"/admin/gateway/model/{model.pk}/change/", form)  # on again: it appears as a chat model
+    assert defaults() == ["srv/old"]
