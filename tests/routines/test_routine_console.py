@@ -138,6 +138,9 @@ def test_the_home_names_the_default_model_or_says_there_is_none(console, routine
     assert "No default model is set" in line
     assert re.search(r'id="home-routines-without-model" href="/admin/routines/routine/\?uses_ai__exact=1&amp;'
                      r'model__exact=">1 routine</a> has no model to run with', line)
+    RoutineFactory(account=routine.account, name="Named", model="srv/allowed", webhook_token=new_token())
+    listed = console.get("/admin/routines/routine/?uses_ai__exact=1&model__exact=")
+    assert listed.status_code == 200 and [r.name for r in listed.context["cl"].result_list] == ["Digest"]
 
     served["allowed"].is_default = True
     served["allowed"].save()
