@@ -32,6 +32,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1366, "height": 768}
+OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 OUTPUT = "Three orders today:\n  - 8812 shipped\n  - 8813 waiting\nNothing else."
 
 
@@ -102,6 +103,7 @@ def test_the_routine_form_picks_the_owner_s_model_and_says_when_it_cannot_run(li
             expect(page.locator(f"a[href='/admin/accounts/account/{owner.pk}/change/']")).to_have_text(
                 "olive@example.test")
             expect(page.locator("label", has_text="Schedule")).to_have_count(1)
+            assert page.evaluate(OVERFLOW) == 0  # nothing wider than the window
             page.screenshot(path=screenshot_path("routine-form"), full_page=True)
 
             page.select_option("select[name=model]", "gpu-box/llama3.1:8b")
@@ -147,6 +149,7 @@ def test_runs_are_coloured_retried_and_keep_their_lines_and_refused_events_and_t
             expect(refused).to_contain_text("x-svc-signature")
             assert page.locator("#refused-events").evaluate("el => el.parentElement.scrollWidth "
                                                             "<= el.parentElement.clientWidth")  # all of it seen
+            assert page.evaluate(OVERFLOW) == 0
             page.locator("#last-runs").scroll_into_view_if_needed()
             page.screenshot(path=screenshot_path("routine-page-runs-and-refused-events"), full_page=True)
 
@@ -172,6 +175,7 @@ def test_runs_are_coloured_retried_and_keep_their_lines_and_refused_events_and_t
             lines = output.evaluate("el => Math.round(el.getBoundingClientRect().height / "
                                     "parseFloat(getComputedStyle(el).lineHeight))")
             assert lines >= 4, lines  # four lines, not one run-on line
+            assert page.evaluate(OVERFLOW) == 0
             page.screenshot(path=screenshot_path("routine-run-output"), full_page=True)
 
             page.goto(url)
