@@ -6,6 +6,7 @@ failed run linked both ways; events refused for their signature; the secret rota
 import hashlib
 import hmac
 import re
+import time
 
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -16,6 +17,7 @@ from routines.ingest import ingest
 from routines.models import RefusedEvent, Routine, Run
 from routines.refused_events import KEPT
 from routines.routine_writes import new_token
+from routines.signatures import standard_keys, standard_sign
 from tests.console_html import labels, readonly, text
 from tests.factories import AccountFactory, EventFactory, ModelFactory, ModelServerFactory, RoutineFactory, RunFactory
 
@@ -278,6 +280,19 @@ def test_events_refused_for_their_signature_are_shown_without_body_or_signature(
     assert "signature wrong" in table and "no signature header" in table and digest[:16] in table
     assert "secret-order-42" not in page and "s3cret-old" not in page
     assert signed("not-the-secret", body)["X-Svc-Signature"] not in page
+
+
+def test_a_standard_webhooks_delivery_signed_too_long_ago_is_shown_as_such(routine):
+    Routine.objects.filter(pk=routine.pk).update(webhook_signature_scheme="standard")
+    stale = int(time.time()) - 3600
+    headers = {"webhook-id": "msg_1", "webhook-timestamp": str(stale),
+               "webhook-signature": standard_sign(standard_keys("s3cret-old")[0], "msg_1", stale, b"{}")}
+
+    assert ingest(routine.webhook_token, b"{}", headers)[0] == 401
+
+    row = RefusedEvent.objects.get()
+    assert (row.reason, row.signature_headers) == ("timestamp too far from the server's clock",
+                                                   "webhook-id, webhook-timestamp, webhook-signature")
 
 
 def test_only_the_newest_refused_events_are_kept(routine):
