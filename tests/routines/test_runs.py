@@ -287,7 +287,7 @@ def test_the_retry_action_queues_a_new_run_with_the_same_event(routine, upstream
     assert r.status_code == 302
     retried = Run.objects.exclude(pk=failed.pk).get()
     assert retried.status == "queued" and retried.source_event_id == failed.source_event_id
-    assert retried.event_id == failed.event_id
+    assert retried.event_id == failed.event_id and retried.retry_of_id == failed.pk  # linked to the one it retries
     assert execute_run(retried.pk).status == "succeeded"
 
 
