@@ -22,6 +22,7 @@ from gateway.console.server_test_admin import TEST_FIELD, ServerTestAdmin
 from gateway.console.theme import server_columns
 from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer, UsageRecord
 from gateway.registry import discovery
+from gateway.registry.default_model import choose_default, chosen_text
 from gateway.registry.prices import money_text
 from gateway.state import loads
 
@@ -123,6 +124,16 @@ class ModelAdmin(ThemedModelAdmin):
                 (prices_title(), {"fields": list(PRICE_FIELDS),
                                   "description": "A change applies to the calls metered from then on; past "
                                                  "usage keeps the cost it was metered with."})]
+
+    def save_model(self, request, obj, form, change):
+        """With no default model yet, a chat model added here (or made an enabled chat model here)
+        becomes it (gateway/registry/default_model.py); another change, a price, leaves that alone."""
+        super().save_model(request, obj, form, change)
+        if change and not {"enabled", "supports_chat"} & set(form.changed_data):
+            return
+        chosen = choose_default([obj])
+        if chosen is not None:
+            self.message_user(request, chosen_text(chosen), messages.INFO)
 
     @admin.display(description="Price per M tokens")
     def prices(self, model):

@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
-from django.utils.html import format_html
+from django.utils.formats import date_format
+from django.utils.html import format_html, format_html_join
+from django.utils.timezone import localtime
 from unfold.admin import ModelAdmin
 
-from routines.models import Event
+from gateway.console.styles import HEAD_ROW, ROW, TABLE, TABLE_BOX
+from routines.models import Event, Routine
+from routines.refused_events import KEPT
 
 PAYLOAD_STYLE = "white-space: pre-wrap; word-break: break-word; max-height: 32rem; overflow: auto; margin: 0"
 
@@ -49,3 +53,21 @@ class EventAdmin(ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+def refused_events_html(routine: Routine):
+    """The routine's webhook events refused for their signature, newest first (at most KEPT)."""
+    refused = list(routine.refused_events.order_by("-id")[:KEPT])
+    if not refused:
+        return "None refused."
+    rows = format_html_join(
+        "", '<tr class="{} refused-event"><td class="whitespace-nowrap">{}</td><td>{}</td><td>{}</td>'
+            '<td>{}<div class="text-xs" title="SHA-256 of the body: {}">SHA-256 <code>{}…</code></div></td></tr>',
+        ((ROW, date_format(localtime(r.received_at), "DATETIME_FORMAT"), r.reason, r.signature_headers or "none",
+          f"{r.body_bytes} bytes" + (f", {r.content_type}" if r.content_type else ""), r.body_sha256,
+          r.body_sha256[:16]) for r in refused))
+    return format_html(
+        '<div class="{}"><table id="refused-events" class="{}"><thead><tr class="{}"><th>Received</th><th>Why</th>'
+        "<th>Signature headers sent</th><th>Body</th></tr></thead><tbody>{}</tbody></table>"
+        '</div><p class="help mt-2">Refused with 401, never stored as events. The last {} are kept; neither the '
+        "body nor the signature is.</p>", TABLE_BOX, TABLE, HEAD_ROW, rows, KEPT)

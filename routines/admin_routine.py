@@ -25,25 +25,51 @@ from django.views.decorators.http import require_POST
 
 from gateway.console.styles import BUTTON, HEAD_ROW, LINK, ROW, TABLE, TABLE_BOX
 from gateway.web.errors import ApiError
+from routines.admin_events import refused_events_html
+from routines.admin_run_look import retry_button, run_link, status_badge
 from routines.models import Routine, Run
+from routines.routine_model import model_note
 from routines.routine_writes import routine_run_now
 from routines.views import webhook_url
 
 LAST_RUNS = 10  # shown on the routine's page; the runs' list has them all
 TOKEN_SHOWN = 6  # of the token's 48 hex characters, this many are shown before the mask
 ERROR_CHARS = 300
+# the Webhook section: its URL, its signature (routines/admin_secret.py), the events refused for it
+WEBHOOK_FIELDS = ["webhook", "webhook_secret_state", "refused_events"]
 
 
 def shown(moment) -> str:
     return date_format(localtime(moment), "DATETIME_FORMAT") if moment else "-"  # the console's one format
 
 
-def _error_row(run: Run):
-    """A failed run's error, on a row of its own under the run's (the table is as wide as the page's field)."""
+def _error_row(run: Run, back: str):
+    """A failed run's error (its lines kept) and its Retry button, on a row of its own under the
+    run's (the table is as wide as the page's field)."""
     if not run.error:
         return ""
-    return format_html('<tr class="run-error"><td colspan="5" class="px-3 pb-2 text-red-700 dark:text-red-400">{}</td>'
-                       "</tr>", Truncator(run.error).chars(ERROR_CHARS))
+    return format_html('<tr class="run-error"><td colspan="5" class="px-3 pb-2"><div class="flex gap-3 items-start">'
+                       '<div class="grow text-red-700 dark:text-red-400" style="white-space: pre-wrap; '
+                       'word-break: break-word">{}</div>{}</div></td></tr>',
+                       Truncator(run.error).chars(ERROR_CHARS), retry_button(run, back=back))
+
+
+def _error_row_read_only(run: Run):
+    """The error row for staff who may not change the routine: no Retry."""
+    if not run.error:
+        return ""
+    return format_html('<tr class="run-error"><td colspan="5" class="px-3 pb-2 text-red-700 dark:text-red-400" '
+                       'style="white-space: pre-wrap; word-break: break-word">{}</td></tr>',
+                       Truncator(run.error).chars(ERROR_CHARS))
+
+
+def _run_cell(run: Run):
+    """The run's link, and the run it retries, if any."""
+    link = format_html('<a class="{}" href="{}">{}</a>', LINK, reverse("admin:routines_run_change", args=[run.pk]),
+                       f"Run {run.pk}")
+    if not run.retry_of_id:
+        return link
+    return format_html('{}<div class="text-xs run-retry-of">retry of {}</div>', link, run_link(run.retry_of_id))
 
 
 def masked_webhook_url(request, routine: Routine) -> str:
@@ -74,21 +100,22 @@ class RoutinePageAdmin:
         if routine is not None:
             routine.page_request = request
             routine.page_may_change = self.has_change_permission(request, routine)
+            routine.page_model_note = model_note(routine)  # shown above the form when it cannot run
         return routine
 
     def get_readonly_fields(self, request, obj=None):
-        return [*super().get_readonly_fields(request, obj), "webhook", "run_now", "last_runs"]
+        return [*super().get_readonly_fields(request, obj), *WEBHOOK_FIELDS, "run_now", "last_runs"]
 
     def get_fieldsets(self, request, obj=None):
         """The routine's own fields, then its webhook and its runs, each a section of its own (a
         staff member who may only view routines gets the masked URL without its buttons)."""
-        mine = {"webhook", "run_now", "last_runs"}
+        mine = {*WEBHOOK_FIELDS, "run_now", "last_runs"}
         fields = [name for name in self.get_fields(request, obj) if name not in mine]
         if obj is None:
             return [(None, {"fields": fields})]
         may_change = self.has_change_permission(request, obj)
         return [(None, {"fields": fields}),
-                ("Webhook", {"fields": ["webhook"], "description": "Anyone who has the URL can start the routine "
+                ("Webhook", {"fields": WEBHOOK_FIELDS, "description": "Anyone who has the URL can start the routine "
                              "(and, when it is signed, who also has its secret): it is masked here; Copy and Show "
                              "fetch it whole." if may_change else "Anyone who has the URL can start the routine."}),
                 ("Runs", {"fields": ["run_now", "last_runs"] if may_change else ["last_runs"]})]
@@ -109,6 +136,13 @@ class RoutinePageAdmin:
 
     webhook.short_description = "Webhook URL"
 
+    def refused_events(self, routine):
+        if routine is None or routine.pk is None:
+            return "-"
+        return refused_events_html(routine)
+
+    refused_events.short_description = "Refused events"
+
     def run_now(self, routine):
         if routine is None or routine.pk is None:
             return "-"
@@ -128,12 +162,13 @@ class RoutinePageAdmin:
         runs = list(routine.runs.order_by("-id")[:LAST_RUNS])
         if not runs:
             return "No run yet."
-        rows = format_html_join("", '<tr data-run="{}" class="run-{} {}"><td class="whitespace-nowrap">'
-                                    '<a class="{}" href="{}">{}</a></td><td>{}</td><td>{}</td><td>{}</td>'
-                                    '<td class="whitespace-nowrap">{}</td></tr>{}',
-                                ((run.pk, run.status, ROW, LINK, reverse("admin:routines_run_change", args=[run.pk]),
-                                  f"Run {run.pk}", run.get_status_display(), run.trigger, run.model or "-",
-                                  shown(run.finished_at), _error_row(run)) for run in runs))
+        back = reverse("admin:routines_routine_change", args=[routine.pk]) if getattr(
+            routine, "page_may_change", False) else None
+        rows = format_html_join("", '<tr data-run="{}" class="run-{} {}"><td class="whitespace-nowrap">{}</td>'
+                                    '<td>{}</td><td>{}</td><td>{}</td><td class="whitespace-nowrap">{}</td></tr>{}',
+                                ((run.pk, run.status, ROW, _run_cell(run), status_badge(run), run.trigger,
+                                  run.model or "-", shown(run.finished_at),
+                                  _error_row(run, back) if back else _error_row_read_only(run)) for run in runs))
         total = routine.runs.count()
         every = reverse("admin:routines_run_changelist") + f"?routine__id__exact={routine.pk}"
         return format_html('<div class="{}"><table id="last-runs" class="{}"><thead><tr class="{}"><th>Run</th>'

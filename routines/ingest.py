@@ -18,6 +18,8 @@ from django.utils import timezone
 
 from gateway.state.counters import hits_many, marks_many, unmark
 from routines.models import Event, Routine
+from routines.refused_events import keep as keep_refused
+from routines.refused_events import refusal
 from routines.run_start import queue_runs
 from routines.signatures import (
     STANDARD_BAD_TIMESTAMP,
@@ -95,12 +97,17 @@ def ingest_many(items: list[Incoming], *, then: Callable[..., None] | None = Non
     tokens = {item.token for item in items if item.token}
     routines = {r.webhook_token: r for r in Routine.objects.filter(webhook_token__in=tokens)} if tokens else {}
     pending: list[tuple[int, _Checked]] = []
+    refused = []
     for index, item in enumerate(items):
-        outcome = _checks_2_to_5(item, routines.get(item.token) if item.token else None)
+        routine = routines.get(item.token) if item.token else None
+        outcome = _checks_2_to_5(item, routine)
         if isinstance(outcome, _Checked):
             pending.append((index, outcome))
         else:
             answers[index] = outcome
+            if outcome[0] == 401:  # shown on the routine's page (routines/refused_events.py)
+                refused.append(refusal(routine, item.body, item.headers, stale=outcome[1] == BAD_STANDARD_TIMESTAMP))
+    keep_refused(refused)
     # 6: the stored events decide (a mark set before the event is stored would, if the process
     # died in between, answer every retry "duplicate" and lose the event). A short mark serializes
     # deliveries of the same id arriving together; it ends by itself if nothing is stored.

@@ -82,6 +82,8 @@ class Run(models.Model):
 
     routine = models.ForeignKey(Routine, on_delete=models.CASCADE, related_name="runs")
     source_event = models.ForeignKey(Event, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    # the failed run this one tries again (the console's Retry), with the same event and trigger
+    retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
     event_id = models.CharField("event ID", max_length=200, blank=True)
     trigger = models.CharField(max_length=16, choices=Trigger.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED, db_index=True)
@@ -101,6 +103,28 @@ class Run(models.Model):
 
     def __str__(self) -> str:  # the console's titles and breadcrumbs
         return f"Run {self.pk} of {self.routine} ({self.status})"
+
+
+class RefusedEvent(models.Model):
+    """A webhook event refused for its signature (spec 4.7, check 5), kept so the routine's page can
+    show why its sender is refused. What helps to find the fault, and nothing an unauthenticated
+    sender could use the gateway to keep: the reason, the signature headers' names, the body's
+    size and SHA-256 (never the body, never a signature or the secret). The newest
+    `routines.refused_events.KEPT` per routine are kept."""
+
+    routine = models.ForeignKey(Routine, on_delete=models.CASCADE, related_name="refused_events")
+    received_at = models.DateTimeField(auto_now_add=True)
+    reason = models.CharField(max_length=200)
+    signature_headers = models.CharField(max_length=200, blank=True, help_text="Names only; empty: none was sent.")
+    content_type = models.CharField(max_length=200, blank=True)
+    body_bytes = models.PositiveIntegerField(default=0)
+    body_sha256 = models.CharField("body SHA-256", max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"Refused event for {self.routine_id}: {self.reason}"
 
 
 class Delivery(models.Model):

@@ -7,6 +7,7 @@ from django.conf import settings
 
 from gateway.web.output import timestamp
 from routines.models import Routine, Run
+from routines.routine_model import model_note
 
 # A `schedule` routine may have no schedule (spec 4.5 requires only name, prompt and targets, and
 # `schedule` is the default trigger): the beat never starts it. The record and the console say so.
@@ -34,6 +35,7 @@ def routine_record(routine: Routine, *, with_token: bool = False) -> dict:
         "schedule_note": schedule_note(routine),
         "timezone": routine.timezone,
         "model": routine.model or None,
+        "model_note": model_note(routine),
         "consecutive_failures": routine.consecutive_failures,
         "disabled_reason": routine.disabled_reason or None,
         "last_run_at": timestamp(routine.last_run_at),
@@ -71,6 +73,7 @@ def run_record(run: Run) -> dict:
         "error": run.error or None,
         "model": run.model or None,
         "usage": run.usage,
+        "retry_of": run.retry_of_id,  # the failed run this one tries again, if any
         "created_at": timestamp(run.created_at),
         "started_at": timestamp(run.started_at),
         "finished_at": timestamp(run.finished_at),

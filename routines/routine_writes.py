@@ -14,10 +14,10 @@ from django.db import transaction
 from rest_framework import serializers
 
 from accounts.models import Account
-from gateway.registry.routing import plan_chain
 from gateway.web.errors import ApiError, ValidationFailed
 from gateway.web.validation import StrictCharField
 from routines.models import Routine, Run
+from routines.routine_model import model_errors
 from routines.run_start import start_manual_run
 from routines.schedules import routine_next_run, schedule_errors
 from routines.targets import target_errors
@@ -177,11 +177,8 @@ def _validated(account: Account, data: dict[str, Any], *, current: Routine | Non
             errors["delivery_targets"] = problems
     if not errors.keys() & {"trigger", "schedule", "timezone"}:
         errors.update(_schedule_errors(merged))
-    if fields.get("model") and "model" not in errors:
-        try:
-            plan_chain(fields["model"], group=account.group)
-        except ApiError as exc:
-            errors["model"] = [exc.message]
+    if fields.get("model") and "model" not in errors and (problems := model_errors(account, fields["model"])):
+        errors["model"] = problems
     if errors:
         first = next(iter(errors.values()))[0]
         total = sum(len(m) for m in errors.values())

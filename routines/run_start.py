@@ -18,19 +18,21 @@ from routines.models import Routine, Run
 log = logging.getLogger("routines.runs")  # the run log's name, as before the move (routines/run_log.py)
 
 
-def queue_run(routine: Routine, *, trigger: str, event=None) -> Run:
+def queue_run(routine: Routine, *, trigger: str, event=None, retry_of: Run | None = None) -> Run:
     """A queued run of `routine`; its task is enqueued when the surrounding transaction commits
     (at once outside one). If the broker cannot take it, the sweep enqueues it later."""
-    return queue_runs([(routine, trigger, event)])[0]
+    return queue_runs([(routine, trigger, event)], retry_of=retry_of)[0]
 
 
-def queue_runs(entries: list[tuple[Routine, str, object]], *, then: Callable[..., None] | None = None) -> list[Run]:
+def queue_runs(entries: list[tuple[Routine, str, object]], *, then: Callable[..., None] | None = None,
+               retry_of: Run | None = None) -> list[Run]:
     """`queue_run` for several `(routine, trigger, event)` at once: one INSERT. `then(*run_ids)`
     instead of `enqueue` once the transaction commits (the webhook intake answers first)."""
     if not entries:
         return []
     runs = Run.objects.bulk_create([
-        Run(routine=routine, trigger=trigger, source_event=event, event_id=event.event_id if event is not None else "")
+        Run(routine=routine, trigger=trigger, source_event=event, event_id=event.event_id if event is not None else "",
+            retry_of=retry_of)
         for routine, trigger, event in entries])
     transaction.on_commit(lambda: (then or enqueue)(*(run.pk for run in runs)))
     return runs
@@ -44,8 +46,10 @@ def start_manual_run(routine: Routine) -> Run:
 
 
 def retry_run(run: Run) -> Run:
-    """A new queued run with the same event and trigger as a failed one (the admin's retry)."""
-    return queue_run(run.routine, trigger=run.trigger, event=run.source_event)
+    """A new queued run with the same event and trigger as a failed one, linked to it (the
+    console's Retry). A run whose event was deleted since is tried again without it."""
+    with transaction.atomic():
+        return queue_run(run.routine, trigger=run.trigger, event=run.source_event, retry_of=run)
 
 
 def enqueue(*run_ids: int, origins: list[tuple[str | None, dict[str, str]]] | None = None) -> None:

@@ -42,6 +42,7 @@ from routines.deliveries.base import scrubbed
 from routines.durable import DATABASE_DOWN, durably
 from routines.inbox import notify
 from routines.models import Delivery, Routine, Run
+from routines.routine_model import model_note
 from routines.run_claims import RunPostponed, claim, postpone
 from routines.run_failures import failure_text, models_tried, switched_off_notice
 from routines.run_log import run_ended
@@ -180,7 +181,7 @@ def _model_asked(run: Run) -> str:
 def _ask_model(run: Run, model_id: str) -> Completion:
     routine = run.routine
     if not model_id:
-        raise ApiError(503, "No model named and no default model is configured.")
+        raise ApiError(503, model_note(routine) or "No model named and no default model is configured.")
     chain = call_plan(account=routine.account, model_id=model_id)
     body = {"model": model_id, "messages": model_messages(run)}
     return asyncio.run(complete(chain, body, refusals_fall_through=False))

@@ -40,7 +40,7 @@ def _written(request, routine: Routine, **extra) -> dict:
 
 @endpoint("GET")
 def routine_list(request):
-    mine = Routine.objects.filter(account=request.principal.account).order_by("id")
+    mine = Routine.objects.filter(account=request.principal.account).select_related("account__group").order_by("id")
     return respond({"routines": [routine_record(r) for r in mine]})
 
 

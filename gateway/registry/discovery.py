@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gateway.models import Model, ModelServer
+from gateway.registry.default_model import choose_default
 from gateway.registry.snapshot import registry_changed
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class ServerReport:
     unlisted: list[str] = field(default_factory=list)
     relisted: list[str] = field(default_factory=list)
     error: str | None = None
+    default_chosen: str | None = None  # the model made the default, there being none (default_model.py)
 
     def as_dict(self) -> dict[str, Any]:
         return {"server": self.server, "models": self.models, "added": len(self.added),
@@ -234,6 +236,7 @@ def _apply(server: ModelServer, found: list[Found] | None, error: str | None) ->
         if found is None:
             report.error = (error or "The model server could not list its models.")[:300]
             ModelServer.objects.filter(pk=server.pk).update(discovered_at=now, discovery_error=report.error)
+            _choose_default(server, report)  # models the operator added by hand on the server's page
             return report
         report.models = len(found)
         listed = {item.name for item in found}
@@ -249,4 +252,11 @@ def _apply(server: ModelServer, found: list[Found] | None, error: str | None) ->
         report.unlisted = sorted(m.name for m in gone)
         report.relisted = sorted(m.name for m in back)
         ModelServer.objects.filter(pk=server.pk).update(discovered_at=now, discovery_error="")
+        _choose_default(server, report)
     return report
+
+
+def _choose_default(server: ModelServer, report: ServerReport) -> None:
+    """With no default model yet, the first of this server's listed chat models becomes it."""
+    chosen = choose_default(Model.objects.filter(server_id=server.pk, unlisted_since__isnull=True))
+    report.default_chosen = chosen.public_id if chosen else None

@@ -177,7 +177,7 @@ def test_runs_lists_the_last_50_with_their_deliveries(api):
     assert listed[0]["id"] == runs[-1].pk and listed[-1]["id"] == runs[2].pk
     assert listed[0]["deliveries"] == [{"target": "inapp", "status": "succeeded", "attempts": 1, "error": None}]
     assert set(listed[0]) == {"id", "event_id", "trigger", "status", "output", "error", "model", "usage",
-                              "created_at", "started_at", "finished_at", "deliveries"}
+                              "retry_of", "created_at", "started_at", "finished_at", "deliveries"}
 
 
 def test_another_accounts_routine_is_404(api, client, outsider):

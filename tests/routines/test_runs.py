@@ -264,7 +264,10 @@ def test_without_any_model_the_run_fails_with_a_reason(routine, models):
     for model in models:
         model.delete()
     run = execute_run(accept(routine).pk)
-    assert run.status == "failed" and run.error == "503: No model named and no default model is configured."
+    assert run.status == "failed" and run.error == (  # the cure named (routines/routine_model.py)
+        "503: No model to run with: this routine names no model and no default model is set. Set the routine's "
+        f"model (console: the routine's page, field Model; API: PUT /api/v1/routines/{routine.pk} with \"model\"), "
+        "or make a chat model the default (console: Models, tick \"Is default\").")
 
 
 def test_a_run_of_a_deleted_routine_is_gone(routine):
@@ -284,7 +287,7 @@ def test_the_retry_action_queues_a_new_run_with_the_same_event(routine, upstream
     assert r.status_code == 302
     retried = Run.objects.exclude(pk=failed.pk).get()
     assert retried.status == "queued" and retried.source_event_id == failed.source_event_id
-    assert retried.event_id == failed.event_id
+    assert retried.event_id == failed.event_id and retried.retry_of_id == failed.pk  # linked to the one it retries
     assert execute_run(retried.pk).status == "succeeded"
 
 

@@ -44,6 +44,7 @@ from gateway.registry.config_file.checks import (
     string,
     whole,
 )
+from gateway.registry.default_model import choose_default
 
 TOP_KEYS = ("servers", "default_model", "aliases", "groups")
 SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote", "enabled", "connect_timeout",
@@ -59,17 +60,21 @@ GROUP_KEYS = ("name", "api_access", "allowed_models", "allowed_aliases", "daily_
 MODEL_FIELDS = {"chat": "supports_chat", "embeddings": "supports_embeddings", "audio": "supports_audio"}
 
 
+AUTOMATIC = "chosen automatically"
+
+
 @dataclass
 class Summary:
     servers: Tally = field(default_factory=Tally)
     models: Tally = field(default_factory=Tally)
     aliases: Tally | None = None  # set when the file has an `aliases` section
     groups: Tally = field(default_factory=Tally)
-    default_model: tuple[str, str] | None = None  # (public id, "set" or "unchanged")
+    # (public id, "set", "unchanged" or "chosen automatically": the file named none and there was none)
+    default_model: tuple[str, str] | None = None
 
     @property
     def changed(self) -> bool:
-        if self.default_model and self.default_model[1] == "set":
+        if self.default_model and self.default_model[1] in ("set", AUTOMATIC):
             return True
         return any(t.created or t.updated for t in (self.servers, self.models, self.aliases, self.groups) if t)
 
@@ -241,6 +246,9 @@ def apply_config(data: dict, *, environ: Mapping[str, str] | None = None, dry_ru
             summary.models.add(status)
         if "default_model" in data:
             summary.default_model = _apply_default(data["default_model"], known)
+        else:
+            chosen = choose_default([model for model, *_ in written])
+            summary.default_model = (chosen.public_id, AUTOMATIC) if chosen else None
         if "aliases" in data:
             summary.aliases = apply_aliases(data["aliases"], known)
         for i, entry in enumerate(groups):

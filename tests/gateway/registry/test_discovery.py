@@ -45,7 +45,9 @@ def test_it_adds_the_models_an_openai_compatible_server_lists(db, upstream):  # 
     assert caps(found["llama3"]) == (True, False, False)
     assert caps(found["text-embedding-3-small"]) == (False, True, False)
     assert caps(found["whisper-1"]) == (False, False, True)
-    assert all(m.enabled and not m.is_default and m.unlisted_since is None for m in found.values())
+    assert all(m.enabled and m.unlisted_since is None for m in found.values())
+    # there was no default: the only chat model became it (gateway/registry/default_model.py)
+    assert [name for name, m in found.items() if m.is_default] == ["llama3"]
     assert paths(upstream) == [("GET", "/v1/models")]
     oa.refresh_from_db()
     assert oa.discovered_at is not None and oa.discovery_error == ""
