@@ -50,7 +50,8 @@ def test_the_high_level_client_probes_for_2026_then_falls_back_to_initialize(wor
             if response.request.method == "POST":
                 seen.append(json.loads(response.request.content).get("method"))
 
-        http = httpx2.AsyncClient(headers={"X-API-Key": world.key}, event_hooks={"response": [record]})
+        http = httpx2.AsyncClient(headers={"X-API-Key": world.key}, event_hooks={"response": [record]},
+                                  timeout=httpx2.Timeout(30.0))  # httpx's 5 s is short on a busy 2-core machine
         async with http, Client(streamable_http_client(world.base + PATH, http_client=http)) as client:
             return client.session.protocol_version, await client.call_tool("list_routines", {})
 
