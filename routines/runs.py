@@ -36,6 +36,7 @@ from gateway.models import UsageRecord
 from gateway.registry.snapshot import registry
 from gateway.state.counters import mark_once
 from gateway.telemetry import tracing
+from gateway.usage.call_log import cut_midway, own_call
 from gateway.web.errors import ApiError, outage_of
 from routines.deliveries import allowed_attempts, enqueue_delivery, give_up_delivery, new_deliveries
 from routines.deliveries.base import scrubbed
@@ -143,7 +144,12 @@ def _answer(run: Run, started: datetime, retaken: bool, deadline: float) -> bool
     try:
         if routine.uses_ai:
             asked = _model_asked(run)
-            completion = _ask_model(run, asked)
+            with own_call(surface=SURFACE, account=routine.account, request_id=usage_key(run.pk),
+                          tags={"routine": str(routine.pk), "run": str(run.pk)}) as call:  # in the Calls list
+                completion = _ask_model(run, asked)
+                _meter(run, completion)
+                if completion.cut is not None:
+                    cut_midway(call, cut_error(completion.cut).code)
     except ApiError as exc:
         _finish(run, output="", error=failure_text(exc), model=models_tried(exc, asked), deadline=deadline)
         return False
@@ -156,7 +162,6 @@ def _answer(run: Run, started: datetime, retaken: bool, deadline: float) -> bool
     if completion is None:
         output, model, usage, error = routine.prompt, "", None, ""
     else:
-        _meter(run, completion)
         model, usage = completion.model, completion.usage
         if completion.cut is not None:
             stopped = cut_error(completion.cut)
