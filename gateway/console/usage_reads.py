@@ -30,6 +30,7 @@ from django.db.models import BooleanField, Count, F, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncDate
 
+from gateway.console.call_counts import COUNTS, calls_between
 from gateway.models import CallFailureDaily, Model, UsageDaily, UsageRecord, account_model
 from gateway.web.validation import MAX_TAG_KEY, MAX_TAG_VALUE
 
@@ -264,3 +265,31 @@ def failure_counts(f: Filters) -> list[dict]:
                                     {"model": row["model"], **dict.fromkeys(CallFailureDaily.Kind.values, 0)})
         entry[row["kind"]] = row["n"]
     return list(by_model.values())
+
+
+# --- the calls log's counts (gateway/console/call_counts.py: the calls as the Calls list counts them) ----------
+
+
+def _calls(f: Filters) -> QuerySet:
+    """The calls of the range under the filters, as the Calls list filters them: the group the call was
+    made in, the account, the model that answered (a call no model answered has none), the tag."""
+    rows = with_tag(calls_between(f.since, f.until), f.tag)
+    if f.group:
+        rows = rows.filter(group=f.group)
+    if f.account:
+        rows = rows.filter(account=f.account)
+    return rows
+
+
+def calls_by_day_and_model(f: Filters) -> list[dict]:
+    """Calls and failed calls per UTC day and model that answered ("" for none), of every model (the
+    model filter is the caller's to apply, as for `usage_by_day_and_model`). One query."""
+    return list(_calls(f).values("model", day=TruncDate("created_at", tzinfo=timezone.utc)).annotate(**COUNTS)
+                .order_by("day", "model"))
+
+
+def calls_by(f: Filters, name: str, ids) -> dict:
+    """Calls per `name` (account_id or group_id) of `ids`, under every filter. One query."""
+    rows = _calls(f).filter(model=f.model) if f.model else _calls(f)
+    return {row[name]: row["calls"] for row in rows.filter(**{f"{name}__in": list(ids)}).values(name)
+            .annotate(calls=COUNTS["calls"]).order_by()}
