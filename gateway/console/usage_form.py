@@ -13,10 +13,12 @@ DATE = {"type": "date", "class": " ".join(DATETIME_CLASSES)}
 
 
 def filter_form(filters: Filters | None, params, *, groups: list, models: list[str]) -> forms.Form:
-    """The form as the page shows it: the filters read (or, when they could not be read, what was sent)."""
+    """The form as the page shows it: the filters read (or, when they could not be read, what was sent). No
+    field is required: an empty one is no filter (the browser must not refuse to send the form)."""
+    day = forms.DateInput(attrs=DATE, format="%Y-%m-%d")
     fields = {
-        "from": forms.CharField(label="From (UTC day)", widget=forms.DateInput(attrs=DATE, format="%Y-%m-%d")),
-        "to": forms.CharField(label="To (included)", widget=forms.DateInput(attrs=DATE, format="%Y-%m-%d")),
+        "from": forms.CharField(label="From (UTC day)", widget=day),
+        "to": forms.CharField(label="To (included)", widget=day),
         "group": forms.ChoiceField(label="Group", choices=[("", "All groups")] + [(g.pk, g.name) for g in groups],
                                    widget=UnfoldAdminSelectWidget),
         "account": forms.CharField(label="Account (e-mail or id)", widget=UnfoldAdminTextInputWidget),
@@ -25,6 +27,8 @@ def filter_form(filters: Filters | None, params, *, groups: list, models: list[s
         "tag": forms.CharField(label="Tag (key=value)",
                                widget=UnfoldAdminTextInputWidget(attrs={"placeholder": "app=billing"})),
     }
+    for field in fields.values():
+        field.required = False
     if filters is None:
         initial = {name: params.get(name, "") for name in fields}
     else:

@@ -7,8 +7,8 @@ The number of queries is fixed, whatever the number of records, servers or accou
 usage records (an index range on `created_at`, three aggregates: per bucket, per model, per
 account), the 30 days from the daily roll-up (UsageDaily, the same three over days); the calls per
 bucket, and how many failed, from the calls log in one more (gateway/console/call_counts.py: the
-count the Calls list and the usage console give too; the models' and accounts' "calls" stay their
-metered calls, usage records); the servers
+count the Calls list and the usage console give too), and the calls of the models and accounts shown
+in two more; the servers
 in one query and their health in one read of the shared state (gateway/registry/server_health.py);
 the quota and budget panels are the usage console's two queries (gateway/console/usage_windows.py);
 the names of the accounts shown in one more. Spend is `cost_units` (COST_UNITS of settings.CURRENCY,
@@ -191,10 +191,17 @@ def home_figures(*, span: Span, now: datetime) -> Home:
     quotas, budgets = window_use(Filters(now.date(), now.date()), now=now)
     nearest = quotas.rows[:NEAREST] + budgets.rows[:NEAREST]
     names = account_names([row["account_id"] for row in top] + [use.account_id for use in nearest])
+    # the calls of the models and accounts shown, as the Calls list counts them (their tokens stay metered)
+    model_calls = dict(calls_log.filter(model__in=[m.key for m in models]).values("model")
+                       .annotate(n=COUNTS["calls"]).order_by().values_list("model", "n"))
+    account_calls = dict(calls_log.filter(account_id__in=[row["account_id"] for row in top]).values("account_id")
+                         .annotate(n=COUNTS["calls"]).order_by().values_list("account_id", "n"))
+    for model in models:
+        model.calls = model_calls.get(model.key, 0)
     accounts = []
     for row in top:
         email, group = names.get(row["account_id"], ("(deleted)", ""))
-        accounts.append(_usage(email, row, group=group))
+        accounts.append(_usage(email, {**row, "n": account_calls.get(row["account_id"], 0)}, group=group))
     for use in nearest:
         use.email, use.group = names.get(use.account_id, ("(deleted)", ""))
     return Home(span, since, now, list(buckets.values()), models, accounts, server_states(),

@@ -173,7 +173,7 @@ def test_the_reads_are_a_fixed_number_of_queries_whatever_the_data(records):
             metered_call(account=account, model=f"server{n}/m", cost_units=n, input_tokens=n + 1,
                          created_at=NOW - timedelta(minutes=minutes))
     assert {span: count(span) for span in SPANS} == before
-    assert max(before.values()) <= 10  # the calls per bucket: the calls log's
+    assert max(before.values()) <= 12  # the calls per bucket, per model and per account: the calls log's
 
 
 def test_the_page_s_queries_do_not_grow_with_the_data(operator, records):
