@@ -36,12 +36,14 @@ def key_set(server) -> str:
     "not needed", quiet, since a local server (Ollama, vLLM, llama.cpp) usually takes none and a red mark read
     as an error; for a remote one without, "none" (a cloud provider refuses calls without its key)."""
     if server.api_key:
-        return format_html('<span class="key-state" data-key="set">set</span>')
-    if not server.is_remote:
-        return format_html('<span class="key-state text-font-subtle-light dark:text-font-subtle-dark" '
-                           'data-key="not-needed" title="A local server usually takes no key">not needed</span>')
-    return format_html('<span class="key-state text-red-600 dark:text-red-500" data-key="missing" '
-                       'title="A remote provider refuses calls without its key">none</span>')
+        state, look, tip = "set", "", ""
+    elif not server.is_remote:
+        state, look, tip = "not needed", "text-font-subtle-light dark:text-font-subtle-dark", \
+            "A local server usually takes no key"
+    else:
+        state, look, tip = "none", "text-red-600 dark:text-red-500", "A remote provider refuses calls without its key"
+    return format_html('<span class="key-state {}" data-key="{}" title="{}">{}</span>', look, state.replace(" ", "-"),
+                       tip, state)
 
 
 @admin.display(description="Discovery", ordering="discovered_at")
