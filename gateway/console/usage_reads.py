@@ -2,17 +2,20 @@
 the queries over the date range behind it; the panels of the current quota and budget windows are
 in gateway/console/usage_windows.py.
 
-Every figure but the CSV export and the response cache's hits (read from the cached records alone)
-comes from UsageDaily, the usage records added up per UTC day, account and model by database
-triggers (migration 0007): calls, tokens and spend (`cost_units`, the cost each record was metered
-with, in gateway/registry/prices.py's COST_UNITS; migration 0011). Filtered by a tag (a call's
-`metadata`, kept on its usage records: migration 0016), the same figures come from the records of the
-range that have it, each one call: the roll-up holds no tags. That reads records rather than days, so
-it takes longer over a long range with many calls, in the same number of queries. The page runs the same fixed
-number of queries whatever the number of records (tests/gateway/console/test_usage_console.py
-counts them), each over days rather than calls (bench/usage_console.py times them at a million
-records). Aggregates group by the account's id alone and read the few names shown afterwards
-(`account_names`): grouping by e-mail addresses made PostgreSQL sort every row on disk. It reads
+The calls and failed calls come from the calls log, as the Calls list and the home count them
+(gateway/console/call_counts.py; `calls_by_day_and_model`, `calls_by`: an index range on its
+`created_at`, over calls rather than days). Every other figure but the CSV export and the response
+cache's hits (read from the cached records alone) comes from UsageDaily, the usage records added up
+per UTC day, account and model by database triggers (migration 0007): tokens and spend (`cost_units`,
+the cost each record was metered with, in gateway/registry/prices.py's COST_UNITS; migration 0011).
+Filtered by a tag (a call's `metadata`, kept on its usage records: migration 0016), the same figures
+come from the records of the range that have it, each one call: the roll-up holds no tags. That reads
+records rather than days, so it takes longer over a long range with many calls, in the same number of
+queries. The page runs the same fixed number of queries whatever the number of records
+(tests/gateway/console/test_usage_console.py counts them), the usage figures over days rather than
+calls (bench/usage_console.py times them at a million records). Aggregates group by the account's id
+alone and read the few names shown afterwards (`account_names`): grouping by e-mail addresses made
+PostgreSQL sort every row on disk. It reads
 the database, not the quota counters: a record still in a process's spool shows up within
 USAGE_FLUSH_SECONDS."""
 
