@@ -8,9 +8,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Q
@@ -149,11 +150,20 @@ def _figures(f: Filters, now: datetime, groups: list) -> dict:
         "cache_totals": {name: sum(r[name] for r in hits) for name in ("hits", "input_tokens", "output_tokens",
                                                                        "tokens")},
         "models": sorted(models),
+        "calls_kept_since": _calls_kept_since(f, now),
+        "calls_kept_days": settings.CALL_LOG_RETENTION_DAYS,
         "calls_link": calls_link(f.since, f.until, **_calls_filters(f)),
         "failed_link": calls_link(f.since, f.until, failed=True, **_calls_filters(f)),
         "query": f.query_string(),
         "query_without_account": f.query_string(account=False),
     }
+
+
+def _calls_kept_since(f: Filters, now: datetime):
+    """The first UTC day the calls log still holds whole, when the range starts before it (the log keeps
+    CALL_LOG_RETENTION_DAYS days; the usage records stay): the page says its calls start there. Else None."""
+    kept = (now - timedelta(days=settings.CALL_LOG_RETENTION_DAYS)).date() + timedelta(days=1)
+    return kept if f.start < kept else None
 
 
 def _calls_filters(f: Filters) -> dict:
