@@ -100,7 +100,7 @@ def connection_test(*, row: ModelServer) -> Outcome:
     except Exception as exc:  # the console answers whatever happens, never a 500
         logger.exception("connection test of server %s failed unexpectedly", row.name)
         return _failed(server, f"{asked} failed unexpectedly ({type(exc).__name__}); the log has the details.")
-    server_health.succeeded(server)
+    server_health.probed(server)
     return Outcome(True, _clean(f"{asked} answered: {said}", server))
 
 
@@ -112,7 +112,7 @@ def _refusal(status: int | None) -> bool:
 def _failed(server: Server, message: str, *, refused: bool = False) -> Outcome:
     """A test that failed is the server's last failure in its health, as a call's would be (a refusal, a
     4xx, as a call's refusal: on record, without making calls avoid the server)."""
-    (server_health.refused if refused else server_health.failed)(server, f"Test connection: {message}")
+    server_health.probed(server, cause=f"Test connection: {message}", refusal=refused)
     return Outcome(False, message)
 
 

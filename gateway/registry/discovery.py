@@ -237,7 +237,7 @@ def _apply(server: ModelServer, found: list[Found] | None, error: str | None) ->
         if found is None:
             report.error = (error or "The model server could not list its models.")[:300]
             ModelServer.objects.filter(pk=server.pk).update(discovered_at=now, discovery_error=report.error)
-            server_health.refused(server, f"model discovery: {report.error}")  # its last failure, not `failing`
+            server_health.probed(server, cause=f"model discovery: {report.error}", refusal=True)  # not `failing`
             return report
         report.models = len(found)
         listed = {item.name for item in found}
@@ -253,5 +253,5 @@ def _apply(server: ModelServer, found: list[Found] | None, error: str | None) ->
         report.unlisted = sorted(m.name for m in gone)
         report.relisted = sorted(m.name for m in back)
         ModelServer.objects.filter(pk=server.pk).update(discovered_at=now, discovery_error="")
-    server_health.succeeded(server)  # it answered: its health says so at once, not "never seen"
+    server_health.probed(server)  # it answered: its health says so at once, not "never seen"
     return report

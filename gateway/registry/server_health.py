@@ -84,6 +84,20 @@ def refused(server, cause: str) -> None:
         _news.start()
 
 
+def probed(server, *, cause: str | None = None, refusal: bool = False) -> None:
+    """What an operator's probe of the server saw, outside any call: its "Test connection"
+    (gateway/console/server_check.py) or model discovery (gateway/registry/discovery.py). No `cause`: it
+    answered, its last success; else its last failure, as a refusal (on record only) with `refusal`, or
+    as a failure `failing` counts. Not a call's attempt: those are told by gateway/calls/attempt_observers.py
+    alone."""
+    if cause is None:
+        succeeded(server)
+    elif refusal:
+        refused(server, cause)
+    else:
+        failed(server, cause)
+
+
 FAILING_SECONDS = 10.0
 
 
