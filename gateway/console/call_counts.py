@@ -22,6 +22,7 @@ from django.db.models import Count, Q, QuerySet
 from django.urls import reverse
 
 from gateway.models import CallRecord
+from gateway.web.output import timestamp
 
 FAILED_OUTCOMES = (CallRecord.Outcome.FAILED, CallRecord.Outcome.REFUSED)
 COUNTS = {"calls": Count("id"), "failed": Count("id", filter=Q(outcome__in=FAILED_OUTCOMES))}
@@ -35,7 +36,7 @@ def calls_between(since: datetime, until: datetime) -> QuerySet:
 def calls_link(since: datetime, until: datetime, *, failed: bool = False, **filters) -> str:
     """The Calls list of [since, until), of the failed calls alone with `failed`, with the list's other
     `filters` (its GET parameters): the page that lists what a figure counts."""
-    params = {"created_at__gte": since.isoformat(), "created_at__lt": until.isoformat(), **filters}
+    params = {"created_at__gte": timestamp(since), "created_at__lt": timestamp(until), **filters}
     if failed:
         params["outcome__in"] = ",".join(FAILED_OUTCOMES)
     return f"{reverse('admin:gateway_callrecord_changelist')}?{urlencode(params)}"
