@@ -11,6 +11,7 @@ import json
 from datetime import datetime, timedelta
 
 from asgiref.sync import sync_to_async
+from django import forms
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
@@ -18,12 +19,12 @@ from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from unfold.widgets import DATETIME_CLASSES, UnfoldAdminSelectWidget, UnfoldAdminTextInputWidget
 
 from gateway.console.call_counts import calls_link
 from gateway.console.money_fields import currency, price_summary
 from gateway.console.styles import look
 from gateway.console.usage_chart import chart_series, stacked_bars
-from gateway.console.usage_form import filter_form
 from gateway.console.usage_reads import (
     Filters,
     account_names,
@@ -67,6 +68,39 @@ def usage_console(request, admin_site):
     context["form"] = filter_form(filters, request.GET, groups=groups, models=context.get("models", []))
     context["look"] = look()
     return TemplateResponse(request, "admin/usage_console.html", context, status=400 if errors else 200)
+
+
+# The filters drawn with the theme's widgets (django-unfold's inputs and selects, as every other console form
+# has them). Only the drawing: usage_reads.parse_filters reads what was sent and says what is wrong with it.
+DATE = {"type": "date", "class": " ".join(DATETIME_CLASSES)}
+
+
+def filter_form(filters: Filters | None, params, *, groups: list, models: list[str]) -> forms.Form:
+    """The form as the page shows it: the filters read (or, when they could not be read, what was sent). No
+    field is required: an empty one is no filter (the browser must not refuse to send the form)."""
+    day = forms.DateInput(attrs=DATE, format="%Y-%m-%d")
+    fields = {
+        "from": forms.CharField(label="From (UTC day)", widget=day),
+        "to": forms.CharField(label="To (included)", widget=day),
+        "group": forms.ChoiceField(label="Group", choices=[("", "All groups")] + [(g.pk, g.name) for g in groups],
+                                   widget=UnfoldAdminSelectWidget),
+        "account": forms.CharField(label="Account (e-mail or id)", widget=UnfoldAdminTextInputWidget),
+        "model": forms.ChoiceField(label="Model", choices=[("", "All models")] + [(m, m) for m in models],
+                                   widget=UnfoldAdminSelectWidget),
+        "tag": forms.CharField(label="Tag (key=value)",
+                               widget=UnfoldAdminTextInputWidget(attrs={"placeholder": "app=billing"})),
+    }
+    for field in fields.values():
+        field.required = False
+    if filters is None:
+        initial = {name: params.get(name, "") for name in fields}
+    else:
+        initial = {"from": filters.start, "to": filters.end,  # dates, written by the widget's format
+                   "group": filters.group.pk if filters.group else "",
+                   "account": filters.account.email if filters.account else "", "model": filters.model,
+                   "tag": "=".join(filters.tag) if filters.tag else ""}
+    form = type("UsageFilterForm", (forms.Form,), dict(fields))(initial=initial)
+    return form
 
 
 def _figures(f: Filters, now: datetime, groups: list) -> dict:

@@ -6,9 +6,11 @@ links to and the usage console's totals; and so are the failed ones (failed or r
 import html
 import re
 import time
+from datetime import timedelta
 
 import openai
 import pytest
+from django.utils import timezone
 
 from gateway.celery import app as celery_app
 from gateway.models import CallRecord
@@ -111,3 +113,18 @@ def test_the_calls_list_offers_show_all_only_when_something_is_filtered(db, clie
 
     assert "Show all" not in unfiltered
     assert re.search(r"1 result \(<a href=\"\?\">Show all</a>\)", filtered)
+
+
+def test_over_a_range_longer_than_the_calls_log_keeps_the_usage_console_says_so(db, client, settings):
+    settings.CALL_LOG_RETENTION_DAYS = 30
+    client.force_login(AccountFactory(email="operator@example.test", is_staff=True, is_superuser=True))
+    today = timezone.now().date()
+    kept = today - timedelta(days=29)  # the first whole day the log still holds
+
+    longer = client.get("/admin/gateway/usagerecord/console/", {"from": str(today - timedelta(days=90)),
+                                                                 "to": str(today)}).content.decode()
+    default = client.get("/admin/gateway/usagerecord/console/").content.decode()  # the last 30 days
+
+    assert re.search(rf'id="calls-kept-since">The calls log keeps each call 30 days .*: the calls before {kept} '
+                     r"are no longer counted here, nor in the Calls list", longer)
+    assert 'id="calls-kept-since"' not in default

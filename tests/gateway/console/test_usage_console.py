@@ -395,10 +395,3 @@ def test_the_csv_export_streams_asynchronously_under_asgi(world):
     assert [r["account"] for r in rows] == ["alice@example.test", "alice@example.test", "bob@example.test",
                                             "alice@example.test"]
 
-
-def test_a_range_longer_than_the_calls_log_keeps_says_so(client, operator, world, settings):
-    settings.CALL_LOG_RETENTION_DAYS = 30
-    html = page_text(client.get(URL, {"from": "2026-09-01", "to": "2026-11-18"}))
-    assert re.search(r'id="calls-kept-since">The calls log keeps each call 30 days .*: the calls before 2026-10-20 '
-                     r'are no longer counted here, nor in the Calls list', html)
-    assert 'id="calls-kept-since"' not in page_text(client.get(URL))  # the last 30 days: all there
