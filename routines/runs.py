@@ -30,7 +30,6 @@ from django.utils import timezone
 
 from gateway.calls.completion import Completion, complete
 from gateway.calls.cuts import cut_error
-from gateway.calls.metering import meter
 from gateway.calls.plan import call_plan
 from gateway.models import UsageRecord
 from gateway.registry.snapshot import registry
@@ -43,6 +42,7 @@ from routines.durable import DATABASE_DOWN, durably
 from routines.inbox import notify
 from routines.models import Delivery, Routine, Run
 from routines.routine_model import model_note
+from routines.run_call import logged_call, usage_key
 from routines.run_claims import RunPostponed, claim, postpone
 from routines.run_failures import failure_text, models_tried, switched_off_notice
 from routines.run_log import run_ended
@@ -52,7 +52,6 @@ log = logging.getLogger(__name__)
 
 REQUEUE_EVERY_SECONDS = 300  # a run (or a delivery) is enqueued again at most this often
 RECENT_RUNS = 50  # spec 8.6
-SURFACE = "routine"
 WRITE_MARGIN_SECONDS = 15  # a run's write retries end this long before its task's time limit
 LOST_ONCE = "Its worker stopped before the run ended; it is being run again."
 LOST_TWICE = "Its worker stopped twice before the run ended; the run was given up."
@@ -63,8 +62,6 @@ NO_OUTPUT = "The model produced no output."
 NO_DELIVERY = "No delivery target succeeded."
 
 
-def usage_key(run_id: int) -> str:
-    return f"run-{run_id}"
 
 
 def execute_run(run_id: int, held_since: datetime | None = None, answer: dict | None = None) -> Run | None:
@@ -119,7 +116,7 @@ def _answer(run: Run, started: datetime, retaken: bool, deadline: float) -> bool
     try:
         if routine.uses_ai:
             asked = _model_asked(run)
-            completion = _ask_model(run, asked)
+            completion = logged_call(run, lambda: _ask_model(run, asked))  # metered, in the calls log
     except ApiError as exc:
         _finish(run, output="", error=failure_text(exc), model=models_tried(exc, asked), deadline=deadline)
         return False
@@ -132,7 +129,6 @@ def _answer(run: Run, started: datetime, retaken: bool, deadline: float) -> bool
     if completion is None:
         output, model, usage, error = routine.prompt, "", None, ""
     else:
-        _meter(run, completion)
         model, usage = completion.model, completion.usage
         if completion.cut is not None:
             stopped = cut_error(completion.cut)
@@ -185,19 +181,6 @@ def _ask_model(run: Run, model_id: str) -> Completion:
     chain = call_plan(account=routine.account, model_id=model_id)
     body = {"model": model_id, "messages": model_messages(run)}
     return asyncio.run(complete(chain, body, refusals_fall_through=False))
-
-
-def _meter(run: Run, completion: Completion) -> None:
-    """Count the answer (once, by its key). Never raises: an answered run does not fail, nor
-    count toward switching its routine off, because counting failed."""
-    try:
-        usage = completion.usage
-        meter(account_id=run.routine.account_id, model=completion.model, surface=SURFACE,
-              input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-              request_id=usage_key(run.pk), key=usage_key(run.pk), price=completion.target.price,
-              cached_input_tokens=completion.cached_input_tokens)
-    except Exception:
-        log.exception("run %s: its usage could not be metered", run.pk)
 
 
 def _save_answer(run: Run, *, output: str, model: str, usage, error: str, deadline: float) -> bool:

@@ -180,6 +180,18 @@ class CallRecordFactory(factory.django.DjangoModelFactory):
                                                     "error": None, "ttfb_ms": row.ttft_ms}] if row.model else [])
 
 
+def metered_call(**fields) -> UsageRecord:
+    """A call as the gateway leaves it when a model answered: its usage record (made with `fields`) and its
+    row in the calls log, alike (time, account, group, model, tokens, cost, cache, tags, request ID). The
+    console counts calls in the calls log and tokens in the usage records (gateway/console/call_counts.py)."""
+    record = UsageRecordFactory(**fields)
+    CallRecordFactory(created_at=record.created_at, account=record.account, group=record.account.group,
+                      model=record.model, model_requested=record.model, input_tokens=record.input_tokens,
+                      output_tokens=record.output_tokens, cost_units=record.cost_units, cached=record.cached,
+                      tags=record.tags or {}, request_id=(record.request_id or "")[:64])
+    return record
+
+
 class CallCaptureFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = CallCapture

@@ -4,6 +4,7 @@ own upstream client and providers (gateway/upstream/), so the console sees what 
 - `connection_test`: the "Test connection" button. A real chat call (or, for a server with embedding
   models only, a real embeddings call) to one of the server's models; the answer, or the exact error:
   the status and the start of the server's own words, without its key (gateway/telemetry/redact.py).
+  Its outcome is the server's last success or last failure in its health (gateway/registry/server_health.py).
 - `chat_route_problem`: on save. A request to the chat path with a body every server refuses before it
   reaches a model (`messages` that is not a list): a 400 or 422 says the path is there; a 404 or 405 says
   the base URL is wrong (an OpenAI-compatible server's usually ends with /v1), a 401 or 403 that the key
@@ -21,7 +22,7 @@ import logging
 from dataclasses import dataclass
 
 from gateway.models import Model, ModelServer
-from gateway.registry import cooldown
+from gateway.registry import cooldown, server_health
 from gateway.registry.snapshot import Server, Target
 from gateway.telemetry.redact import redact
 from gateway.upstream import http_client as upstream_http
@@ -91,14 +92,28 @@ def connection_test(*, row: ModelServer) -> Outcome:
     try:
         said = _run(lambda: _chat(target) if chat else _embeddings(target), server)
     except TimeoutError:
-        return Outcome(False, f"{asked}: no answer within {_bound(server):g} s.")
+        return _failed(server, f"{asked}: no answer within {_bound(server):g} s.")
     except UpstreamError as failure:
         cause = f" ({failure.cooldown_cause})" if failure.cooldown_cause else ""
-        return Outcome(False, _clean(f"{asked} failed: {failure.status} {failure.message}{cause}", server))
+        return _failed(server, _clean(f"{asked} failed: {failure.status} {failure.message}{cause}", server),
+                       refused=_refusal(failure.status))
     except Exception as exc:  # the console answers whatever happens, never a 500
         logger.exception("connection test of server %s failed unexpectedly", row.name)
-        return Outcome(False, f"{asked} failed unexpectedly ({type(exc).__name__}); the log has the details.")
+        return _failed(server, f"{asked} failed unexpectedly ({type(exc).__name__}); the log has the details.")
+    server_health.probed(server)
     return Outcome(True, _clean(f"{asked} answered: {said}", server))
+
+
+def _refusal(status: int | None) -> bool:
+    """A 4xx but a timeout or a rate limit: the server refused the request itself (a wrong path, key, model)."""
+    return status is not None and 400 <= status < 500 and status not in (408, 429)
+
+
+def _failed(server: Server, message: str, *, refused: bool = False) -> Outcome:
+    """A test that failed is the server's last failure in its health, as a call's would be (a refusal, a
+    4xx, as a call's refusal: on record, without making calls avoid the server)."""
+    server_health.probed(server, cause=f"Test connection: {message}", refusal=refused)
+    return Outcome(False, message)
 
 
 async def _chat(target: Target) -> str:

@@ -17,9 +17,11 @@ WIDTH, HEIGHT = 900, 240
 LEFT, RIGHT, TOP, BOTTOM = 64, 8, 10, 24
 MAX_SERIES = 8  # the models after the first seven are drawn as one series, "other models"
 OTHER = "other models"
-# Okabe and Ito's palette (told apart with most kinds of colour blindness), grey for the rest.
-COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
-OTHER_COLOR = "#999999"
+# The theme's primary colour first (the home's bars), then Okabe and Ito's palette (told apart with most kinds
+# of colour blindness), the theme's grey for the rest: colours that read on the light and the dark theme.
+COLORS = ["var(--color-primary-600, #7c3aed)", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+          "#0072B2"]
+OTHER_COLOR = "var(--color-base-400, #9ca3af)"
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,9 @@ class Chart:
 
     def svg(self) -> SafeString:
         """The chart as an <svg> element, every text escaped."""
-        parts = [f'<svg class="chart" data-unit="{escape(self.unit)}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        # Not class="chart": the theme's script takes every `.chart` for a canvas of its own charts and
+        # fails on an <svg> (a JavaScript error on every load).
+        parts = [f'<svg class="usage-bars" data-unit="{escape(self.unit)}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
                  f'aria-label="{escape(self.title)}, stacked by model" xmlns="http://www.w3.org/2000/svg">']
         for y, label in self.y_ticks:
             parts.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y}" y2="{y}"></line>'
@@ -67,7 +71,7 @@ class Chart:
             for s in bar.segments:
                 name = escape(s.series.name)
                 parts.append(f'<rect class="segment" data-series="{name}" data-value="{s.value}" x="{s.x}" y="{s.y}" '
-                             f'width="{s.width}" height="{s.height}" fill="{s.series.color}">'
+                             f'width="{s.width}" height="{s.height}" style="fill: {s.series.color}">'
                              f'<title>{day} · {name}: {s.value:,} {escape(self.unit)}</title></rect>')
             parts.append("</g>")
         for x, label in self.x_labels:

@@ -2,17 +2,20 @@
 the queries over the date range behind it; the panels of the current quota and budget windows are
 in gateway/console/usage_windows.py.
 
-Every figure but the CSV export and the response cache's hits (read from the cached records alone)
-comes from UsageDaily, the usage records added up per UTC day, account and model by database
-triggers (migration 0007): calls, tokens and spend (`cost_units`, the cost each record was metered
-with, in gateway/registry/prices.py's COST_UNITS; migration 0011). Filtered by a tag (a call's
-`metadata`, kept on its usage records: migration 0016), the same figures come from the records of the
-range that have it, each one call: the roll-up holds no tags. That reads records rather than days, so
-it takes longer over a long range with many calls, in the same number of queries. The page runs the same fixed
-number of queries whatever the number of records (tests/gateway/console/test_usage_console.py
-counts them), each over days rather than calls (bench/usage_console.py times them at a million
-records). Aggregates group by the account's id alone and read the few names shown afterwards
-(`account_names`): grouping by e-mail addresses made PostgreSQL sort every row on disk. It reads
+The calls and failed calls come from the calls log, as the Calls list and the home count them
+(gateway/console/call_counts.py; `calls_by_day_and_model`, `calls_by`: an index range on its
+`created_at`, over calls rather than days). Every other figure but the CSV export and the response
+cache's hits (read from the cached records alone) comes from UsageDaily, the usage records added up
+per UTC day, account and model by database triggers (migration 0007): tokens and spend (`cost_units`,
+the cost each record was metered with, in gateway/registry/prices.py's COST_UNITS; migration 0011).
+Filtered by a tag (a call's `metadata`, kept on its usage records: migration 0016), the same figures
+come from the records of the range that have it, each one call: the roll-up holds no tags. That reads
+records rather than days, so it takes longer over a long range with many calls, in the same number of
+queries. The page runs the same fixed number of queries whatever the number of records
+(tests/gateway/console/test_usage_console.py counts them), the usage figures over days rather than
+calls (bench/usage_console.py times them at a million records). Aggregates group by the account's id
+alone and read the few names shown afterwards (`account_names`): grouping by e-mail addresses made
+PostgreSQL sort every row on disk. It reads
 the database, not the quota counters: a record still in a process's spool shows up within
 USAGE_FLUSH_SECONDS."""
 
@@ -30,6 +33,7 @@ from django.db.models import BooleanField, Count, F, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import TruncDate
 
+from gateway.console.call_counts import COUNTS, calls_between
 from gateway.models import CallFailureDaily, Model, UsageDaily, UsageRecord, account_model
 from gateway.web.validation import MAX_TAG_KEY, MAX_TAG_VALUE
 
@@ -264,3 +268,31 @@ def failure_counts(f: Filters) -> list[dict]:
                                     {"model": row["model"], **dict.fromkeys(CallFailureDaily.Kind.values, 0)})
         entry[row["kind"]] = row["n"]
     return list(by_model.values())
+
+
+# --- the calls log's counts (gateway/console/call_counts.py: the calls as the Calls list counts them) ----------
+
+
+def _calls(f: Filters) -> QuerySet:
+    """The calls of the range under the filters, as the Calls list filters them: the group the call was
+    made in, the account, the model that answered (a call no model answered has none), the tag."""
+    rows = with_tag(calls_between(f.since, f.until), f.tag)
+    if f.group:
+        rows = rows.filter(group=f.group)
+    if f.account:
+        rows = rows.filter(account=f.account)
+    return rows
+
+
+def calls_by_day_and_model(f: Filters) -> list[dict]:
+    """Calls and failed calls per UTC day and model that answered ("" for none), of every model (the
+    model filter is the caller's to apply, as for `usage_by_day_and_model`). One query."""
+    return list(_calls(f).values("model", day=TruncDate("created_at", tzinfo=timezone.utc)).annotate(**COUNTS)
+                .order_by("day", "model"))
+
+
+def calls_by(f: Filters, name: str, ids) -> dict:
+    """Calls per `name` (account_id or group_id) of `ids`, under every filter. One query."""
+    rows = _calls(f).filter(model=f.model) if f.model else _calls(f)
+    return {row[name]: row["calls"] for row in rows.filter(**{f"{name}__in": list(ids)}).values(name)
+            .annotate(calls=COUNTS["calls"]).order_by()}

@@ -8,22 +8,29 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from asgiref.sync import sync_to_async
+from django import forms
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Q
 from django.http import StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from unfold.widgets import DATETIME_CLASSES, UnfoldAdminSelectWidget, UnfoldAdminTextInputWidget
 
+from gateway.console.call_counts import calls_link
 from gateway.console.money_fields import currency, price_summary
+from gateway.console.styles import look
 from gateway.console.usage_chart import chart_series, stacked_bars
 from gateway.console.usage_reads import (
     Filters,
     account_names,
     cache_hits,
+    calls_by,
+    calls_by_day_and_model,
     failure_counts,
     model_prices,
     parse_filters,
@@ -41,7 +48,9 @@ from gateway.web.output import timestamp
 # the first columns, which keep their places
 CSV_COLUMNS = ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
                "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags"]
-SUMMED = ("calls", "input_tokens", "output_tokens", "cost_units")
+METERED = ("input_tokens", "output_tokens", "cost_units")  # the usage records'
+SUMMED = ("calls", "failed", *METERED)  # calls and failed calls: the calls log's
+NONE_ANSWERED = "(none answered)"  # the calls no model answered, in the per-model figures
 CSV_CHUNK = 5000
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -56,15 +65,53 @@ def usage_console(request, admin_site):
                "errors": errors, "params": request.GET, "filters": filters}
     if filters is not None:
         context.update(_figures(filters, now, groups))
+    context["form"] = filter_form(filters, request.GET, groups=groups, models=context.get("models", []))
+    context["look"] = look()
     return TemplateResponse(request, "admin/usage_console.html", context, status=400 if errors else 200)
+
+
+# The filters drawn with the theme's widgets (django-unfold's inputs and selects, as every other console form
+# has them). Only the drawing: usage_reads.parse_filters reads what was sent and says what is wrong with it.
+DATE = {"type": "date", "class": " ".join(DATETIME_CLASSES)}
+
+
+def filter_form(filters: Filters | None, params, *, groups: list, models: list[str]) -> forms.Form:
+    """The form as the page shows it: the filters read (or, when they could not be read, what was sent). No
+    field is required: an empty one is no filter (the browser must not refuse to send the form)."""
+    day = forms.DateInput(attrs=DATE, format="%Y-%m-%d")
+    fields = {
+        "from": forms.CharField(label="From (UTC day)", widget=day),
+        "to": forms.CharField(label="To (included)", widget=day),
+        "group": forms.ChoiceField(label="Group", choices=[("", "All groups")] + [(g.pk, g.name) for g in groups],
+                                   widget=UnfoldAdminSelectWidget),
+        "account": forms.CharField(label="Account (e-mail or id)", widget=UnfoldAdminTextInputWidget),
+        "model": forms.ChoiceField(label="Model", choices=[("", "All models")] + [(m, m) for m in models],
+                                   widget=UnfoldAdminSelectWidget),
+        "tag": forms.CharField(label="Tag (key=value)",
+                               widget=UnfoldAdminTextInputWidget(attrs={"placeholder": "app=billing"})),
+    }
+    for field in fields.values():
+        field.required = False
+    if filters is None:
+        initial = {name: params.get(name, "") for name in fields}
+    else:
+        initial = {"from": filters.start, "to": filters.end,  # dates, written by the widget's format
+                   "group": filters.group.pk if filters.group else "",
+                   "account": filters.account.email if filters.account else "", "model": filters.model,
+                   "tag": "=".join(filters.tag) if filters.tag else ""}
+    form = type("UsageFilterForm", (forms.Form,), dict(fields))(initial=initial)
+    return form
 
 
 def _figures(f: Filters, now: datetime, groups: list) -> dict:
     every_model = usage_by_day_and_model(f)
+    calls_of_every_model = calls_by_day_and_model(f)
     failures_of_every_model = failure_counts(f)
     hits_of_every_model = cache_hits(f)
-    models = {r["model"] for r in every_model} | {r["model"] for r in failures_of_every_model} | {f.model} - {""}
+    models = ({r["model"] for r in every_model} | {r["model"] for r in calls_of_every_model}
+              | {r["model"] for r in failures_of_every_model} | {f.model}) - {""}
     rows = [r for r in every_model if r["model"] == f.model] if f.model else every_model
+    call_rows = [r for r in calls_of_every_model if r["model"] == f.model] if f.model else calls_of_every_model
     failures = [r for r in failures_of_every_model if r["model"] == f.model] if f.model else failures_of_every_model
     hits = [r for r in hits_of_every_model if r["model"] == f.model] if f.model else hits_of_every_model
     for r in hits:
@@ -73,18 +120,26 @@ def _figures(f: Filters, now: datetime, groups: list) -> dict:
     calls: dict = {}
     per_model: dict[str, dict] = {}
     per_day: dict = {}
-    for r in rows:
-        total = r["input_tokens"] + r["output_tokens"]
-        tokens[(r["day"], r["model"])] = total
-        calls[(r["day"], r["model"])] = r["calls"]
+    for r in rows:  # tokens and spend: the usage records (what was metered)
+        tokens[(r["day"], r["model"])] = r["input_tokens"] + r["output_tokens"]
         for sums in (per_day.setdefault(r["day"], _sums(day=r["day"])),
                      per_model.setdefault(r["model"], _sums(model=r["model"]))):
-            for name in SUMMED:
+            for name in METERED:
                 sums[name] += r[name] or 0
+    for r in call_rows:  # calls: the calls log (gateway/console/call_counts.py), as the Calls list counts them
+        model = r["model"] or NONE_ANSWERED
+        calls[(r["day"], model)] = r["calls"]
+        for sums in (per_day.setdefault(r["day"], _sums(day=r["day"])),
+                     per_model.setdefault(model, _sums(model=model))):
+            sums["calls"] += r["calls"]
+            sums["failed"] += r["failed"]
     series = chart_series({model: sums["input_tokens"] + sums["output_tokens"] for model, sums in per_model.items()})
     prices = model_prices()
-    unpriced = {model for model in per_model if not _priced(prices.get(model))}
+    unpriced = {model for model in per_model if not _priced(prices.get(model))} - {NONE_ANSWERED}
     top = top_accounts(f)
+    account_calls = calls_by(f, "account_id", [a["account_id"] for a in top])
+    for a in top:
+        a["calls"] = account_calls.get(a["account_id"], 0)
     quotas, budgets = window_use(f, now=now)
     names = account_names([a["account_id"] for a in top] + [u.account_id for u in quotas.rows + budgets.rows])
     for a in top:
@@ -93,10 +148,15 @@ def _figures(f: Filters, now: datetime, groups: list) -> dict:
         u.email, u.group = names.get(u.account_id, ("(deleted)", ""))
     group_names = {g.pk: g.name for g in groups}
     per_group = usage_by_group(f)
+    group_calls = calls_by(f, "group_id", [g["group_id"] for g in per_group])
     for g in per_group:
+        g["calls"] = group_calls.get(g["group_id"], 0)
         g["name"] = group_names.get(g["group_id"], f"(group {g['group_id']})")
     for m in per_model.values():
-        m["price"] = price_summary(prices[m["model"]]) if m["model"] in prices else "no longer configured"
+        if m["model"] == NONE_ANSWERED:
+            m["price"] = "no model answered these calls"
+        else:
+            m["price"] = price_summary(prices[m["model"]]) if m["model"] in prices else "no longer configured"
     totals = _sums()
     for d in per_day.values():
         for name in SUMMED:
@@ -124,9 +184,34 @@ def _figures(f: Filters, now: datetime, groups: list) -> dict:
         "cache_totals": {name: sum(r[name] for r in hits) for name in ("hits", "input_tokens", "output_tokens",
                                                                        "tokens")},
         "models": sorted(models),
+        "calls_kept_since": _calls_kept_since(f, now),
+        "calls_kept_days": settings.CALL_LOG_RETENTION_DAYS,
+        "calls_link": calls_link(f.since, f.until, **_calls_filters(f)),
+        "failed_link": calls_link(f.since, f.until, failed=True, **_calls_filters(f)),
         "query": f.query_string(),
         "query_without_account": f.query_string(account=False),
     }
+
+
+def _calls_kept_since(f: Filters, now: datetime):
+    """The first UTC day the calls log still holds whole, when the range starts before it (the log keeps
+    CALL_LOG_RETENTION_DAYS days; the usage records stay): the page says its calls start there. Else None."""
+    kept = (now - timedelta(days=settings.CALL_LOG_RETENTION_DAYS)).date() + timedelta(days=1)
+    return kept if f.start < kept else None
+
+
+def _calls_filters(f: Filters) -> dict:
+    """The usage console's filters as the Calls list's parameters."""
+    params = {}
+    if f.group:
+        params["group__id__exact"] = f.group.pk
+    if f.account:
+        params["account__id__exact"] = f.account.pk
+    if f.model:
+        params["model"] = f.model
+    if f.tag:
+        params["q"] = "=".join(f.tag)
+    return params
 
 
 def _sums(**named) -> dict:

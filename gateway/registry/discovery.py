@@ -12,7 +12,9 @@ A name the server lists that the registry lacks becomes a `Model` row (chat, unl
 embeddings or audio: `capabilities_for`). A row the server no longer lists gets `unlisted_since`
 and nothing else changes: it stays enabled, keeps its capabilities, fallbacks, default flag,
 group grants and profiles, and is cleared when the server lists it again. A server that fails
-keeps its rows as they are; its failure is stored in `discovery_error` and reported. One
+keeps its rows as they are; its failure is stored in `discovery_error` and reported. Either way the
+server's health (gateway/registry/server_health.py) notes it: a listing is its last success, a failure
+its last failure (as a refusal: it does not make calls avoid the server). One
 failing server never stops the others: they are asked side by side, each in a thread of its own.
 """
 
@@ -30,6 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gateway.models import Model, ModelServer
+from gateway.registry import server_health
 from gateway.registry.default_model import choose_default
 from gateway.registry.snapshot import registry_changed
 
@@ -237,6 +240,7 @@ def _apply(server: ModelServer, found: list[Found] | None, error: str | None) ->
             report.error = (error or "The model server could not list its models.")[:300]
             ModelServer.objects.filter(pk=server.pk).update(discovered_at=now, discovery_error=report.error)
             _choose_default(server, report)  # models the operator added by hand on the server's page
+            server_health.probed(server, cause=f"model discovery: {report.error}", refusal=True)  # not `failing`
             return report
         report.models = len(found)
         listed = {item.name for item in found}
@@ -253,6 +257,7 @@ def _apply(server: ModelServer, found: list[Found] | None, error: str | None) ->
         report.relisted = sorted(m.name for m in back)
         ModelServer.objects.filter(pk=server.pk).update(discovered_at=now, discovery_error="")
         _choose_default(server, report)
+    server_health.probed(server)  # it answered: its health says so at once, not "never seen"
     return report
 
 

@@ -14,6 +14,8 @@ Shared keys, under the counters' prefix (the Django cache's own key scheme aroun
 
     gw:health:<server id>:ok       the time (Unix seconds) of the last success any process wrote
     gw:health:<server id>:failed   {"at": time, "cause": text} of the last failure
+    gw:health:<server id>:since    the time its address (or kind) last changed: what was seen before it
+                                   was another server's, and is not shown as this one's (`address_changed`)
 
 Each process writes only the times it saw, so two processes never erase each other's news;
 the stored value may go back by less than one flush interval when a process that saw an older
@@ -82,6 +84,20 @@ def refused(server, cause: str) -> None:
         _news.start()
 
 
+def probed(server, *, cause: str | None = None, refusal: bool = False) -> None:
+    """What an operator's probe of the server saw, outside any call: its "Test connection"
+    (gateway/console/server_check.py) or model discovery (gateway/registry/discovery.py). No `cause`: it
+    answered, its last success; else its last failure, as a refusal (on record only) with `refusal`, or
+    as a failure `failing` counts. Not a call's attempt: those are told by gateway/calls/attempt_observers.py
+    alone."""
+    if cause is None:
+        succeeded(server)
+    elif refusal:
+        refused(server, cause)
+    else:
+        failed(server, cause)
+
+
 FAILING_SECONDS = 10.0
 
 
@@ -98,6 +114,23 @@ def failing(server_id: int) -> bool:
 def forgive(server_id: int) -> None:
     """An operator changed the server: it gets a fresh chance (its failures stay on record)."""
     _forgiven[server_id] = time.time()
+
+
+def address_changed(server_id: int) -> None:
+    """The server now answers at another address (or is of another kind): what was seen of the old one
+    (its last success, its last failure) is no longer its record. This process's record is dropped, and
+    the time is written to the shared cache, so that a success another process saw before and writes
+    later is not shown either (`health_of` reads nothing older). Never raises: the server is saved."""
+    now = time.time()
+    for record in (_ok, _failed, _failing_at, _written_ok, _written_failed):
+        record.pop(server_id, None)
+    _forgiven[server_id] = now
+    try:
+        cache.set(_key(server_id, "since"), now, timeout=KEEP_SECONDS)
+        cache.delete_many([_key(server_id, "ok"), _key(server_id, "failed")])
+    except Exception as exc:  # the health is a view for the operator, the save stands
+        logger.warning("model server health: the old address's record could not be dropped (%s)",
+                       type(exc).__name__)
 
 
 # --- Writing what changed -----------------------------------------------------------------------
@@ -181,20 +214,24 @@ def health_of(server_ids: Iterable[int]) -> dict[int, Health]:
     ends: dict[int, float] = {}
     shared = True
     try:
-        stored = cache.get_many([_key(i, what) for i in ids for what in ("ok", "failed")])
+        stored = cache.get_many([_key(i, what) for i in ids for what in ("ok", "failed", "since")])
         ends = cooldown.shared_ends(ids)
     except cooldown.redis_errors() as exc:
         logger.warning("model server health: the shared state cannot be read (%s)", type(exc).__name__)
         stored, ends, shared = {}, cooldown.local_ends(), False
     found = {}
     for server_id in ids:
+        since = _float(stored.get(_key(server_id, "since")))  # what was seen of an earlier address is not shown
         ok = max(_float(stored.get(_key(server_id, "ok"))), _ok.get(server_id, 0.0))
+        ok = ok if ok >= since else 0.0
         failure = stored.get(_key(server_id, "failed"))
         failed_at, cause = (_float(failure.get("at")), str(failure.get("cause", ""))) \
             if isinstance(failure, dict) else (0.0, "")
         mine = _failed.get(server_id)
         if mine and mine[0] > failed_at:
             failed_at, cause = mine
+        if failed_at < since:
+            failed_at, cause = 0.0, ""
         found[server_id] = Health(_when(ok), _when(failed_at), cause, _when(ends.get(server_id)), shared)
     return found
 

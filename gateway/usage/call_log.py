@@ -13,6 +13,10 @@ key of its own (a uuid4), unique in the table: a file replayed after a kill writ
 process killed after the answer loses nothing that reached its file. A U+0000 in its text (a model
 name, a message) is written as U+FFFD, never a reason to drop the call (gateway/usage/call_records.py).
 
+A model call the gateway makes for an account outside such a request (a routine run's answer, the MCP
+chat tool) is a call too, with a row of its own (`own_call`, surfaces OWN_SURFACES): every call the usage
+records meter is in the calls log, so that the console's pages count the same calls.
+
 Refusals count as calls: a caller refused by a ceiling, a quota or its input is recorded like any
 call; a request with no valid credential (no account to put it on) is recorded too, at most
 UNAUTHENTICATED_PER_MINUTE a minute per process, so that a flood of bad keys cannot fill the table.
@@ -24,10 +28,12 @@ by the drainer, before the database has them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -35,7 +41,7 @@ from django.conf import settings
 from gateway.state import per_process
 from gateway.state.write_behind import LogOnce
 from gateway.telemetry import call_facts
-from gateway.telemetry.logjson import CLIENT_CLOSED, Exchange
+from gateway.telemetry.logjson import CLIENT_CLOSED, Exchange, current
 from gateway.usage.call_records import insert_lines
 from gateway.usage.spool import Spool
 from gateway.usage.writer import database_tag, usage_writer
@@ -57,6 +63,12 @@ SURFACES = {
     "api/v1/embeddings": "native_embeddings",
     "admin/playground/reply": "playground",  # the console's playground: a call of the signed-in staff account
 }
+# The model calls the gateway makes for an account outside a request of SURFACES (`own_call`), each
+# named like its usage records' surface: a routine run's answer, the MCP server's chat tool.
+OWN_SURFACES = {
+    "routine": "a routine run's model call",
+    "mcp": "the MCP server's chat tool",
+}
 UNAUTHENTICATED_PER_MINUTE = 60
 CAPTURE_MARGIN = 256  # bytes kept past the limit until the text is redacted (a credential across the cut)
 
@@ -72,6 +84,54 @@ def record_call(exchange: Exchange, seconds: float, status: int) -> None:
         call_log.submit(line_of(exchange, surface, seconds, status))
     except Exception:  # the call was answered: what cannot be recorded is logged, never raised into it
         logger.exception("calls log: a call of %s could not be recorded", surface)
+
+
+@contextmanager
+def own_call(*, surface: str, account, request_id: str, tags: dict[str, str] | None = None) -> Iterator[Exchange]:
+    """A model call the gateway makes for `account` outside a request of SURFACES (a routine run in a
+    worker, the MCP chat tool inside an MCP request): for its duration the call has a record of its own
+    (the `current` exchange), so that the chain tried and the usage metered inside it are noted there
+    and not on an enclosing request; when it ends, its row goes to the calls log like a request's, with
+    the status its error carries (200 when none, 499 when the caller was cancelled). Without this row the
+    Calls list would miss calls that the usage records and the home count. `tags` name what made the
+    call (the routine and run, the tool). Works around synchronous code and inside a coroutine alike."""
+    exchange = Exchange(request_id=request_id)
+    exchange.route = surface
+    exchange.account_id = account.pk
+    exchange.group_id = account.group_id
+    facts = call_facts.facts_of(exchange)
+    if tags:
+        facts.tags = dict(tags)
+    token = current.set(exchange)
+    status = 200
+    try:
+        yield exchange
+    except BaseException as exc:  # noqa: B036 — the call's row says how it ended, then the error goes on
+        status = _status_of(exc)
+        facts.error_code = facts.error_code or getattr(exc, "code", None)
+        raise
+    finally:
+        current.reset(token)
+        exchange.last_byte = time.perf_counter()
+        seconds = exchange.last_byte - exchange.started
+        try:
+            call_log.submit(line_of(exchange, surface, seconds, status))
+        except Exception:  # the call happened: what cannot be recorded is logged, never raised into it
+            logger.exception("calls log: a call of %s could not be recorded", surface)
+
+
+def cut_midway(exchange: Exchange, code: str | None) -> None:
+    """The own call's reply stopped midway (its row says `cut`, with the error's code)."""
+    facts = call_facts.facts_of(exchange)
+    facts.outcome = facts.outcome or call_facts.CUT
+    facts.error_code = facts.error_code or code
+
+
+def _status_of(exc: BaseException) -> int:
+    if isinstance(exc, asyncio.CancelledError):
+        return CLIENT_CLOSED
+    status = getattr(exc, "status", None)
+    return status if isinstance(status, int) and 400 <= status < 600 else 500
 
 
 def line_of(exchange: Exchange, surface: str, seconds: float, status: int) -> dict:

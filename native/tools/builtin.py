@@ -19,6 +19,7 @@ from gateway.calls.plan import check_chat_size
 from gateway.registry.routing import usable_targets
 from gateway.registry.snapshot import registry
 from gateway.state.workers import in_worker
+from gateway.usage.call_log import cut_midway, own_call
 from gateway.web.errors import ApiError
 from native.agent_chain import agent_chain
 from native.collections import collection_get
@@ -73,15 +74,20 @@ def _chat_plan(account, arguments: dict[str, Any]) -> tuple[list, dict[str, Any]
 
 
 async def chat(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
+    """Each chat is a call of its own in the calls log (surface `mcp`, tagged tool=chat), refused or answered."""
     metered = {"account_id": caller.account.pk, "surface": SURFACE, "request_id": caller.request_id}
-    chain, body = await in_worker(_chat_plan)(caller.account, arguments)
-    try:
-        completion = await complete(chain, body, refusals_fall_through=False)
-    except asyncio.CancelledError as cancelled:  # the client went away mid-reply
-        if getattr(cancelled, "partial", None) is not None:
-            await meter_completion(cancelled.partial, **metered)
-        raise
-    await meter_completion(completion, **metered)
+    with own_call(surface=SURFACE, account=caller.account, request_id=caller.request_id,
+                  tags={"tool": "chat"}) as call:
+        chain, body = await in_worker(_chat_plan)(caller.account, arguments)
+        try:
+            completion = await complete(chain, body, refusals_fall_through=False)
+        except asyncio.CancelledError as cancelled:  # the client went away mid-reply
+            if getattr(cancelled, "partial", None) is not None:
+                await meter_completion(cancelled.partial, **metered)
+            raise
+        await meter_completion(completion, **metered)
+        if completion.cut is not None:
+            cut_midway(call, cut_error(completion.cut).code)
     usage = completion.usage
     if completion.cut is not None:
         stopped = cut_error(completion.cut).message

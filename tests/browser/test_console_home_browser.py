@@ -23,7 +23,7 @@ from tests.factories import (
     CallRecordFactory,
     ModelFactory,
     ModelServerFactory,
-    UsageRecordFactory,
+    metered_call,
 )
 from tests.servers import wait_for_quiet_database
 
@@ -60,19 +60,21 @@ def test_the_home_shows_the_usage_records_and_the_lists_fit_at_1366_pixels(live_
     bob = AccountFactory(email="bob@example.test", group=group)
     now = timezone.now()
     within_the_hour = [
-        UsageRecordFactory(account=alice, model="gpu-box/llama3.1:8b", input_tokens=1200, output_tokens=300,
-                           cost_units=4_500_000_000, created_at=now - timedelta(minutes=5),
-                           request_id="0f8e4c1d2b3a49c8a7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2"),
-        UsageRecordFactory(account=bob, model="cloud/gpt-4o-mini", input_tokens=700, output_tokens=100,
-                           cost_units=1_250_000_001, created_at=now - timedelta(minutes=20)),
+        metered_call(account=alice, model="gpu-box/llama3.1:8b", input_tokens=1200, output_tokens=300,
+                     cost_units=4_500_000_000, created_at=now - timedelta(minutes=5),
+                     request_id="0f8e4c1d2b3a49c8a7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2"),
+        metered_call(account=bob, model="cloud/gpt-4o-mini", input_tokens=700, output_tokens=100,
+                     cost_units=1_250_000_001, created_at=now - timedelta(minutes=20)),
     ]
-    earlier_today = UsageRecordFactory(account=alice, model="gpu-box/llama3.1:8b", input_tokens=5000,
-                                       output_tokens=2000, cost_units=0, created_at=now - timedelta(hours=3))
-    days_ago = UsageRecordFactory(account=bob, model="cloud/gpt-4o-mini", input_tokens=40_000, output_tokens=9_000,
-                                  cost_units=30_000_000_000, created_at=now - timedelta(days=3))
+    earlier_today = metered_call(account=alice, model="gpu-box/llama3.1:8b", input_tokens=5000,
+                                 output_tokens=2000, cost_units=0, created_at=now - timedelta(hours=3))
+    days_ago = metered_call(account=bob, model="cloud/gpt-4o-mini", input_tokens=40_000, output_tokens=9_000,
+                            cost_units=30_000_000_000, created_at=now - timedelta(days=3))
     spans = {"hour": within_the_hour, "day": [*within_the_hour, earlier_today],
              "30d": [*within_the_hour, earlier_today, days_ago]}
-    expected = {span: {"calls": f"{len(rows):,}", "tokens": f"{sum(r.input_tokens + r.output_tokens for r in rows):,}",
+    # the calls: these (each in the calls log too) and the calls log's four below, in every span
+    expected = {span: {"calls": f"{len(rows) + 4:,}",
+                       "tokens": f"{sum(r.input_tokens + r.output_tokens for r in rows):,}",
                        "input": f"{sum(r.input_tokens for r in rows):,}",
                        "spend": money_text(sum(r.cost_units for r in rows), 2)} for span, rows in spans.items()}
     # servers with long addresses and names, one failing, one never called: the list must still fit
@@ -119,7 +121,7 @@ def test_the_home_shows_the_usage_records_and_the_lists_fit_at_1366_pixels(live_
             expect(page.locator('#home-quotas tr[data-account="alice@example.test"] td').last).to_have_text(
                 "8,500 / 10,000 (85%)")
             expect(page.locator('#home-calls-log tr[data-model="gpu-box/llama3.1:8b"] td')).to_have_text(
-                ["gpu-box/llama3.1:8b", "4", "25%", "200 ms", "300 ms", "100 ms", "150 ms"])
+                ["gpu-box/llama3.1:8b", "6", "16.7%", "120 ms", "300 ms", "50 ms", "150 ms"])  # and two metered
             assert page.evaluate(FITS)["page"] == 0
 
             page.goto(f"{live_gateway}/admin/gateway/modelserver/")

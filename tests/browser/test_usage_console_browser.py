@@ -17,7 +17,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from gateway.web.output import timestamp
 from tests.browser.support import screenshot_path
-from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory, UsageRecordFactory
+from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory, metered_call
 from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,16 +39,16 @@ def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_g
     bob = AccountFactory(email="bob@example.test", group=group)
     now = timezone.now()
     made = [  # alice: three days, two models; bob: other usage that the filter must leave out
-        UsageRecordFactory(account=alice, model="local/llama", input_tokens=1200, output_tokens=300,
+        metered_call(account=alice, model="local/llama", input_tokens=1200, output_tokens=300,
                            created_at=now - timedelta(days=2)),
-        UsageRecordFactory(account=alice, model="cloud/gpt", input_tokens=800, output_tokens=400,
+        metered_call(account=alice, model="cloud/gpt", input_tokens=800, output_tokens=400,
                            created_at=now - timedelta(days=2, minutes=5)),
-        UsageRecordFactory(account=alice, model="local/llama", input_tokens=50, output_tokens=25,
+        metered_call(account=alice, model="local/llama", input_tokens=50, output_tokens=25,
                            created_at=now - timedelta(days=1)),
-        UsageRecordFactory(account=alice, model="cloud/gpt", input_tokens=7, output_tokens=3, created_at=now,
+        metered_call(account=alice, model="cloud/gpt", input_tokens=7, output_tokens=3, created_at=now,
                            cost_units=2_500_000_001),  # 0.2500000001 of the currency
     ]
-    UsageRecordFactory(account=bob, model="local/llama", input_tokens=99_000, output_tokens=1, created_at=now)
+    metered_call(account=bob, model="local/llama", input_tokens=99_000, output_tokens=1, created_at=now)
     tokens = sum(r.input_tokens + r.output_tokens for r in made)
     days = {r.created_at.date() for r in made}
     segments = len({(r.created_at.date(), r.model) for r in made})
@@ -73,14 +73,15 @@ def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_g
             expect(page.locator("#usage-filters #id_account")).to_have_value("alice@example.test")
             expect(page.locator("#total-tokens")).to_have_text(f"{tokens:,}")
             expect(page.locator("#total-calls")).to_have_text(str(len(made)))
-            charts = page.locator("svg.chart")
+            charts = page.locator("svg.usage-bars")
             expect(charts).to_have_count(2)
             for i in range(2):
                 expect(charts.nth(i).locator("g.bar")).to_have_count(len(days))
                 expect(charts.nth(i).locator("rect.segment")).to_have_count(segments)
             expect(page.locator("#usage-legend li.series")).to_have_count(2)
             box = charts.first.bounding_box()
-            assert box is not None and box["width"] > 600 and box["height"] > 100  # drawn, not collapsed
+            # drawn, not collapsed (the two charts side by side, each half the page)
+            assert box is not None and box["width"] > 300 and box["height"] > 100
             expect(page.locator("#top-accounts tbody tr")).to_have_count(1)
             expect(page.locator('#ceilings td[data-period="day"]')).to_contain_text("/ 100,000")
             expect(page.locator("#total-spend")).to_have_text("0.2500000001")

@@ -11,6 +11,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 import routines.deliveries
+import routines.run_call
 import routines.runs
 from gateway.models import UsageRecord
 from gateway.state.per_process import flush_all
@@ -243,7 +244,7 @@ def test_metering_that_raises_after_an_answer_leaves_the_run_succeeded(routine, 
     def broken(**kwargs):
         raise ConnectionError("Redis is down")
 
-    monkeypatch.setattr(routines.runs, "meter", broken)
+    monkeypatch.setattr(routines.run_call, "meter", broken)  # where a run meters its answer
     run = execute_run(accept(routine).pk)
     assert run.status == "succeeded" and run.error == ""
     assert run.usage["total_tokens"] > 0 and run.model == "oa/echo-1"

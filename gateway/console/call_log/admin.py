@@ -20,13 +20,14 @@ from django.utils import formats, timezone
 from django.utils.functional import lazy
 from django.utils.html import format_html
 from unfold.admin import ModelAdmin
+from unfold.views import ChangeList
 
 from gateway.console.call_log.chain import captured, chain_table
 from gateway.console.money_fields import currency
 from gateway.console.usage_reads import parse_tag, with_tag
 from gateway.models import CallCapture, CallRecord, Model
 from gateway.registry.prices import money, money_text
-from gateway.usage.call_log import SURFACES
+from gateway.usage.call_log import OWN_SURFACES, SURFACES
 
 REQUEST_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MILLIONTH = Decimal("0.000001")
@@ -71,7 +72,8 @@ class SurfaceFilter(admin.SimpleListFilter):
     parameter_name = "surface"
 
     def lookups(self, request, model_admin):
-        return [(surface, f"{surface} ({route})") for route, surface in SURFACES.items()]
+        return [(surface, f"{surface} ({route})") for route, surface in SURFACES.items()] + \
+            [(surface, f"{surface} ({what})") for surface, what in OWN_SURFACES.items()]
 
     def queryset(self, request, queryset):
         return queryset.filter(surface=self.value()) if self.value() else queryset
@@ -90,6 +92,17 @@ class StatusFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         bounds = self.CLASSES.get(self.value())
         return queryset.filter(status__gte=bounds[0], status__lt=bounds[1]) if bounds else queryset
+
+
+class CallList(ChangeList):
+    """The list without filter or search counts the whole table once already (its paginator's count): that
+    count is also the full one, so the header does not offer "(Show all)" when nothing is filtered. Filtered,
+    the full count is still not read (`show_full_result_count`)."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        if not self.filter_params and not self.query:
+            self.full_result_count = self.result_count
 
 
 @admin.register(CallRecord)
@@ -116,6 +129,9 @@ class CallRecordAdmin(ModelAdmin):
         ("Chain tried", {"fields": ["chain"]}),
     ]
     readonly_fields = ["chain", "cost", "prompt", "reply", "tags_shown"]
+
+    def get_changelist(self, request, **kwargs):
+        return CallList
 
     def get_fieldsets(self, request, obj=None):
         """The prompt and reply only for a call whose group kept them (and while they are kept)."""

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 from django.utils import timezone
 
+from gateway.console.call_counts import calls_link
 from gateway.console.home.call_stats import calls_by_model
 from gateway.console.home.chart import bars
 from gateway.console.home.reads import SPANS, home_figures, server_states, span_of
@@ -38,6 +39,9 @@ def dashboard(request, context: dict) -> dict:
         home.update({
             "figures": figures,
             "calls": figures.total("calls"),
+            "failed": figures.total("failed"),
+            "calls_link": calls_link(figures.since, figures.until),
+            "failed_link": calls_link(figures.since, figures.until, failed=True),
             "input_tokens": figures.total("input_tokens"),
             "output_tokens": figures.total("output_tokens"),
             "tokens": figures.total("input_tokens") + figures.total("output_tokens"),

@@ -5,7 +5,10 @@ server's health, and the accounts closest to a token ceiling or a budget now.
 The number of queries is fixed, whatever the number of records, servers or accounts
 (tests/gateway/console/test_console_home.py counts them): the hour and the day are read from the
 usage records (an index range on `created_at`, three aggregates: per bucket, per model, per
-account), the 30 days from the daily roll-up (UsageDaily, the same three over days); the servers
+account), the 30 days from the daily roll-up (UsageDaily, the same three over days); the calls per
+bucket, and how many failed, from the calls log in one more (gateway/console/call_counts.py: the
+count the Calls list and the usage console give too), and the calls of the models and accounts shown
+in two more; the servers
 in one query and their health in one read of the shared state (gateway/registry/server_health.py);
 the quota and budget panels are the usage console's two queries (gateway/console/usage_windows.py);
 the names of the accounts shown in one more. Spend is `cost_units` (COST_UNITS of settings.CURRENCY,
@@ -19,6 +22,7 @@ from datetime import date, datetime, timedelta, timezone
 from django.db.models import Count, Sum
 from django.db.models.functions import Trunc
 
+from gateway.console.call_counts import COUNTS, calls_between
 from gateway.console.usage_reads import TOKENS, Filters, account_names
 from gateway.console.usage_windows import AccountUse, window_use
 from gateway.models import ModelServer, UsageDaily, UsageRecord
@@ -63,7 +67,8 @@ def span_of(value: str | None) -> Span:
 @dataclass
 class Bucket:
     start: datetime
-    calls: int = 0
+    calls: int = 0  # of the calls log; the tokens and cost are the usage records'
+    failed: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_units: int = 0
@@ -173,6 +178,12 @@ def home_figures(*, span: Span, now: datetime) -> Home:
         for row in per_bucket.order_by():
             _fill(buckets.get(row["at"]), row)
         calls = Count("id")
+    calls_log = calls_between(since, starts[-1] + span.bucket_length)
+    for row in (calls_log.annotate(at=Trunc("created_at", span.bucket, tzinfo=timezone.utc)).values("at")
+                .annotate(**COUNTS).order_by()):
+        if (bucket := buckets.get(row["at"])) is not None:
+            bucket.calls += row["calls"]
+            bucket.failed += row["failed"]
     sums = {"n": calls, "i": Sum("input_tokens"), "o": Sum("output_tokens"), "c": Sum("cost_units")}
     models = [_usage(row["model"], row) for row in rows.values("model").annotate(t=Sum(TOKENS), **sums)
               .order_by("-c", "-t", "model")[:TOP_MODELS]]
@@ -180,10 +191,17 @@ def home_figures(*, span: Span, now: datetime) -> Home:
     quotas, budgets = window_use(Filters(now.date(), now.date()), now=now)
     nearest = quotas.rows[:NEAREST] + budgets.rows[:NEAREST]
     names = account_names([row["account_id"] for row in top] + [use.account_id for use in nearest])
+    # the calls of the models and accounts shown, as the Calls list counts them (their tokens stay metered)
+    model_calls = dict(calls_log.filter(model__in=[m.key for m in models]).values("model")
+                       .annotate(n=COUNTS["calls"]).order_by().values_list("model", "n"))
+    account_calls = dict(calls_log.filter(account_id__in=[row["account_id"] for row in top]).values("account_id")
+                         .annotate(n=COUNTS["calls"]).order_by().values_list("account_id", "n"))
+    for model in models:
+        model.calls = model_calls.get(model.key, 0)
     accounts = []
     for row in top:
         email, group = names.get(row["account_id"], ("(deleted)", ""))
-        accounts.append(_usage(email, row, group=group))
+        accounts.append(_usage(email, {**row, "n": account_calls.get(row["account_id"], 0)}, group=group))
     for use in nearest:
         use.email, use.group = names.get(use.account_id, ("(deleted)", ""))
     return Home(span, since, now, list(buckets.values()), models, accounts, server_states(),
@@ -206,7 +224,6 @@ def _midnight(day: date) -> datetime:
 def _fill(bucket: Bucket | None, row: dict) -> None:
     if bucket is None:  # a record stamped in the future (a clock ahead): not in the span's buckets
         return
-    bucket.calls += row["n"] or 0
     bucket.input_tokens += row["i"] or 0
     bucket.output_tokens += row["o"] or 0
     bucket.cost_units += row["c"] or 0

@@ -2,8 +2,8 @@
 the kind by a short name on one line (its choice label, "OpenAI-compatible (vLLM,
 Ollama, llama.cpp, OpenAI)", wrapped over five lines; the whole label is its tooltip), the base URL
 with room to be read and allowed to break anywhere (console.css), the API key's presence in a narrow
-column, and discovery's time or error in one column. Whether a server is remote is left to the
-list's filter and the server's page. The health columns stay those of
+column (in words: "not needed" for a local server without one), and discovery's time or error in one
+column. Whether a server is remote is left to the list's filter and the server's page. The health columns stay those of
 gateway/console/server_admin.py. Each is a function the admin's `list_display` names
 (gateway/admin.py)."""
 
@@ -30,10 +30,20 @@ def address(server) -> str:
     return server.base_url
 
 
-@admin.display(description="Key", boolean=True)
-def key_set(server) -> bool:
-    """Whether the server has an API key (never the key)."""
-    return bool(server.api_key)
+@admin.display(description="Key")
+def key_set(server) -> str:
+    """Whether the server has an API key (never the key), in words: "set"; for a local server without one,
+    "not needed", quiet, since a local server (Ollama, vLLM, llama.cpp) usually takes none and a red mark read
+    as an error; for a remote one without, "none" (a cloud provider refuses calls without its key)."""
+    if server.api_key:
+        state, look, tip = "set", "", ""
+    elif not server.is_remote:
+        state, look, tip = "not needed", "text-font-subtle-light dark:text-font-subtle-dark", \
+            "A local server usually takes no key"
+    else:
+        state, look, tip = "none", "text-red-600 dark:text-red-500", "A remote provider refuses calls without its key"
+    return format_html('<span class="key-state {}" data-key="{}" title="{}">{}</span>', look, state.replace(" ", "-"),
+                       tip, state)
 
 
 @admin.display(description="Discovery", ordering="discovered_at")

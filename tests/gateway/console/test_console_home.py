@@ -22,7 +22,7 @@ from tests.factories import (
     AccountGroupFactory,
     ModelFactory,
     ModelServerFactory,
-    UsageRecordFactory,
+    metered_call,
 )
 
 pytestmark = pytest.mark.django_db
@@ -54,15 +54,15 @@ def records():
     bob = AccountFactory(email="bob@example.test", group=capped)
     carol = AccountFactory(email="carol@example.test", group=AccountGroupFactory(name="free"))
     made = {
-        "r1": UsageRecordFactory(account=alice, model="srv/a", input_tokens=100, output_tokens=50,
+        "r1": metered_call(account=alice, model="srv/a", input_tokens=100, output_tokens=50,
                                  cost_units=1_000_000_000, created_at=NOW - timedelta(minutes=10)),
-        "r2": UsageRecordFactory(account=bob, model="srv/b", input_tokens=30, output_tokens=20, cost_units=5,
+        "r2": metered_call(account=bob, model="srv/b", input_tokens=30, output_tokens=20, cost_units=5,
                                  created_at=NOW - timedelta(minutes=50)),
-        "r3": UsageRecordFactory(account=alice, model="srv/a", input_tokens=400, output_tokens=100,
+        "r3": metered_call(account=alice, model="srv/a", input_tokens=400, output_tokens=100,
                                  created_at=NOW - timedelta(hours=3)),
-        "r4": UsageRecordFactory(account=carol, model="srv/b", input_tokens=1000, output_tokens=0,
+        "r4": metered_call(account=carol, model="srv/b", input_tokens=1000, output_tokens=0,
                                  cost_units=20_000_000_000, created_at=NOW - timedelta(days=2)),
-        "r5": UsageRecordFactory(account=alice, model="srv/a", input_tokens=7, output_tokens=7,
+        "r5": metered_call(account=alice, model="srv/a", input_tokens=7, output_tokens=7,
                                  cost_units=7, created_at=NOW - timedelta(days=40)),  # outside every span
     }
     return made
@@ -170,10 +170,10 @@ def test_the_reads_are_a_fixed_number_of_queries_whatever_the_data(records):
         account = AccountFactory(email=f"busy{n}@example.test", group=group)
         ModelFactory(server=ModelServerFactory(name=f"server{n}"), name="m")
         for minutes in (1, 70, 60 * 30):
-            UsageRecordFactory(account=account, model=f"server{n}/m", cost_units=n, input_tokens=n + 1,
-                               created_at=NOW - timedelta(minutes=minutes))
+            metered_call(account=account, model=f"server{n}/m", cost_units=n, input_tokens=n + 1,
+                         created_at=NOW - timedelta(minutes=minutes))
     assert {span: count(span) for span in SPANS} == before
-    assert max(before.values()) <= 9
+    assert max(before.values()) <= 12  # the calls per bucket, per model and per account: the calls log's
 
 
 def test_the_page_s_queries_do_not_grow_with_the_data(operator, records):
@@ -186,7 +186,7 @@ def test_the_page_s_queries_do_not_grow_with_the_data(operator, records):
     before = count()
     for n in range(20):
         account = AccountFactory(email=f"more{n}@example.test")
-        UsageRecordFactory(account=account, model=f"srv/m{n}", created_at=NOW - timedelta(minutes=n))
+        metered_call(account=account, model=f"srv/m{n}", created_at=NOW - timedelta(minutes=n))
         ModelServerFactory(name=f"more{n}")
     assert count() == before
 

@@ -20,14 +20,21 @@ from django.test.utils import CaptureQueriesContext
 from gateway.calls.chain import ChainExhausted
 from gateway.calls.dispatch import open_reply
 from gateway.console import usage_views as usage_console_views
-from gateway.models import CallFailureDaily, UsageDaily, UsageRecord
+from gateway.models import CallFailureDaily, CallRecord, UsageDaily, UsageRecord
 from gateway.registry.snapshot import registry
 from gateway.state import write_behind
 from gateway.usage import call_failures
 from gateway.usage.writer import insert_rows
 from gateway.web.errors import ApiError
 from gateway.web.output import timestamp
-from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, UsageRecordFactory
+from tests.factories import (
+    AccountFactory,
+    AccountGroupFactory,
+    CallRecordFactory,
+    ModelFactory,
+    ModelServerFactory,
+    metered_call,
+)
 from tests.servers import wait_for_quiet_database
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -61,11 +68,11 @@ def world(db):
     alice = AccountFactory(email="alice@example.test", group=capped)
     bob = AccountFactory(email="bob@example.test", group=capped)
     carol = AccountFactory(email="carol@example.test", group=free)
-    UsageRecordFactory(account=alice, model="srv/a", input_tokens=100, output_tokens=50, created_at=at(16))
-    UsageRecordFactory(account=alice, model="srv/b", input_tokens=10, output_tokens=5, created_at=at(16))
-    UsageRecordFactory(account=bob, model="srv/a", input_tokens=200, output_tokens=100, created_at=at(17))
-    UsageRecordFactory(account=carol, model="srv/b", input_tokens=1, output_tokens=2, created_at=at(18, 10))
-    UsageRecordFactory(account=alice, model="srv/a", input_tokens=600, output_tokens=300, created_at=at(18, 15))
+    metered_call(account=alice, model="srv/a", input_tokens=100, output_tokens=50, created_at=at(16))
+    metered_call(account=alice, model="srv/b", input_tokens=10, output_tokens=5, created_at=at(16))
+    metered_call(account=bob, model="srv/a", input_tokens=200, output_tokens=100, created_at=at(17))
+    metered_call(account=carol, model="srv/b", input_tokens=1, output_tokens=2, created_at=at(18, 10))
+    metered_call(account=alice, model="srv/a", input_tokens=600, output_tokens=300, created_at=at(18, 15))
     return type("World", (), {"capped": capped, "free": free, "alice": alice, "bob": bob, "carol": carol})
 
 
@@ -80,7 +87,7 @@ def figure(html: str, element_id: str) -> str:
 
 def bars(html: str, chart: int) -> list[tuple[str, int, list[tuple[str, int]]]]:
     """(day, total, [(series, value)]) of each bar of the page's `chart`-th chart."""
-    svg = re.findall(r"<svg class=\"chart\".*?</svg>", html, re.S)[chart]
+    svg = re.findall(r"<svg class=\"usage-bars\".*?</svg>", html, re.S)[chart]
     found = []
     for day, total, inner in re.findall(r'<g class="bar" data-day="([^"]+)" data-total="(\d+)">(.*?)</g>', svg, re.S):
         found.append((day, int(total), [(s, int(v)) for s, v in
@@ -137,7 +144,7 @@ def test_it_shows_the_last_30_days_totals_and_stacked_bars_per_day(client, opera
 
 def test_the_tallest_bar_reaches_the_top_of_the_axis_and_the_segments_stack(client, operator, world):
     html = page_text(client.get(URL))
-    svg = re.findall(r"<svg class=\"chart\".*?</svg>", html, re.S)[0]
+    svg = re.findall(r"<svg class=\"usage-bars\".*?</svg>", html, re.S)[0]
     rects = [dict(re.findall(r'(\w+)="([^"]*)"', r)) for r in re.findall(r"<rect[^>]*>", svg)]
     last_day = [r for r in rects if float(r["x"]) > 860]  # Nov 18, the last of 30 slots
     a, b = last_day
@@ -182,7 +189,7 @@ def test_a_filter_that_cannot_be_read_is_a_400_that_says_why(client, operator, p
         html = response.content.decode()
         errors = re.search(r'<ul class="errorlist" id="filter-errors">(.*?)</ul>', html, re.S).group(1)
         assert message.replace("'", "&#x27;") in errors
-        assert "<svg class=\"chart\"" not in html
+        assert "<svg class=\"usage-bars\"" not in html
 
 
 def test_top_accounts_are_the_biggest_users_of_the_range(client, operator, world):
@@ -200,7 +207,7 @@ def test_top_accounts_are_the_biggest_users_of_the_range(client, operator, world
 
 def test_quota_use_counts_the_current_windows_closest_to_a_ceiling_first(client, operator, world):
     # the week began today at 14:00: alice's 15:00 record is in it, carol's 10:00 one is before it
-    UsageRecordFactory(account=world.bob, model="srv/a", input_tokens=4000, output_tokens=0, created_at=at(18, 13))
+    metered_call(account=world.bob, model="srv/a", input_tokens=4000, output_tokens=0, created_at=at(18, 13))
     html = page_text(client.get(URL, {"from": "2026-11-18", "to": "2026-11-18", "model": "srv/b"}))
     table = re.search(r'<table id="ceilings">.*?</table>', html, re.S).group(0)
     rows = re.findall(r'<tr data-account="([^"]+)">(.*?)</tr>', table, re.S)
@@ -226,22 +233,26 @@ def test_quota_use_shows_the_account_filtered_on_even_without_use(client, operat
 
 
 def test_the_page_runs_the_same_queries_for_five_records_or_many(client, operator, world, django_assert_num_queries):
-    # the session, the operator; groups, rows per day and model, failures, cache hits, top accounts,
-    # quota and budget use (2), account names; the models' prices and per group
-    with django_assert_num_queries(12):
+    # the session, the operator; groups, rows per day and model, calls per day and model (the calls log),
+    # failures, cache hits, top accounts and their calls, quota and budget use (2), account names; the models'
+    # prices, per group and its calls
+    with django_assert_num_queries(15):
         page_text(client.get(URL))
     groups = [AccountGroupFactory(name=f"g{i}", daily_tokens=10**6) for i in range(3)]
     accounts = [AccountFactory(group=groups[i % 3]) for i in range(12)]
     UsageRecord.objects.bulk_create([
         UsageRecord(account=accounts[i % 12], model=f"srv/m{i % 9}", surface="chat_completions", input_tokens=i,
                     output_tokens=1, created_at=NOW - timedelta(hours=i * 3)) for i in range(400)])
+    CallRecord.objects.bulk_create([
+        CallRecordFactory.build(key=f"bulk-{i}", account=accounts[i % 12], group=accounts[i % 12].group,
+                                model=f"srv/m{i % 9}", created_at=NOW - timedelta(hours=i * 3)) for i in range(400)])
     call_failures.count(model="srv/m1", kind=call_failures.FELL_THROUGH)
     call_failures.flush()
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(15):
         html = page_text(client.get(URL))
     in_range = sum(1 for i in range(400) if NOW - timedelta(hours=i * 3) >= datetime(2026, 10, 20, tzinfo=timezone.utc))
     assert figure(html, "total-calls") == str(in_range + 5)
-    with django_assert_num_queries(13):  # and the account looked up
+    with django_assert_num_queries(16):  # and the account looked up
         page_text(client.get(URL, {"account": world.alice.email, "group": world.capped.pk, "model": "srv/a"}))
 
 
@@ -333,7 +344,7 @@ def read_csv(content: bytes) -> list[dict]:
 
 
 def test_the_csv_export_streams_the_filtered_records(client, operator, world):
-    UsageRecordFactory(account=world.alice, model="srv/a", created_at=at(1), request_id="=HYPERLINK(1)")
+    metered_call(account=world.alice, model="srv/a", created_at=at(1), request_id="=HYPERLINK(1)")
     response = client.get(CSV_URL, {"account": world.alice.email, "model": "srv/a", "from": "2026-11-16"})
     assert response.status_code == 200 and response.streaming
     assert response.headers["Content-Type"] == "text/csv; charset=utf-8"
@@ -356,7 +367,7 @@ def test_the_csv_export_goes_chunk_by_chunk_in_order(client, operator, world, mo
     monkeypatch.setattr(usage_console_views, "CSV_CHUNK", 2)
     same_time = at(17, 6)
     for i in range(4):  # 9 records in all: chunks of 2, 2, 2, 2 and 1
-        UsageRecordFactory(account=world.carol, created_at=same_time, input_tokens=i)
+        metered_call(account=world.carol, created_at=same_time, input_tokens=i)
     expected = sorted(UsageRecord.objects.all(), key=lambda r: (r.created_at, r.pk))
     with CaptureQueriesContext(connection) as queries:
         rows = read_csv(b"".join(client.get(CSV_URL).streaming_content))
@@ -383,3 +394,4 @@ def test_the_csv_export_streams_asynchronously_under_asgi(world):
     rows = read_csv(asyncio.run(download()))
     assert [r["account"] for r in rows] == ["alice@example.test", "alice@example.test", "bob@example.test",
                                             "alice@example.test"]
+

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 import time_machine
 
-from tests.factories import AccountFactory, AccountGroupFactory, UsageRecordFactory
+from tests.factories import AccountFactory, AccountGroupFactory, metered_call
 
 URL = "/admin/gateway/usagerecord/console/"
 NOW = datetime(2026, 11, 18, 16, 0, tzinfo=timezone.utc)
@@ -34,14 +34,14 @@ def world(db):
     """Two groups; made and cached calls of two models on two days, one cached call out of range."""
     team, others = AccountGroupFactory(name="team"), AccountGroupFactory(name="others")
     alice, bob = AccountFactory(email="alice@example.test", group=team), AccountFactory(group=others)
-    UsageRecordFactory(account=alice, model="srv/a", input_tokens=10, output_tokens=20, created_at=at(16))
-    UsageRecordFactory(account=alice, model="srv/a", input_tokens=10, output_tokens=20, created_at=at(16, 13),
+    metered_call(account=alice, model="srv/a", input_tokens=10, output_tokens=20, created_at=at(16))
+    metered_call(account=alice, model="srv/a", input_tokens=10, output_tokens=20, created_at=at(16, 13),
                        cached=True)
-    UsageRecordFactory(account=alice, model="srv/a", input_tokens=10, output_tokens=20, created_at=at(17),
+    metered_call(account=alice, model="srv/a", input_tokens=10, output_tokens=20, created_at=at(17),
                        cached=True)
-    UsageRecordFactory(account=bob, model="srv/b", input_tokens=1, output_tokens=2, created_at=at(18, 10),
+    metered_call(account=bob, model="srv/b", input_tokens=1, output_tokens=2, created_at=at(18, 10),
                        cached=True)
-    UsageRecordFactory(account=bob, model="srv/b", input_tokens=1000, output_tokens=1000,
+    metered_call(account=bob, model="srv/b", input_tokens=1000, output_tokens=1000,
                        created_at=datetime(2026, 9, 1, tzinfo=timezone.utc), cached=True)
     return type("World", (), {"team": team, "others": others, "alice": alice, "bob": bob})
 

@@ -17,7 +17,7 @@ from tests.factories import (
     AccountGroupFactory,
     ModelFactory,
     ModelServerFactory,
-    UsageRecordFactory,
+    metered_call,
 )
 
 URL = "/admin/gateway/usagerecord/console/"
@@ -61,7 +61,7 @@ def world(db):
     carol = AccountFactory(email="carol@example.test", group=free, monthly_budget=2)
     dave = AccountFactory(email="dave@example.test", group=team, daily_budget=-1)
     erin = AccountFactory(email="erin@example.test", group=free)
-    record = UsageRecordFactory
+    record = metered_call
     record(account=alice, model="srv/a", input_tokens=100, output_tokens=10, cost_units=usd("0.9"),
            created_at=at(18, 15))
     record(account=alice, model="srv/a", input_tokens=50, output_tokens=5, cost_units=usd("0.3"), created_at=at(16))
@@ -108,7 +108,7 @@ def test_the_spend_is_shown_per_day_model_account_and_group(client, operator, wo
         "2026-11-16": "0.30", "2026-11-17": "1.55", "2026-11-18": "1.3000000025"}
     per_model = table_rows(html, "per-model", "model")
     assert list(per_model) == ["srv/b", "srv/a", "gone/x"]  # most spent first
-    assert per_model["srv/a"] == ["srv/a", "3", "151", "16", "167", "1.2000000025",
+    assert per_model["srv/a"] == ["srv/a", "3", "0", "151", "16", "167", "1.2000000025",
                                   "in 0.15 · cached 0.075 · out 0.6 USD"]
     assert per_model["srv/b"][-2:] == ["1.90", "no price"]
     assert per_model["gone/x"][-2:] == ["0.05", "no longer configured"]
@@ -203,7 +203,7 @@ def test_the_panel_shows_the_ten_closest_in_the_same_queries_however_many(client
         page(client)
     group = AccountGroupFactory(name="many", monthly_budget=100)
     for i in range(15):
-        UsageRecordFactory(account=AccountFactory(email=f"m{i:02}@example.test", group=group), model="srv/a",
+        metered_call(account=AccountFactory(email=f"m{i:02}@example.test", group=group), model="srv/a",
                            cost_units=usd(str(i + 1)), created_at=NOW - timedelta(hours=1))
     with CaptureQueriesContext(connection) as many:
         html = page(client)

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import pytest
 import time_machine
 
-from tests.factories import AccountFactory, AccountGroupFactory, UsageRecordFactory
+from tests.factories import AccountFactory, AccountGroupFactory, metered_call
 
 URL = "/admin/gateway/usagerecord/console/"
 CSV_URL = "/admin/gateway/usagerecord/console/csv/"
@@ -40,7 +40,7 @@ def world(db):
     alice = AccountFactory(email="alice@example.test", group=team)
     bob = AccountFactory(email="bob@example.test", group=team)
     carol = AccountFactory(email="carol@example.test", group=free)
-    record = UsageRecordFactory
+    record = metered_call
     record(account=alice, model="srv/a", input_tokens=100, output_tokens=50, cost_units=7, created_at=at(16),
            tags=BILLING, request_id="r1")
     record(account=alice, model="srv/b", input_tokens=10, output_tokens=5, created_at=at(16),
@@ -83,8 +83,8 @@ def test_the_figures_of_a_tag_come_from_the_calls_that_have_it(client, operator,
     assert totals == ["3", "304", "154", "458", "0.0000000018", "1", "8"]
     assert {day: cells[1] for day, cells in table_rows(html, "usage-per-day", "day").items()} == {
         "2026-11-16": "1", "2026-11-17": "1", "2026-11-18": "1"}  # 23:00 on the 17th is the 17th (UTC)
-    assert {model: cells[1:5] for model, cells in table_rows(html, "per-model", "model").items()} == {
-        "srv/a": ["2", "300", "150", "450"], "srv/b": ["1", "4", "4", "8"]}
+    assert {model: cells[1:6] for model, cells in table_rows(html, "per-model", "model").items()} == {
+        "srv/a": ["2", "0", "300", "150", "450"], "srv/b": ["1", "0", "4", "4", "8"]}  # calls, failed, tokens
     assert {email: cells[2] for email, cells in table_rows(html, "top-accounts", "account").items()} == {
         "bob@example.test": "1", "alice@example.test": "1", "carol@example.test": "1"}
     assert {name: cells[1] for name, cells in table_rows(html, "per-group", "group").items()} == {
@@ -115,9 +115,9 @@ def test_the_tag_goes_with_the_other_filters(client, operator, world, params, ca
 
 
 def test_the_page_runs_the_same_queries_with_a_tag(client, operator, world, django_assert_num_queries):
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(15):
         page(client)
-    with django_assert_num_queries(12):
+    with django_assert_num_queries(15):
         page(client, tag="app=billing")
 
 
@@ -150,7 +150,7 @@ def test_the_csv_export_has_the_tags_last_and_filters_by_one(client, operator, w
 
 
 def test_a_key_of_digits_or_with_quotes_is_a_key(client, operator, world):
-    UsageRecordFactory(account=world.alice, created_at=at(18), tags={"0": "zero", 'say "hi"': "x"}, request_id="r7")
+    metered_call(account=world.alice, created_at=at(18), tags={"0": "zero", 'say "hi"': "x"}, request_id="r7")
     rows = read_csv(client.get(CSV_URL, {"tag": "0=zero"}))
     assert [r["request_id"] for r in rows] == ["r7"]
     assert [r["request_id"] for r in read_csv(client.get(CSV_URL, {"tag": 'say "hi"=x'}))] == ["r7"]
