@@ -16,8 +16,8 @@ from account_pages.session import account_page, render_page
 from accounts.admin_keys import key_of, key_refusal
 from accounts.keys import api_key_generate, api_key_revoke
 from accounts.login import password_confirm
+from gateway.console.fields.money import currency
 from gateway.console.home.chart import bars
-from gateway.console.money_fields import currency
 from gateway.registry.prices import money_text
 from gateway.web.errors import ApiError
 from routines.inbox import inbox_messages, mark_read

@@ -13,7 +13,7 @@ from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationFo
 from accounts.admin_keys import AccountKeyAdmin
 from accounts.models import Account, AccountGroup
 from gateway.console.audit_trail import audit_trail
-from gateway.console.money_fields import (
+from gateway.console.fields.money import (
     ACCOUNT_BUDGET_HELP,
     BUDGET_FIELDS,
     BUDGET_WINDOWS,
@@ -22,7 +22,7 @@ from gateway.console.money_fields import (
     currency,
     plain,
 )
-from gateway.console.no_limit import WORDS, no_limit_field, shown
+from gateway.console.fields.no_limit import WORDS, no_limit_field, shown
 
 WINDOWS_HELP = "Per account, in windows of a UTC day, a week from Wednesday 14:00 UTC and a calendar month."
 TOKEN_FIELDS = ("daily_tokens", "weekly_tokens", "monthly_tokens")

@@ -8,7 +8,7 @@ from unfold.admin import TabularInline
 
 from gateway.console.audit_trail import audit_trail, show_audit_log
 from gateway.console.call_log import admin as call_log_admin  # noqa: F401 — registers "Calls"
-from gateway.console.money_fields import (
+from gateway.console.fields.money import (
     DEPLOYMENT_PRICE_HELP,
     PRICE_FIELDS,
     MoneyFormMixin,
@@ -16,7 +16,7 @@ from gateway.console.money_fields import (
     price_summary,
     prices_title,
 )
-from gateway.console.secret_forms import WriteOnlySecretForm, clear_box, secret_input
+from gateway.console.fields.secret import WriteOnlySecretForm, clear_box, secret_input
 from gateway.console.server_admin import HEALTH_FIELDS, ServerHealthAdmin
 from gateway.console.server_test_admin import TEST_FIELD, ServerTestAdmin
 from gateway.console.theme import server_columns

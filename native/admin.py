@@ -7,7 +7,7 @@ from django.db.models import Count, F
 from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.console.audit_trail import audit_trail
-from gateway.console.secret_forms import WriteOnlySecretForm, clear_box, secret_input
+from gateway.console.fields.secret import WriteOnlySecretForm, clear_box, secret_input
 from native.models import Collection, Conversation, Document, McpServer, Message, Profile
 
 # ---- profiles ----------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 `usage_chart`), the model server admin's health and discovery (`server_admin`), its "Test connection" and
 the chat path's check on save (`server_test_admin`, `server_check`), the theme's classes for what the
 console's own fields draw (`styles`), the write-only
-secret fields of admin forms (`secret_forms`), and prices and budgets in admin forms (`money_fields`);
+the form fields of its own (`fields/`: write-only secrets, prices and budgets in money, "no limit");
 the console's home (`home/`) and what the theme (django-unfold) needs beyond itself (`theme/`); the audit
 trail of the console's changes (`audit_trail`, django-auditlog); the playground, where staff try a model
 streamed as an API call of their own (`playground/`).

@@ -22,7 +22,7 @@ from django.utils import timezone
 from unfold.widgets import DATETIME_CLASSES, UnfoldAdminSelectWidget, UnfoldAdminTextInputWidget
 
 from gateway.console.call_counts import calls_link
-from gateway.console.money_fields import currency, price_summary
+from gateway.console.fields.money import currency, price_summary
 from gateway.console.styles import look
 from gateway.console.usage_chart import chart_series, stacked_bars
 from gateway.console.usage_reads import (

@@ -23,7 +23,7 @@ from unfold.admin import ModelAdmin
 from unfold.views import ChangeList
 
 from gateway.console.call_log.chain import captured, chain_table
-from gateway.console.money_fields import currency
+from gateway.console.fields.money import currency
 from gateway.console.usage_reads import parse_tag, with_tag
 from gateway.models import CallCapture, CallRecord, Model
 from gateway.registry.prices import money, money_text

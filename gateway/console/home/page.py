@@ -11,10 +11,10 @@ from urllib.parse import urlencode
 from django.utils import timezone
 
 from gateway.console.call_counts import calls_link
+from gateway.console.fields.money import currency
 from gateway.console.home.call_stats import calls_by_model
 from gateway.console.home.chart import bars
 from gateway.console.home.reads import SPANS, home_figures, server_states, span_of
-from gateway.console.money_fields import currency
 from gateway.registry.prices import money_text
 
 STATE_ORDER = ("failing", "cooling down", "unknown", "healthy", "idle", "disabled")

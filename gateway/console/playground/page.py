@@ -12,7 +12,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from unfold.widgets import SELECT_CLASSES, TEXTAREA_CLASSES
 
-from gateway.console.money_fields import currency
+from gateway.console.fields.money import currency
 from gateway.console.styles import look
 from gateway.registry.routing import alias_allowed, group_may_use
 from gateway.registry.snapshot import registry

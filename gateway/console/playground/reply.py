@@ -37,7 +37,7 @@ from gateway.calls.cuts import cut_error
 from gateway.calls.metering import cached_input_of, cost_units_of
 from gateway.calls.model_call import ModelCall
 from gateway.calls.plan import call_plan
-from gateway.console.money_fields import currency
+from gateway.console.fields.money import currency
 from gateway.console.playground.request import chat_of
 from gateway.limits import ratelimit
 from gateway.registry.prices import money_text

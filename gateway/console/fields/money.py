@@ -1,7 +1,7 @@
 """Prices and budgets in the operator's forms and lists. The labels and help texts name
 the installation's currency (settings.CURRENCY, read when the form is made, not at import), an
 amount is shown as it was written (0.15, not 0.1500), and a budget is "no limit" (stored as -1,
-gateway/console/no_limit.py) or an amount of at least 0. Used by the model and alias admin
+gateway/console/fields/no_limit.py) or an amount of at least 0. Used by the model and alias admin
 (gateway/admin.py) and by the account and group admin (accounts/admin.py)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from gateway.console.no_limit import WORDS, is_no_limit, no_limit_field
+from gateway.console.fields.no_limit import WORDS, is_no_limit, no_limit_field
 
 PRICE_FIELDS = ("input_price", "cached_input_price", "output_price")
 BUDGET_FIELDS = ("daily_budget", "weekly_budget", "monthly_budget")
