@@ -51,11 +51,6 @@ from tests.factories import (
 # Pages whose faults are known and being fixed in another branch: a page's path and the fault. The walk
 # still visits them, and an entry whose page no longer shows a fault fails the test: empty this list as
 # those fixes land.
-KNOWN_FAULTS: dict[str, str] = {
-    "/admin/gateway/usagerecord/console/": "its charts' class name is the theme's own: chart.getContext is not a "
-                                           "function",
-}
-
 SIDEWAYS = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 ISSUE_NUMBER = re.compile(r"\bissue \d+", re.IGNORECASE)
 
@@ -135,7 +130,4 @@ def test_no_console_page_scrolls_sideways_or_logs_an_error(live_gateway, operato
         finally:
             browser.close()
 
-    unexpected = {path: faults for path, faults in found.items() if path not in KNOWN_FAULTS}
-    fixed = [path for path in KNOWN_FAULTS if path not in found]
-    assert not unexpected, "\n".join(f"{path}: {'; '.join(faults)}" for path, faults in unexpected.items())
-    assert not fixed, f"no longer faulty, remove from KNOWN_FAULTS: {fixed}"
+    assert not found, "\n".join(f"{path}: {'; '.join(faults)}" for path, faults in found.items())

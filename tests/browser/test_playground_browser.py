@@ -46,12 +46,6 @@ def _quiet_teardown():
     wait_for_quiet_database()
 
 
-def _favicon(message) -> bool:
-    """The browser's own request for /favicon.ico: the site's icon, not this page's doing (the
-    console-wide walk of every page checks it)."""
-    return (message.location or {}).get("url", "").endswith("/favicon.ico")
-
-
 def rows_of(model, count: int, timeout: float = 10.0, **filters) -> list:
     """The rows the gateway's drainer wrote, once there are `count` of them."""
     deadline = time.monotonic() + timeout
@@ -76,7 +70,7 @@ def test_an_operator_tries_a_model_in_the_playground_and_reads_the_streamed_repl
         browser = p.chromium.launch(executable_path=CHROMIUM)
         try:
             page = browser.new_context(viewport=VIEWPORT).new_page()
-            page.on("console", lambda m: m.type == "error" and not _favicon(m) and problems.append(
+            page.on("console", lambda m: m.type == "error" and problems.append(
                 (m.text, (m.location or {}).get("url"))))
             page.on("pageerror", lambda e: problems.append((f"pageerror: {e}", None)))
             page.goto(f"{live_gateway}/admin/login/?next=/admin/")
