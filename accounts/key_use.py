@@ -1,4 +1,4 @@
-"""When each API key was last used (issue 26), for the console: written at most once a minute per
+"""When each API key was last used, for the console: written at most once a minute per
 key, never on the call's way.
 
 The credential check of an API call runs from the process's cache with no database query

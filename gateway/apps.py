@@ -32,7 +32,7 @@ class GatewayConfig(AppConfig):
         redact.secret_sources.append(loaded_server_keys)  # the servers' keys never reach a log line
         # the usage drainer drops the quota counters an addition may have missed, after each write
         usage_writer.after_cycle.append(quota_forget_unsure)
-        # the calls log (issue 26): a call's line spooled when its request ends, drained by the same thread
+        # the calls log: a call's line spooled when its request ends, drained by the same thread
         logjson.ended.append(call_log.record_call)
         usage_writer.after_cycle.append(call_log.drain)
         usage_writer.also_pending.append(call_log.call_log.pending)  # written at exit too

@@ -1,7 +1,7 @@
 """Token quotas (spec 8.4): daily, weekly and monthly ceilings per account group, counted per
 account in UTC windows. The day starts at midnight, the month on its first day, the week every
 Wednesday at 14:00. Ceilings of -1 mean none. Reaching a ceiling is a 403, never a 429. Budgets in
-money (issue 25, gateway/limits/budgets.py) are counted the same way, in the same windows, read in the
+money (gateway/limits/budgets.py) are counted the same way, in the same windows, read in the
 same step and refused in the same shapes: each window has a token counter and a spend counter.
 
 The counters (gateway/state/counters.py, in Redis or the Django cache) are a cache of the usage records.
@@ -88,7 +88,7 @@ def quota_forget_unsure() -> bool:
 WEEK_START_WEEKDAY = 2  # Wednesday
 WEEK_START_HOUR = 14
 ADJECTIVE = {"day": "daily", "week": "weekly", "month": "monthly"}
-TOKENS, SPEND = "tokens", "spend"  # what a window counts: tokens, or money in COST_UNITS (issue 25)
+TOKENS, SPEND = "tokens", "spend"  # what a window counts: tokens, or money in COST_UNITS
 
 
 @dataclass(frozen=True)

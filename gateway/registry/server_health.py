@@ -1,4 +1,4 @@
-"""Each model server's health, for the admin (issue 14): when it last answered, when it last
+"""Each model server's health, for the admin: when it last answered, when it last
 failed and why, and whether it is cooling down (gateway/registry/cooldown.py).
 
 A proxied call must not pay for this (its hot path adds under 1 ms in all, bench/gateway_latency.py),
@@ -76,7 +76,7 @@ def failed(server, cause: str) -> None:
 
 
 def refused(server, cause: str) -> None:
-    """`server` answered a call with a refusal (a 4xx such as 404 for a wrong base URL: issue 26). It is
+    """`server` answered a call with a refusal (a 4xx such as 404 for a wrong base URL). It is
     its last failure for the admin, but not `failing`: a request the server takes as invalid says
     nothing about its other calls, and a pool does not turn away from it."""
     _failed[server.id] = (time.time(), cause[:CAUSE_CHARS])

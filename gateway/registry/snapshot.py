@@ -61,7 +61,7 @@ class Target:
     capabilities: frozenset[str]
     fallback_ids: tuple[int, ...]
     created: int
-    price: Price = NO_PRICE  # an alias deployment's own prices where it has them (issue 25)
+    price: Price = NO_PRICE  # an alias deployment's own prices where it has them
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Deployment:
 
 @dataclass(frozen=True)
 class Pool:
-    """A name several deployments answer (issue 24): an alias the operator defined, or a bare name
+    """A name several deployments answer: an alias the operator defined, or a bare name
     several enabled servers hold (an implicit pool: weighted, weight 1 each, no affinity, each
     deployment's own fallbacks). gateway/registry/pools.py orders its deployments for a call."""
 

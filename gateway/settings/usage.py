@@ -22,7 +22,7 @@ USAGE_BATCH_SIZE = 500
 
 def from_env(env: Environment = None, *, var_dir: Path) -> dict:
     env = reader(env)
-    # The installation's one currency (issue 25): what model prices and budgets are in, as an ISO 4217 code.
+    # The installation's one currency: what model prices and budgets are in, as an ISO 4217 code.
     currency = env.str("CURRENCY", default="USD").strip().upper()
     if not (len(currency) == 3 and currency.isalpha()):
         raise ImproperlyConfigured(f"CURRENCY must be a three-letter ISO 4217 code such as USD, not {currency!r}.")

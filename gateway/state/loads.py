@@ -1,5 +1,5 @@
 """How busy and how fast each deployment (a model on a server) is, for the pools' policies
-(gateway/registry/pools.py: least-busy, latency) and the alias admin's figures (issue 24).
+(gateway/registry/pools.py: least-busy, latency) and the alias admin's figures.
 
 On a call's way nothing here does I/O. The chain loop (gateway/calls/chain.py), for chat, embeddings
 and audio alike, tells this process's book when a call to a deployment starts (`started`), when its

@@ -1,4 +1,4 @@
-"""The calls log (issue 26): one row per call of a model surface, answered or not, for the console.
+"""The calls log: one row per call of a model surface, answered or not, for the console.
 
 When a request on one of the routes of SURFACES ends (its last byte sent, or the client gone: the
 request's record finishing, gateway/telemetry/logjson.py `ended`), `record_call` builds the call's line

@@ -1,4 +1,4 @@
-"""The calls log's rows (issue 26): the spool's lines (gateway/usage/call_log.py) written to the database
+"""The calls log's rows: the spool's lines (gateway/usage/call_log.py) written to the database
 once each, and the rows swept after their retention.
 
 `insert_lines` writes a batch in one INSERT per table, each idempotent by the call's key (a line

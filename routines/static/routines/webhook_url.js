@@ -1,4 +1,4 @@
-// The routine page's webhook URL (issue 26): masked on the page; "Copy" and "Show" fetch it whole with a
+// The routine page's webhook URL: masked on the page; "Copy" and "Show" fetch it whole with a
 // POST carrying the form's CSRF token, and never keep it anywhere but the clipboard or the page.
 "use strict";
 (() => {
