@@ -2,9 +2,8 @@
 POST /api/v1/auth/login (accounts/login.py `account_authenticate`: five consecutive failures lock
 the account for 30 minutes, the same words for a wrong password and an unknown e-mail) and counted
 against the same per-address login ceiling (spec 5.6, `ratelimit.LOGIN`), so that neither way in
-gives more tries than the other. Every form carries Django's CSRF token and every view checks it
-itself (`csrf_protect`): the console's middleware chain (gateway/web/surfaces.py) runs the CSRF
-middleware's request and response steps, not its view step. Logging out is a POST.
+gives more tries than the other. Every form carries Django's CSRF token, checked for every console
+view (gateway/web/console_csrf.py); the views here say so with `csrf_protect` too. Logging out is a POST.
 
 Any active account may sign in here: the session gives no staff right, so the console at /admin/
 sends a non-staff account back to its own login."""
