@@ -1,4 +1,5 @@
-"""What the browser tests share: where their screenshots go. SCREENSHOT_DIR names the folder
+"""What the browser tests share: the browser, the window, the measure of a sideways scroll, and where
+their screenshots go. SCREENSHOT_DIR names the folder
 (.ci/run points it at ci-artifacts/screenshots, which CI keeps); without it, var/screenshots in the
 repository (ignored by git). The folder is made when missing."""
 
@@ -8,6 +9,9 @@ import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"  # Debian's, driven by Playwright (executable_path)
+VIEWPORT = {"width": 1366, "height": 768}  # the console's promise: usable at 1366 px
+OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"  # > 0: sideways
 
 
 def screenshot_path(name: str) -> Path:

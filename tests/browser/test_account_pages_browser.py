@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from accounts.keys import KEY_PATTERN
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, OVERFLOW, VIEWPORT, screenshot_path
 from tests.factories import (
     PASSWORD,
     AccountFactory,
@@ -29,20 +29,11 @@ from tests.factories import (
     UsageRecordFactory,
     bearer,
 )
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
-OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 COST_UNITS_PER_CURRENCY = 10**10
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 def rows_of_two_accounts():

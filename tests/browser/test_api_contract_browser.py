@@ -3,39 +3,19 @@ document in Swagger UI inside the console (its files from the project), renders 
 lists the operations (/v1/chat/completions among them) with their schemas, fits the width, and "Try it
 out" sends a real request with the operator's API key given to "Authorize" as a bearer token."""
 
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 from playwright.sync_api import expect, sync_playwright
 
+from tests.browser.support import CHROMIUM, VIEWPORT
+from tests.browser.support import screenshot_path as screenshot
 from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory, api_key_for
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
-
-
-def screenshot(name: str) -> Path:
-    try:
-        from tests.browser.support import screenshot_path
-    except ImportError:
-        folder = Path(settings.VAR_DIR) / "screenshots"
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / f"{name}.png"
-    return Path(screenshot_path(name))
 
 
 def no_sideways_scroll(page) -> bool:
     return page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 def test_swagger_ui_draws_the_contract_and_tries_a_call_with_the_key(live_gateway):

@@ -5,24 +5,16 @@ both in the console's theme and as wide as the window."""
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, VIEWPORT, screenshot_path
 from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
 
 
 def no_sideways_scroll(page) -> bool:
     return page.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 def test_a_quota_changed_in_the_console_shows_on_the_groups_audit_trail_and_in_the_log(live_gateway):

@@ -12,14 +12,11 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, VIEWPORT, screenshot_path
 from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory, CallCaptureFactory, CallRecordFactory
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
 FITS = """() => ({page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
                  table: (() => { const t = document.querySelector('#result_list');
                                  return t ? t.scrollWidth - t.parentElement.clientWidth : 0; })()})"""
@@ -30,11 +27,6 @@ CHAIN = [
      "ttfb_ms": 310.4, "error": "529 Overloaded"},
 ]
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 def test_the_calls_list_fits_and_a_failed_calls_page_shows_its_chain(live_gateway):

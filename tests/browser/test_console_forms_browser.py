@@ -15,14 +15,8 @@ from playwright.sync_api import expect, sync_playwright
 
 from gateway.models import ModelServer
 from native.models import McpServer
-from tests.browser.support import screenshot_path
-from tests.browser.test_keys_servers_routines_browser import (  # noqa: F401 — the fixtures
-    OVERFLOW,
-    _quiet_teardown,
-    browse,
-    operator,
-    pytestmark,
-)
+from tests.browser.support import OVERFLOW, screenshot_path
+from tests.browser.test_keys_servers_routines_browser import browse, pytestmark  # noqa: F401 — its database marker
 from tests.factories import AccountGroupFactory, McpServerFactory, ModelServerFactory
 
 # What makes an input seen: the theme's border and a width for a key (Django's bare password input

@@ -15,7 +15,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from gateway.registry import server_health
 from gateway.registry.prices import money_text
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, VIEWPORT, screenshot_path
 from tests.factories import (
     PASSWORD,
     AccountFactory,
@@ -25,12 +25,9 @@ from tests.factories import (
     ModelServerFactory,
     metered_call,
 )
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
 FITS = """() => ({page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
                  table: (() => { const t = document.querySelector('#result_list');
                                  return t ? t.scrollWidth - t.parentElement.clientWidth : 0; })()})"""
@@ -38,11 +35,6 @@ KIND_LINES = """() => [...document.querySelectorAll('td.field-kind_label')].map(
     const range = document.createRange(); range.selectNodeContents(td);
     return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size; })"""
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 def log_in(page, base: str) -> None:

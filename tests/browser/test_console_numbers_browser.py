@@ -16,7 +16,7 @@ from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
 from gateway.models import CallRecord
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, OVERFLOW, VIEWPORT, screenshot_path
 from tests.factories import (
     PASSWORD,
     AccountFactory,
@@ -26,19 +26,10 @@ from tests.factories import (
     ModelServerFactory,
     metered_call,
 )
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
-OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 @pytest.fixture

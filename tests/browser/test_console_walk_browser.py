@@ -21,14 +21,8 @@ from django.urls import NoReverseMatch, reverse
 from playwright.sync_api import sync_playwright
 
 from gateway.console.home.sidebar import navigation
-from tests.browser.test_keys_servers_routines_browser import (  # noqa: F401 — the fixtures
-    CHROMIUM,
-    VIEWPORT,
-    _quiet_teardown,
-    browse,
-    operator,
-    pytestmark,
-)
+from tests.browser.support import OVERFLOW
+from tests.browser.test_keys_servers_routines_browser import browse, pytestmark  # noqa: F401 — its database marker
 from tests.factories import (
     AliasDeploymentFactory,
     AliasFactory,
@@ -51,7 +45,7 @@ from tests.factories import (
 # Pages whose faults are known and being fixed in another branch: a page's path and the fault. The walk
 # still visits them, and an entry whose page no longer shows a fault fails the test: empty this list as
 # those fixes land.
-SIDEWAYS = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
 ISSUE_NUMBER = re.compile(r"\bissue \d+", re.IGNORECASE)
 
 
@@ -121,7 +115,7 @@ def test_no_console_page_scrolls_sideways_or_logs_an_error(live_gateway, operato
                 faults = list(errors)
                 if response is None or response.status != 200:
                     faults.append(f"status {response.status if response else 'none'}")
-                if (wider := page.evaluate(SIDEWAYS)) > 0:
+                if (wider := page.evaluate(OVERFLOW)) > 0:
                     faults.append(f"scrolls sideways by {wider} px")
                 if cited := ISSUE_NUMBER.findall(page.locator("body").inner_text()):
                     faults.append(f"cites {cited}")

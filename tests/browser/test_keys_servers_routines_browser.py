@@ -17,7 +17,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from accounts.keys import KEY_PATTERN
 from routines.routine_writes import new_token
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, OVERFLOW, VIEWPORT, screenshot_path
 from tests.factories import (
     PASSWORD,
     AccountFactory,
@@ -30,25 +30,11 @@ from tests.factories import (
     api_key_for,
     bearer,
 )
-from tests.servers import wait_for_quiet_database
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
-OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
-
-
-@pytest.fixture
-def operator():
-    return AccountFactory(email="operator@example.test", is_staff=True, is_superuser=True)
 
 
 def browse(p, base: str):

@@ -18,7 +18,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from gateway.models import CallRecord, UsageRecord
 from gateway.registry.prices import money_text
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, OVERFLOW, VIEWPORT, screenshot_path
 from tests.factories import (
     PASSWORD,
     AccountFactory,
@@ -28,22 +28,13 @@ from tests.factories import (
     ModelFactory,
     ModelServerFactory,
 )
-from tests.servers import wait_for_quiet_database
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
-OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 REPLY = "The gateway answers through the playground, one token at a time, as any API call would."
 SYSTEM = "You answer in one sentence."
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 def rows_of(model, count: int, timeout: float = 10.0, **filters) -> list:

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from routines.routine_writes import new_token
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, OVERFLOW, VIEWPORT, screenshot_path
 from tests.factories import (
     PASSWORD,
     AccountFactory,
@@ -26,25 +26,11 @@ from tests.factories import (
     RoutineFactory,
     RunFactory,
 )
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
-OVERFLOW = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 OUTPUT = "Three orders today:\n  - 8812 shipped\n  - 8813 waiting\nNothing else."
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
-
-
-@pytest.fixture
-def operator():
-    return AccountFactory(email="operator@example.test", is_staff=True, is_superuser=True)
 
 
 @pytest.fixture

@@ -7,20 +7,12 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.accounts.test_sso import PROVIDER_NAME, gateway_with_sso
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, VIEWPORT, screenshot_path
 from tests.factories import AccountFactory, AccountGroupFactory
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
-VIEWPORT = {"width": 1366, "height": 768}
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 def test_an_operator_signs_in_with_the_provider_and_reaches_the_console(tmp_path):

@@ -16,19 +16,12 @@ from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
 from gateway.web.output import timestamp
-from tests.browser.support import screenshot_path
+from tests.browser.support import CHROMIUM, screenshot_path
 from tests.factories import PASSWORD, AccountFactory, AccountGroupFactory, metered_call
-from tests.servers import wait_for_quiet_database
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-CHROMIUM = "/usr/bin/chromium"
 
-
-@pytest.fixture(autouse=True)
-def _quiet_teardown():
-    yield
-    wait_for_quiet_database()
 
 
 def test_an_operator_filters_the_usage_console_by_account_and_exports_csv(live_gateway):
