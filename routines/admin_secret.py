@@ -9,9 +9,6 @@ admin's history records the rotation, never the secret."""
 
 from __future__ import annotations
 
-from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
-from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -57,17 +54,9 @@ class RoutineSecretAdmin:
 
     webhook_secret_state.short_description = "Signature"
 
-    def _routine_for_secret(self, request, object_id) -> Routine:
-        routine = self.get_object(request, unquote(object_id))
-        if routine is None:
-            raise Http404("No such routine.")
-        if not self.has_change_permission(request, routine):
-            raise PermissionDenied
-        return routine
-
     def secret_rotate_page(self, request, object_id):
         """GET: what rotating does, and the form that does it."""
-        routine = self._routine_for_secret(request, object_id)
+        routine = self._routine_to_change(request, object_id)  # RoutinePageAdmin's
         lines = ["A new secret is made and shown once, on the next page: copy it there and give it to the sender."]
         if routine.webhook_secret:
             lines.insert(0, "The current secret stops working at once: every event signed with it is refused (401) "
@@ -86,7 +75,7 @@ class RoutineSecretAdmin:
 
     def secret_rotate_view(self, request, object_id):
         """POST: the new secret, shown whole on the answer and nowhere else."""
-        routine = self._routine_for_secret(request, object_id)
+        routine = self._routine_to_change(request, object_id)  # RoutinePageAdmin's
         had = bool(routine.webhook_secret)
         secret = routine_rotate_secret(routine=routine)
         self.log_change(request, routine, "Rotated the webhook secret" if had else "Added a webhook secret")
