@@ -10,7 +10,7 @@ from datetime import date, datetime, timedelta, timezone
 
 from django.db.models import OuterRef, Subquery
 
-from gateway.console.usage_reads import Filters, usage_by_day_and_model
+from gateway.console.usage_reads import Filters, calls_by_day_and_model, usage_by_day_and_model
 from gateway.console.usage_windows import WindowUse
 from gateway.limits.budgets import budgets_of
 from gateway.limits.quotas import ceilings_of, quota_used
@@ -52,17 +52,22 @@ class Day:
 
 
 def last_days(account, *, today: date, days: int = CHART_DAYS) -> list[Day]:
-    """Calls, tokens and spend per UTC day of the last `days` days, oldest first (the daily roll-up
-    the usage console reads, one query)."""
+    """Calls, tokens and spend per UTC day of the last `days` days, oldest first: the calls as the
+    console counts them (the calls log: gateway/console/call_counts.py), the tokens and spend the usage
+    records' (the usage console's daily roll-up). Two queries."""
     start = today - timedelta(days=days - 1)
     out = {start + timedelta(days=i): Day(datetime(*(start + timedelta(days=i)).timetuple()[:3], tzinfo=timezone.utc))
            for i in range(days)}
-    for row in usage_by_day_and_model(Filters(start, today, account=account)):
+    window = Filters(start, today, account=account)
+    for row in usage_by_day_and_model(window):
         day = out.get(row["day"])
         if day is not None:
-            day.calls += row["calls"] or 0
             day.tokens += (row["input_tokens"] or 0) + (row["output_tokens"] or 0)
             day.cost_units += row["cost_units"] or 0
+    for row in calls_by_day_and_model(window):
+        day = out.get(row["day"])
+        if day is not None:
+            day.calls += row["calls"]
     return list(out.values())
 
 

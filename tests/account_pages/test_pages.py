@@ -27,6 +27,7 @@ from tests.factories import (
     UsageRecordFactory,
     api_key_for,
     bearer,
+    metered_call,
 )
 
 pytestmark = pytest.mark.django_db
@@ -78,8 +79,9 @@ def test_the_overview_shows_the_windows_against_the_groups_quotas_and_budgets(cl
     group.daily_tokens, group.weekly_tokens, group.monthly_tokens = 1000, -1, 100_000
     group.daily_budget, group.monthly_budget = Decimal("2.00"), Decimal("10.00")
     group.save()
-    UsageRecordFactory(account=owner, input_tokens=600, output_tokens=300, cost_units=COST_UNITS_PER_CURRENCY)
-    UsageRecordFactory(account=AccountFactory(group=group), input_tokens=5000, output_tokens=0)  # another's
+    metered_call(account=owner, input_tokens=600, output_tokens=300, cost_units=COST_UNITS_PER_CURRENCY)
+    metered_call(account=AccountFactory(group=group), input_tokens=5000, output_tokens=0)  # another's
+    CallRecordFactory(account=owner, group=group, outcome="refused", model="")  # a call no model answered
     client.force_login(owner)
     page = text(client.get("/account/"))
     day = row(page, "data-period", "day")
@@ -91,13 +93,14 @@ def test_the_overview_shows_the_windows_against_the_groups_quotas_and_budgets(cl
     assert '<td class="num spend">1.00</td>' in week
     month = row(page, "data-period", "month")
     assert "0% of 100,000" in month and "1.00 / 10.00 (10%)" in month
-    # the last 30 days, and the chart of them, the console home's
-    assert '<span class="figure" id="days-calls">1</span>' in page
+    # the last 30 days, and the chart of them, the console home's: calls as the console counts them (the
+    # calls log, the refused one too), tokens and spend as metered
+    assert '<span class="figure" id="days-calls">2</span>' in page
     assert '<span class="figure" id="days-tokens">900</span>' in page
     assert '<span class="figure" id="days-spend">1.00</span>' in page
     bars = re.findall(r'<rect class="bar" data-start="([^"]+)" data-value="(\d+)"', page)
     today = timezone.now().date().isoformat()
-    assert [(start[:10], value) for start, value in bars] == [(today, "1"), (today, "900")]
+    assert [(start[:10], value) for start, value in bars] == [(today, "2"), (today, "900")]
 
 
 def test_the_overview_reads_the_same_numbers_as_the_apis_usage_endpoint(client, owner):
