@@ -27,7 +27,7 @@ from gateway.models import (
 )
 from native import vectors
 from native.models import Chunk, Collection, Conversation, Document, McpServer, Message, Profile
-from routines.models import Delivery, Event, InboxMessage, LinkedChannel, Routine, Run
+from routines.models import Delivery, Event, InboxMessage, LinkedChannel, RefusedEvent, Routine, Run
 from routines.routine_writes import new_token
 
 PASSWORD = "correct horse battery staple"
@@ -306,6 +306,20 @@ class EventFactory(factory.django.DjangoModelFactory):
     routine = factory.SubFactory(RoutineFactory)
     event_id = factory.Sequence(lambda n: f"evt-{n}")
     source = "webhook"
+
+
+class RefusedEventFactory(factory.django.DjangoModelFactory):
+    """A webhook event refused for its signature, as routines/refused_events.py keeps it."""
+
+    class Meta:
+        model = RefusedEvent
+
+    routine = factory.SubFactory(RoutineFactory)
+    reason = "The signature does not match the body."
+    signature_headers = "X-Svc-Signature"
+    content_type = "application/json"
+    body_bytes = 2
+    body_sha256 = factory.Sequence(lambda n: f"{n:064x}")
 
 
 class RunFactory(factory.django.DjangoModelFactory):

@@ -1,6 +1,6 @@
 """How many calls there were, and how many failed, as the console's pages count them: one definition for
 the home's "Calls" card, the Calls list and the usage console, so that they give the same numbers for the
-same window (docs/console.md, "Calls and failed calls").
+same window (docs/operations.md, "The console's figures: calls and failed calls").
 
 A call is a row of the calls log (gateway.models.CallRecord, written by gateway/usage/call_log.py): one
 request on a model surface, answered or not, or one model call the gateway made for an account outside
