@@ -94,6 +94,12 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell leaves it in a script's background job
 
 
+def _default_sigint() -> None:
+    """As a terminal starts it, whatever this test run inherited (a run started in the background by a
+    script ignores SIGINT, and bin/serve would, rightly, not hear Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Serve:
     def __init__(self, copy: Path, var: Path, *, sigint_ignored: bool = False) -> None:
         self.port = free_port()
@@ -107,7 +113,7 @@ class Serve:
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen([str(copy / "bin" / "serve")], cwd=copy, env=env, stdin=subprocess.DEVNULL,
                                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                            preexec_fn=_ignore_sigint if sigint_ignored else None)
+                                            preexec_fn=_ignore_sigint if sigint_ignored else _default_sigint)
 
     @property
     def output(self) -> str:
