@@ -10,7 +10,6 @@ Playwright's synchronous API runs an event loop in this thread, where Django ref
 queries: every row is made before the browser starts, and read after it has closed."""
 
 import re
-import time
 from decimal import Decimal
 
 import pytest
@@ -28,6 +27,7 @@ from tests.factories import (
     ModelFactory,
     ModelServerFactory,
 )
+from tests.faults.services import wait_for
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,11 +39,11 @@ SYSTEM = "You answer in one sentence."
 
 def rows_of(model, count: int, timeout: float = 10.0, **filters) -> list:
     """The rows the gateway's drainer wrote, once there are `count` of them."""
-    deadline = time.monotonic() + timeout
-    while len(rows := list(model.objects.filter(**filters).order_by("created_at"))) < count:
-        assert time.monotonic() < deadline, f"{len(rows)} {model.__name__} rows, expected {count}"
-        time.sleep(0.05)
-    return rows
+    def written() -> list | None:
+        rows = list(model.objects.filter(**filters).order_by("created_at"))
+        return rows if len(rows) >= count else None
+
+    return wait_for(written, timeout, f"{count} {model.__name__} rows", interval=0.02)
 
 
 def test_an_operator_tries_a_model_in_the_playground_and_reads_the_streamed_reply(live_gateway, upstream):  # noqa: F811

@@ -2,20 +2,20 @@
 the calls log of its own (surface `mcp`, tag tool=chat), answered or refused, as the console's pages count calls
 (gateway/console/call_counts.py); the MCP request around it is not one."""
 
-import time
 
 from gateway.models import CallRecord
+from tests.faults.services import wait_for
 from tests.native.mcp_support import mcp_session, run, world_fixture  # noqa: F401 — the fixture
 from tests.servers import wait_for_usage
 
 
 def mcp_calls(account, count: int, timeout: float = 10.0) -> list[CallRecord]:
     """The account's calls log rows, oldest first, once `count` are written (by the server's drainer)."""
-    deadline = time.monotonic() + timeout
-    while len(rows := list(CallRecord.objects.filter(account=account).order_by("created_at"))) < count:
-        assert time.monotonic() < deadline, f"{len(rows)} calls written, expected {count}"
-        time.sleep(0.05)
-    return rows
+    def written() -> list[CallRecord] | None:
+        rows = list(CallRecord.objects.filter(account=account).order_by("created_at"))
+        return rows if len(rows) >= count else None
+
+    return wait_for(written, timeout, f"{count} calls written", interval=0.02)
 
 
 def test_each_chat_of_the_tool_is_a_call_answered_or_refused(world):

@@ -5,7 +5,6 @@ links to and the usage console's totals; and so are the failed ones (failed or r
 
 import html
 import re
-import time
 from datetime import timedelta
 
 import openai
@@ -19,6 +18,7 @@ from gateway.usage.call_log import call_log
 from routines.ingest import ingest
 from routines.models import Run
 from tests.factories import AccountFactory, CallRecordFactory, RoutineFactory
+from tests.faults.services import wait_for
 from tests.gateway.calls_log.conftest import HELLO, call_of, rid
 from tests.native.mcp_support import mcp_session, run
 
@@ -82,10 +82,8 @@ def test_the_home_the_calls_list_and_the_usage_console_count_the_same_calls(worl
 
     assert [call_of(name).outcome for name in ("ok-0", "ok-1", "failed", "refused", "agent", f"run-{done.pk}")] == [
         "ok", "ok", "failed", "refused", "ok", "ok"]
-    deadline = time.monotonic() + 10
-    while not CallRecord.objects.filter(surface="mcp").exists():  # the MCP request's id is the gateway's
-        assert time.monotonic() < deadline, "the MCP chat tool's call was not recorded"
-        time.sleep(0.05)
+    wait_for(lambda: CallRecord.objects.filter(surface="mcp").exists(), 10,  # the MCP request's id is the gateway's
+             "the MCP chat tool's call recorded", interval=0.02)
     routine_call = call_of(f"run-{done.pk}")
     assert (routine_call.surface, routine_call.model, routine_call.tags) == (
         "routine", "oa/echo-1", {"routine": str(routine.pk), "run": str(done.pk)})

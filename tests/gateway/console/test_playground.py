@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -30,6 +29,7 @@ from tests.factories import (
     UsageRecordFactory,
     api_key_for,
 )
+from tests.faults.services import wait_for
 from tests.servers import wait_for_quiet_database
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
@@ -85,10 +85,8 @@ def api_answer(world, **body) -> httpx.Response:
 
 
 def row_of(request_id: str, timeout: float = 10.0) -> CallRecord:
-    deadline = time.monotonic() + timeout
-    while not (rows := list(CallRecord.objects.filter(request_id=request_id))):
-        assert time.monotonic() < deadline, f"no call recorded for {request_id}"
-        time.sleep(0.02)
+    rows = wait_for(lambda: list(CallRecord.objects.filter(request_id=request_id)), timeout,
+                    f"a call recorded for {request_id}", interval=0.02)
     assert len(rows) == 1, rows
     return rows[0]
 
