@@ -14,7 +14,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='run',
             name='retry_of',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='retries', to='routines.run'),
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name='retries',
+                to='routines.run'),
         ),
         migrations.CreateModel(
             name='RefusedEvent',
@@ -22,11 +27,17 @@ class Migration(migrations.Migration):
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('received_at', models.DateTimeField(auto_now_add=True)),
                 ('reason', models.CharField(max_length=200)),
-                ('signature_headers', models.CharField(blank=True, help_text='Names only; empty: none was sent.', max_length=200)),
+                ('signature_headers', models.CharField(
+                    blank=True,
+                    help_text='Names only; empty: none was sent.',
+                    max_length=200)),
                 ('content_type', models.CharField(blank=True, max_length=200)),
                 ('body_bytes', models.PositiveIntegerField(default=0)),
                 ('body_sha256', models.CharField(blank=True, max_length=64, verbose_name='body SHA-256')),
-                ('routine', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='refused_events', to='routines.routine')),
+                ('routine', models.ForeignKey(
+                    on_delete=django.db.models.deletion.CASCADE,
+                    related_name='refused_events',
+                    to='routines.routine')),
             ],
             options={
                 'ordering': ['-id'],
