@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect, sync_playwright
 
+from gateway.limits.quotas import windows_at
 from gateway.registry import server_health
 from gateway.registry.prices import money_text
 from tests.browser.support import CHROMIUM, VIEWPORT, screenshot_path
@@ -62,6 +63,11 @@ def test_the_home_shows_the_usage_records_and_the_lists_fit_at_1366_pixels(live_
                                  output_tokens=2000, cost_units=0, created_at=now - timedelta(hours=3))
     days_ago = metered_call(account=bob, model="cloud/gpt-4o-mini", input_tokens=40_000, output_tokens=9_000,
                             cost_units=30_000_000_000, created_at=now - timedelta(days=3))
+    # the token ceiling counts the UTC day (not the last 24 hours): run after midnight, "earlier today"
+    # is yesterday's
+    quota_day = windows_at(now)[0]
+    alice_today = sum(r.input_tokens + r.output_tokens for r in (within_the_hour[0], earlier_today)
+                      if r.created_at >= quota_day.starts_at)
     spans = {"hour": within_the_hour, "day": [*within_the_hour, earlier_today],
              "30d": [*within_the_hour, earlier_today, days_ago]}
     # the calls: these (each in the calls log too) and the calls log's four below, in every span
@@ -111,7 +117,7 @@ def test_the_home_shows_the_usage_records_and_the_lists_fit_at_1366_pixels(live_
             expect(page.locator('#home-servers tr[data-server="gpu-box"] .badge')).to_have_text("healthy")
             expect(page.locator('#home-servers tr[data-server="wrong-address-server"] .badge')).to_have_text("idle")
             expect(page.locator('#home-quotas tr[data-account="alice@example.test"] td').last).to_have_text(
-                "8,500 / 10,000 (85%)")
+                f"{alice_today:,} / 10,000 ({alice_today * 100 // 10_000}%)")
             expect(page.locator('#home-calls-log tr[data-model="gpu-box/llama3.1:8b"] td')).to_have_text(
                 ["gpu-box/llama3.1:8b", "6", "16.7%", "120 ms", "300 ms", "50 ms", "150 ms"])  # and two metered
             assert page.evaluate(FITS)["page"] == 0

@@ -9,6 +9,7 @@ import time
 from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
+from routines.runs import ANSWER_LOST
 from tests.faults.load import Answer
 from tests.faults.stack import Stack
 
@@ -106,13 +107,16 @@ def check_events(stack: Stack, account: dict, answers: list[Answer], *, targets:
                  twice_allowed: int = 0) -> dict:
     """Every event answered `200 queued` is stored once, has exactly one run, which succeeded,
     one usage record (request id `run-<id>`), one succeeded delivery per target, and one model
-    call seen by the upstream (two for at most `twice_allowed` runs: those in flight at a kill)."""
+    call seen by the upstream. At most `twice_allowed` runs (those in flight at a kill) may instead
+    have called the model twice (killed before its answer), or ended failed with ANSWER_LOST, one
+    call, one usage record and no delivery (killed after its answer was metered, before it was
+    saved: docs/decisions/0065-answer-arrived-not-saved.md)."""
     account_id = account["account_id"]
     accepted = {a.ident for a in answers if a.queued}
     assert accepted, f"no event was accepted ({summary([a for a in answers if a.kind == 'event'])})"
     wait_runs_terminal(stack, account_id, accepted)
     runs = _runs(stack, account_id)
-    run_ids = {f"run-{run_id}" for run_id, _, status, _ in runs if status == "succeeded"}
+    run_ids = {f"run-{run_id}" for run_id, _, status, error in runs if status == "succeeded" or error == ANSWER_LOST}
     wait_usage(stack, account_id, run_ids)
 
     problems = []
@@ -130,7 +134,7 @@ def check_events(stack: Stack, account: dict, answers: list[Answer], *, targets:
         deliveries[run_id].append(status)
     calls, _ = model_calls(stack)
 
-    twice = []
+    twice, answer_lost = [], []
     for event_id in sorted(accepted):
         if stored[event_id] != 1:
             problems.append(f"event {event_id}: stored {stored[event_id]} times")
@@ -139,6 +143,12 @@ def check_events(stack: Stack, account: dict, answers: list[Answer], *, targets:
             problems.append(f"event {event_id}: {len(event_runs)} runs {event_runs}")
             continue
         run_id, status, error = event_runs[0]
+        if status == "failed" and error == ANSWER_LOST and not deliveries.get(run_id) and calls[event_id] == 1:
+            answer_lost.append(event_id)
+            if usage[f"run-{run_id}"] != 1:
+                problems.append(f"event {event_id}: run {run_id}, its answer lost, has {usage[f'run-{run_id}']} "
+                                "usage records")
+            continue
         if status != "succeeded":
             problems.append(f"event {event_id}: run {run_id} is {status} {error!r}")
         n = usage[f"run-{run_id}"]
@@ -151,16 +161,16 @@ def check_events(stack: Stack, account: dict, answers: list[Answer], *, targets:
             twice.append(event_id)
         elif calls[event_id] != 1:
             problems.append(f"event {event_id}: run {run_id} called the model {calls[event_id]} times")
-    if len(twice) > twice_allowed:
-        problems.append(f"{len(twice)} runs called the model twice (at most {twice_allowed} were in flight at the "
-                        f"kill): {twice[:10]}")
+    if len(twice) + len(answer_lost) > twice_allowed:
+        problems.append(f"{len(twice)} runs called the model twice and {len(answer_lost)} lost their answer (at most "
+                        f"{twice_allowed} were in flight at the kill): {twice[:10]} {answer_lost[:10]}")
     problems += mispriced(stack, account_id)
     strays = set(stored) - accepted
     refused = {a.ident for a in answers if a.kind == "event" and not a.queued and a.status is not None}
     if strays & refused:
         problems.append(f"events refused but stored anyway: {sorted(strays & refused)[:10]}")
     fail_if(problems, f"{len(accepted)} accepted events ({summary([a for a in answers if a.kind == 'event'])})")
-    return {"accepted": len(accepted), "twice": len(twice)}
+    return {"accepted": len(accepted), "twice": len(twice), "answer_lost": len(answer_lost)}
 
 
 # --- chat calls -----------------------------------------------------------------------------------
