@@ -26,6 +26,13 @@ from gateway.registry.default_model import choose_default, chosen_text
 from gateway.registry.prices import money_text
 from gateway.state import loads
 
+# each cloud's own settings, shown while the form's kind is that cloud (`conditional_fields`)
+BEDROCK_FIELDS = ("region", "aws_access_key_id", "aws_secret_access_key", "clear_aws_secret_access_key",
+                  "aws_session_token", "clear_aws_session_token", "bedrock_betas")
+AZURE_FIELDS = ("api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret",
+                "clear_azure_client_secret", "azure_authority_host")
+CLOUD_FIELDS = (*BEDROCK_FIELDS, *AZURE_FIELDS)
+
 # The console's "View site" link pointed at "/", which nothing answers: no link.
 admin.site.site_url = None
 # Branded as the gateway wherever the admin names itself (unfold's header and titles: settings.UNFOLD).
@@ -34,14 +41,20 @@ admin.site.index_title = "Home"
 
 
 class ModelServerForm(WriteOnlySecretForm):
-    secret_field = "api_key"
+    secret_fields = ("api_key", "aws_secret_access_key", "aws_session_token", "azure_client_secret")
     api_key = secret_input("API key")
     clear_api_key = clear_box("API key")
+    aws_secret_access_key = secret_input("AWS secret access key")
+    clear_aws_secret_access_key = clear_box("AWS secret access key")
+    aws_session_token = secret_input("AWS session token")
+    clear_aws_session_token = clear_box("AWS session token")
+    azure_client_secret = secret_input("Entra ID client secret")
+    clear_azure_client_secret = clear_box("Entra ID client secret")
 
     class Meta:
         model = ModelServer
-        fields = ["name", "kind", "base_url", "api_key", "clear_api_key", "is_remote", "enabled", "connect_timeout",
-                  "read_timeout", "drop_unsupported_fields", "structured_output"]
+        fields = ["name", "kind", "base_url", "api_key", "clear_api_key", *CLOUD_FIELDS, "is_remote", "enabled",
+                  "connect_timeout", "read_timeout", "drop_unsupported_fields", "structured_output"]
         # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
 
@@ -69,13 +82,16 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     search_fields = ["name", "base_url"]
     inlines = [ModelInline]
     # a setting of one kind of server only, shown while the form's kind is that one (unfold's Alpine.js)
-    conditional_fields = {"structured_output": f"kind == '{ModelServer.Kind.ANTHROPIC}'"}
+    conditional_fields = {"structured_output": f"kind == '{ModelServer.Kind.ANTHROPIC}'",
+                          **{name: f"kind == '{ModelServer.Kind.BEDROCK}'" for name in BEDROCK_FIELDS},
+                          **{name: f"kind == '{ModelServer.Kind.AZURE}'" for name in AZURE_FIELDS}}
 
     def get_fieldsets(self, request, obj=None):
         """Where the server is and its key first, then (a saved server) "Test connection" with its
         health, all within the first screen at 1366x768; its settings after."""
         fields = self.get_fields(request, obj)
-        first = [name for name in ("name", "kind", "base_url", "api_key", "clear_api_key") if name in fields]
+        first = [name for name in ("name", "kind", "base_url", "api_key", "clear_api_key", *CLOUD_FIELDS)
+                 if name in fields]
         connection = [name for name in (TEST_FIELD, *HEALTH_FIELDS) if name in fields]
         rest = [name for name in fields if name not in first and name not in connection]
         return [(None, {"fields": first}), *([("Connection", {"fields": connection})] if connection else []),

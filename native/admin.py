@@ -54,7 +54,7 @@ class ProfileAdmin(ModelAdmin):
 class McpServerForm(WriteOnlySecretForm):
     """The auth header's value is write-only: never sent to the page, kept when left empty."""
 
-    secret_field = "auth_header_value"
+    secret_fields = ("auth_header_value",)
     auth_header_value = secret_input("auth header value")
     clear_auth_header_value = clear_box("auth header value")
 

@@ -8,7 +8,6 @@ as float32 bytes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from gateway.calls.plan import call_plan
 from gateway.calls.tokens import count_text
 from gateway.registry.routing import usable_targets
 from gateway.registry.snapshot import Target, registry
-from gateway.upstream.providers import openai as openai_provider
+from gateway.upstream import providers
 from gateway.upstream.providers.base import BAD_RESPONSE, UpstreamError
 from gateway.web.errors import ApiError, ValidationFailed
 
@@ -127,13 +126,7 @@ async def embed_batched(target: Target, texts: list[str], *, batch_size: int | N
 
 
 async def _ask(target: Target, texts: list[str]) -> Embedded:
-    if target.server.kind != "openai":
-        raise UpstreamError(BAD_RESPONSE, 502, f"Server '{target.server.name}' does not serve embeddings.")
-    response = await openai_provider.forward(target, "/embeddings", json={"model": target.name, "input": texts})
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        body = None
+    body = await providers.embeddings(target, texts)
     vectors = _vectors_of(body, len(texts))
     if vectors is None:
         raise UpstreamError(BAD_RESPONSE, 502, f"Server '{target.server.name}' sent an unusable embeddings reply.")

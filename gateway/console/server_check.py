@@ -23,12 +23,11 @@ from dataclasses import dataclass
 
 from gateway.models import Model, ModelServer
 from gateway.registry import cooldown, server_health
-from gateway.registry.snapshot import Server, Target
+from gateway.registry.snapshot import Server, Target, server_of
 from gateway.telemetry.redact import redact
 from gateway.upstream import http_client as upstream_http
 from gateway.upstream import providers
 from gateway.upstream.providers import anthropic as anthropic_provider
-from gateway.upstream.providers import openai as openai_provider
 from gateway.upstream.providers.base import StreamCut, UpstreamError, failure_from_response, http_client
 
 logger = logging.getLogger(__name__)
@@ -43,12 +42,6 @@ BODY_CHARS = 300
 class Outcome:
     ok: bool
     message: str  # one line for the console: what was asked and what came back
-
-
-def server_as_called(row: ModelServer) -> Server:
-    """The server as the registry would hold it (also a disabled one: the operator may test before enabling)."""
-    return Server(row.pk, row.name, row.kind, row.base_url.rstrip("/"), row.api_key, row.is_remote,
-                  row.connect_timeout, row.read_timeout, row.drop_unsupported_fields, row.structured_output)
 
 
 def _target(server: Server, model: Model) -> Target:
@@ -77,12 +70,13 @@ def _run(coroutine_factory, server: Server):
 def connection_test(*, row: ModelServer) -> Outcome:
     """A real call to one model of `row`: its first chat model (by name), else its first embeddings
     model. The server's cooldown is cleared first: the operator asks for a try now."""
-    server = server_as_called(row)
+    server = server_of(row)
     models = row.models.filter(enabled=True).order_by("name")
     chat = next((m for m in models if m.supports_chat), None)
     embedding = None if chat else next((m for m in models if m.supports_embeddings), None)
-    if chat is None and (embedding is None or server.kind != "openai"):
-        takes = "chat or embeddings" if server.kind == "openai" else "chat"
+    serves_embeddings = hasattr(providers.provider(server), "embeddings")
+    if chat is None and (embedding is None or not serves_embeddings):
+        takes = "chat or embeddings" if serves_embeddings else "chat"
         return Outcome(False, f"{row.name} has no enabled model that takes {takes}: run 'Discover models', "
                               "or add one below.")
     model = chat or embedding
@@ -134,12 +128,12 @@ async def _chat(target: Target) -> str:
 
 
 async def _embeddings(target: Target) -> str:
-    response = await openai_provider.forward(target, "/embeddings", json={"model": target.name, "input": ["ping"]})
+    body = await providers.embeddings(target, ["ping"])
     try:
-        vector = json.loads(response.content)["data"][0]["embedding"]
+        vector = body["data"][0]["embedding"]
         return f"a vector of {len(vector)} numbers"
-    except (ValueError, KeyError, IndexError, TypeError):
-        return f"200 but no vector: {response.content[:BODY_CHARS].decode(errors='replace')}"
+    except (KeyError, IndexError, TypeError):
+        return f"200 but no vector: {json.dumps(body)[:BODY_CHARS]}"
 
 
 def _clean(text: str, server: Server) -> str:
@@ -152,7 +146,9 @@ def _clean(text: str, server: Server) -> str:
 def chat_route_problem(*, row: ModelServer) -> str | None:
     """What is wrong with `row`'s chat path, in words for a warning; None when it answers as a chat
     path does (or cannot be reached: discovery says so already)."""
-    server = server_as_called(row)
+    server = server_of(row)
+    if server.kind not in ("openai", "anthropic"):
+        return None  # a cloud's address is its own (Bedrock's region, Azure's resource): discovery and the test say
     model = row.models.filter(enabled=True).order_by("-supports_chat", "name").first()
     if server.kind == "anthropic":
         path = "/v1/messages"

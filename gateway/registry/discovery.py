@@ -66,12 +66,16 @@ class ServerReport:
     relisted: list[str] = field(default_factory=list)
     error: str | None = None
     default_chosen: str | None = None  # the model made the default, there being none (default_model.py)
+    note: str | None = None  # a kind that lists nothing: what to do instead
+
 
     def as_dict(self) -> dict[str, Any]:
         return {"server": self.server, "models": self.models, "added": len(self.added),
                 "unlisted": len(self.unlisted), "error": self.error}
 
     def summary(self) -> str:
+        if self.note:
+            return f"{self.server}: {self.note}"
         if self.error:
             return f"{self.server}: {self.error}"
         return (f"{self.server}: {self.models} model(s) listed, {len(self.added)} added, "
@@ -92,15 +96,21 @@ def capabilities_for(found: Found) -> dict[str, bool]:
 def discover_models(*, servers=None) -> list[ServerReport]:
     """Ask `servers` (default: every enabled one) for their models and update the registry.
     One report per server, in the servers' order."""
-    rows = list(servers if servers is not None else ModelServer.objects.filter(enabled=True))
+    every = list(servers if servers is not None else ModelServer.objects.filter(enabled=True))
+    rows = [row for row in every if row.kind in LISTINGS]
     if not rows:
-        return []
+        return [_unlisting(row) for row in every]
     with ThreadPoolExecutor(max_workers=min(MAX_WORKERS, len(rows)), thread_name_prefix="discovery") as pool:
-        outcomes = list(pool.map(_listing_or_error, rows))
+        outcomes = dict(zip((row.pk for row in rows), pool.map(_listing_or_error, rows)))
     try:
-        return [_apply(server, found, error) for server, (found, error) in zip(rows, outcomes)]
+        return [_apply(row, *outcomes[row.pk]) if row.pk in outcomes else _unlisting(row) for row in every]
     finally:
         registry_changed()
+
+
+def _unlisting(row: ModelServer) -> ServerReport:
+    return ServerReport(row.name, note=f"{row.get_kind_display()} does not list the models it serves: add them by "
+                                       "name (a deployment's name on Azure OpenAI).")
 
 
 def _listing_or_error(server: ModelServer) -> tuple[list[Found] | None, str | None]:
@@ -115,17 +125,19 @@ def _listing_or_error(server: ModelServer) -> tuple[list[Found] | None, str | No
 
 def server_listing(server: ModelServer) -> list[Found]:
     """The models `server` lists now (raises DiscoveryFailed)."""
-    if server.is_remote and not server.api_key:
-        raise DiscoveryFailed("No API key is configured for this server.")
     timeout = httpx.Timeout(connect=server.connect_timeout,
                             read=min(server.read_timeout, settings.DISCOVERY_TIMEOUT_SECONDS), write=10.0, pool=10.0)
     with httpx.Client(timeout=timeout, follow_redirects=False) as client:
-        if server.kind == ModelServer.Kind.ANTHROPIC:
-            return _anthropic_listing(client, server)
-        return _openai_listing(client, server)
+        return LISTINGS[server.kind](client, server)
+
+
+def _keyed(server: ModelServer) -> None:
+    if server.is_remote and not server.api_key:
+        raise DiscoveryFailed("No API key is configured for this server.")
 
 
 def _openai_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
+    _keyed(server)
     base = server.base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {server.api_key}"} if server.api_key else {}
     response = _get(client, f"{base}/models", headers)
@@ -149,6 +161,7 @@ def _openai_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
 
 
 def _anthropic_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
+    _keyed(server)
     base = server.base_url.rstrip("/")
     headers = {"anthropic-version": ANTHROPIC_VERSION}
     if server.api_key:
@@ -166,6 +179,10 @@ def _anthropic_listing(client: httpx.Client, server: ModelServer) -> list[Found]
             break
         params = {"limit": 1000, "after_id": data["last_id"]}
     return _unique(found)
+
+
+# each kind's listing (a kind without one is never asked: the console says to add its models by name)
+LISTINGS = {ModelServer.Kind.OPENAI: _openai_listing, ModelServer.Kind.ANTHROPIC: _anthropic_listing}
 
 
 def _get(client: httpx.Client, url: str, headers: dict[str, str], **kwargs: Any) -> httpx.Response:

@@ -39,6 +39,26 @@ CAPABILITIES = ("chat", "embeddings", "audio")
 
 
 @dataclass(frozen=True)
+class Cloud:
+    """A cloud server's own settings (gateway/models/registry.py ModelServer): AWS Bedrock's region, credentials
+    and the Anthropic betas it carries; Azure OpenAI's API version and Microsoft Entra ID client."""
+
+    region: str = ""
+    aws_access_key_id: str = ""
+    aws_secret_access_key: str = ""
+    aws_session_token: str = ""
+    bedrock_betas: tuple[str, ...] = ()  # empty: Bedrock's documented betas
+    api_version: str = ""
+    azure_tenant_id: str = ""
+    azure_client_id: str = ""
+    azure_client_secret: str = ""
+    azure_authority_host: str = ""
+
+
+NO_CLOUD = Cloud()
+
+
+@dataclass(frozen=True)
 class Server:
     id: int
     name: str
@@ -50,6 +70,20 @@ class Server:
     read_timeout: float
     drop_unsupported_fields: bool = False
     structured_output: str = "tool"
+    cloud: Cloud = NO_CLOUD
+
+
+def server_of(row: ModelServer) -> Server:
+    """The snapshot's server of a database row (also for discovery and "Test connection", which ask a
+    server whether or not it is enabled)."""
+    cloud = NO_CLOUD
+    if row.kind in (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE):
+        cloud = Cloud(row.region, row.aws_access_key_id, row.aws_secret_access_key, row.aws_session_token,
+                      tuple(line.strip() for line in row.bedrock_betas.splitlines() if line.strip()),
+                      row.api_version, row.azure_tenant_id, row.azure_client_id, row.azure_client_secret,
+                      row.azure_authority_host.rstrip("/"))
+    return Server(row.id, row.name, row.kind, row.base_url.rstrip("/"), row.api_key, row.is_remote,
+                  row.connect_timeout, row.read_timeout, row.drop_unsupported_fields, row.structured_output, cloud)
 
 
 @dataclass(frozen=True)
@@ -278,11 +312,7 @@ def _bump_stamp() -> None:
 
 def load() -> Registry:
     """The registry as the database holds it now: enabled servers and their enabled models."""
-    servers = {
-        s.id: Server(s.id, s.name, s.kind, s.base_url.rstrip("/"), s.api_key, s.is_remote, s.connect_timeout,
-                     s.read_timeout, s.drop_unsupported_fields, s.structured_output)
-        for s in ModelServer.objects.filter(enabled=True)
-    }
+    servers = {s.id: server_of(s) for s in ModelServer.objects.filter(enabled=True)}
     fallbacks: dict[int, list[int]] = {}
     for link in ModelFallback.objects.order_by("position", "id"):
         fallbacks.setdefault(link.model_id, []).append(link.fallback_id)

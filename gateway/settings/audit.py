@@ -20,7 +20,9 @@ AUDIT_TRAIL_MODELS = {
                          "m2m": ["groups", "user_permissions"]},
     # never key_hash nor the last use; the preview is what the console shows of a key anyway
     "accounts.ApiKey": {"only": ["account", "preview", "created_at", "expires_at"]},
-    "gateway.ModelServer": {"leave_out": ["discovered_at", "discovery_error"], "mask": ["api_key"]},
+    "gateway.ModelServer": {"leave_out": ["discovered_at", "discovery_error"],
+                            "mask": ["api_key", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+                                     "azure_client_secret"]},
     "gateway.Model": {"leave_out": ["unlisted_since"]},
     "gateway.ModelFallback": {},
     "gateway.Alias": {},

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 from gateway.telemetry import logjson, tracing
 
-PROVIDERS = {"openai": "openai", "anthropic": "anthropic"}  # a server's kind: gen_ai.provider.name
+PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "bedrock": "aws.bedrock", "azure": "azure.ai.openai"}
 REQUEST_PARAMETERS = (("max_tokens", "gen_ai.request.max_tokens"),
                       ("max_completion_tokens", "gen_ai.request.max_tokens"),
                       ("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.request.top_p"),

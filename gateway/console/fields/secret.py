@@ -1,5 +1,5 @@
-"""Admin forms with one write-only secret (a server's API key, an MCP server's auth header): the
-stored value is never sent to the page, an empty entry keeps it, and a "clear" box removes it.
+"""Admin forms with write-only secrets (a server's API key and cloud credentials, an MCP server's auth
+header): the stored value is never sent to the page, an empty entry keeps it, and a "clear" box removes it.
 
 A field declared on a form does not pass through the theme's choice of widgets (that happens only for
 the model's own fields), so these name the theme's password and checkbox widgets themselves: Django's
@@ -23,22 +23,26 @@ def clear_box(what: str) -> forms.BooleanField:
 
 
 class WriteOnlySecretForm(forms.ModelForm):
-    """Subclasses name the field in `secret_field` and declare it with `secret_input` beside a
-    `clear_box` named `clear_<secret_field>` (listed right after it in Meta.fields, so the two stay
+    """Subclasses name the fields in `secret_fields` and declare each with `secret_input` beside a
+    `clear_box` named `clear_<field>` (listed right after it in Meta.fields, so the two stay
     together on the page)."""
 
-    secret_field = ""
+    secret_fields: tuple[str, ...] = ()
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.initial.pop(self.secret_field, None)  # the stored value is never sent to the page
+        for name in self.secret_fields:
+            self.initial.pop(name, None)  # the stored value is never sent to the page
 
     def clean(self):
         cleaned = super().clean()
-        name = self.secret_field
-        if cleaned.get(f"clear_{name}"):
-            cleaned[name] = ""
-        elif not cleaned.get(name) and self.instance.pk:
-            stored = type(self.instance).objects.filter(pk=self.instance.pk).values_list(name, flat=True).first()
-            cleaned[name] = stored or ""
+        kept = [name for name in self.secret_fields if not cleaned.get(name) and not cleaned.get(f"clear_{name}")]
+        stored = {}
+        if kept and self.instance.pk:
+            stored = type(self.instance).objects.filter(pk=self.instance.pk).values(*kept).first() or {}
+        for name in self.secret_fields:
+            if cleaned.get(f"clear_{name}"):
+                cleaned[name] = ""
+            elif name in kept:
+                cleaned[name] = stored.get(name) or ""
         return cleaned

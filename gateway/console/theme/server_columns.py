@@ -16,7 +16,8 @@ from django.utils.timezone import localtime
 
 from gateway.models import ModelServer
 
-SHORT_KINDS = {ModelServer.Kind.OPENAI: "OpenAI API", ModelServer.Kind.ANTHROPIC: "Anthropic"}
+SHORT_KINDS = {ModelServer.Kind.OPENAI: "OpenAI API", ModelServer.Kind.ANTHROPIC: "Anthropic",
+               ModelServer.Kind.BEDROCK: "Bedrock", ModelServer.Kind.AZURE: "Azure"}
 
 
 @admin.display(description="Kind", ordering="kind")

@@ -21,9 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from django.apps import apps
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from gateway.models import Model, ModelFallback, ModelServer
+from gateway.models import Model, ModelFallback, ModelServer, bedrock_endpoint, validate_region
 from gateway.registry.config_file.aliases import apply_aliases, group_aliases
 from gateway.registry.config_file.checks import (
     PRICE_KEYS,
@@ -48,7 +49,13 @@ from gateway.registry.default_model import choose_default
 
 TOP_KEYS = ("servers", "default_model", "aliases", "groups")
 SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote", "enabled", "connect_timeout",
-               "read_timeout", "drop_unsupported_fields", "structured_output", "models")
+               "read_timeout", "drop_unsupported_fields", "structured_output", "models", "region",
+               "aws_access_key_id_env", "aws_secret_access_key_env", "aws_session_token_env", "bedrock_betas",
+               "api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret_env", "azure_authority_host")
+# a cloud's settings (the clouds only): plain ones, and secrets read from the environment variable the file names
+CLOUD_KEYS = ("region", "api_version", "azure_tenant_id", "azure_client_id", "azure_authority_host")
+CLOUD_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "azure_client_secret")
+CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE)
 MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
 MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", *PRICE_KEYS, "fallbacks")
 BUDGET_KEYS = ("daily_budget", "weekly_budget", "monthly_budget")  # settings.CURRENCY; -1 = none
@@ -98,14 +105,25 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
     entry = mapping(entry, where, SERVER_KEYS)
     if "name" not in entry:
         raise ConfigError(where, "a server needs a name")
-    if "base_url" not in entry:
-        raise ConfigError(where, "a server needs a base_url")
     name = string(entry["name"], f"{where}.name")
     kind = choice(entry.get("kind", default_of(ModelServer, "kind")), f"{where}.kind", ModelServer.Kind.values, "kind")
+    cloud = _cloud_settings(entry, kind, where, environ)
+    if "base_url" in entry:
+        cloud["base_url"] = string(entry["base_url"], f"{where}.base_url")
+    elif kind == ModelServer.Kind.BEDROCK and cloud.get("region"):
+        try:
+            validate_region(cloud["region"])
+        except ValidationError as exc:
+            raise ConfigError(f"{where}.region", " ".join(exc.messages)) from None
+        cloud["base_url"] = bedrock_endpoint(cloud["region"])
+    else:
+        raise ConfigError(where, "a server needs a base_url" + (" (or, on AWS Bedrock, a region)"
+                                                                if kind == ModelServer.Kind.BEDROCK else ""))
     wanted = {
         "kind": kind,
-        "base_url": string(entry["base_url"], f"{where}.base_url"),
-        "is_remote": boolean(entry.get("is_remote", default_of(ModelServer, "is_remote")), f"{where}.is_remote"),
+        **cloud,
+        "is_remote": kind in CLOUDS or boolean(entry.get("is_remote", default_of(ModelServer, "is_remote")),
+                                               f"{where}.is_remote"),
         "enabled": boolean(entry.get("enabled", default_of(ModelServer, "enabled")), f"{where}.enabled"),
         "drop_unsupported_fields": boolean(entry.get("drop_unsupported_fields",
                                                    default_of(ModelServer, "drop_unsupported_fields")),
@@ -123,15 +141,10 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
             raise ConfigError(f"{where}.api_key", "must be a string")
         wanted["api_key"] = entry["api_key"]
     elif "api_key_env" in entry:
-        variable = string(entry["api_key_env"], f"{where}.api_key_env")
-        if variable not in environ:
-            raise ConfigError(f"{where}.api_key_env", f"environment variable {variable} is not set")
-        if not environ[variable]:
-            raise ConfigError(f"{where}.api_key_env", f"environment variable {variable} is empty")
-        wanted["api_key"] = environ[variable]
+        wanted["api_key"] = _from_env(entry, "api_key_env", where, environ)
 
     server = ModelServer.objects.filter(name=name).first() or ModelServer(name=name)
-    summary.servers.add(save(server, wanted, where, {}))
+    summary.servers.add(save(server, wanted, where, {name: f"{name}_env" for name in CLOUD_SECRETS}))
 
     written = []
     models = list_of(entry.get("models", []), f"{where}.models")
@@ -154,6 +167,34 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
         status = save(model, wanted, place, {v: k for k, v in MODEL_FIELDS.items()})
         written.append((model, model_entry, place, status))
     return written
+
+
+def _from_env(entry: dict, key: str, where: str, environ: Mapping[str, str]) -> str:
+    """The value of the environment variable `entry[key]` names (a secret the file does not hold)."""
+    variable = string(entry[key], f"{where}.{key}")
+    if variable not in environ:
+        raise ConfigError(f"{where}.{key}", f"environment variable {variable} is not set")
+    if not environ[variable]:
+        raise ConfigError(f"{where}.{key}", f"environment variable {variable} is empty")
+    return environ[variable]
+
+
+def _cloud_settings(entry: dict, kind: str, where: str, environ: Mapping[str, str]) -> dict:
+    """A cloud server's own fields. A secret the file leaves out is kept as stored (like `api_key`), and a
+    cloud's key on another kind of server is an error, not silently ignored."""
+    given = [key for key in (*CLOUD_KEYS, "bedrock_betas", *(f"{name}_env" for name in CLOUD_SECRETS)) if key in entry]
+    if given and kind not in CLOUDS:
+        raise ConfigError(f"{where}.{given[0]}", f"only for a server of kind {' or '.join(CLOUDS)}")
+    if kind not in CLOUDS:
+        return {}
+    wanted = {key: string(entry[key], f"{where}.{key}") if key in entry else "" for key in CLOUD_KEYS}
+    betas = [string(beta, f"{where}.bedrock_betas[{i}]")
+             for i, beta in enumerate(list_of(entry.get("bedrock_betas", []), f"{where}.bedrock_betas"))]
+    wanted["bedrock_betas"] = "\n".join(betas)
+    for name in CLOUD_SECRETS:
+        if f"{name}_env" in entry:
+            wanted[name] = _from_env(entry, f"{name}_env", where, environ)
+    return wanted
 
 
 def _apply_fallbacks(model: Model, entry: dict, where: str, known: KnownModels) -> bool:

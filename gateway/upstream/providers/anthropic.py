@@ -18,10 +18,15 @@ from gateway.formats.anthropic.from_chat import chat_to_messages_request, output
 from gateway.formats.anthropic.streams import MessagesToChatStream
 from gateway.registry.snapshot import Target
 from gateway.upstream.http_client import build_request
+from gateway.upstream.providers.anthropic_native import message_events  # noqa: F401 — this kind's native call
 from gateway.upstream.providers.base import broken, missing_key, secrets_of, server_events, timeouts, uncarried
 from gateway.upstream.replies import chunk_problem
 
 API_VERSION = "2023-06-01"
+
+
+def wire(target: Target) -> str:
+    return "anthropic"
 
 
 async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:

@@ -26,6 +26,10 @@ from gateway.upstream.providers.base import (
 from gateway.upstream.replies import chunk_problem
 
 
+def wire(target: Target) -> str:
+    return "openai"
+
+
 def _headers(target: Target) -> dict[str, str]:
     key = target.server.api_key
     return {"Authorization": f"Bearer {key}"} if key else {}
@@ -86,3 +90,12 @@ async def forward(target: Target, path: str, *, json: Any = None, data: dict[str
     if response.status_code != 200:
         raise answered_failure(response, response.content, request, target.server)
     return response
+
+
+async def embeddings(target: Target, texts: list[str]) -> Any:
+    """The server's embeddings reply (parsed JSON; None when it is not JSON)."""
+    response = await forward(target, "/embeddings", json={"model": target.name, "input": texts})
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return None

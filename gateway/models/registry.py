@@ -7,7 +7,7 @@ a weighted list of models (its deployments). The provider clients (`gateway/upst
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -24,10 +24,16 @@ def validate_server_url(value: str) -> None:
         raise ValidationError("Enter a valid http(s) URL, for example http://127.0.0.1:11434/v1.")
 
 
+validate_region = RegexValidator(r"^[a-z0-9]+(-[a-z0-9]+)*$",
+                                 "A region is lower-case letters, digits and dashes, e.g. us-east-1.")
+
+
 class ModelServer(models.Model):
     class Kind(models.TextChoices):
         OPENAI = "openai", "OpenAI-compatible (vLLM, Ollama, llama.cpp, OpenAI)"
         ANTHROPIC = "anthropic", "Anthropic"
+        BEDROCK = "bedrock", "AWS Bedrock"
+        AZURE = "azure", "Azure OpenAI"
 
     class StructuredOutput(models.TextChoices):
         TOOL = "tool", "A forced tool (every Anthropic model)"
@@ -38,12 +44,40 @@ class ModelServer(models.Model):
     base_url = models.CharField(
         "base URL",
         max_length=500,
+        blank=True,
         validators=[validate_server_url],
         help_text="OpenAI-compatible: up to /v1, e.g. http://ollama:11434/v1. Anthropic: without /v1, "
-        "e.g. https://api.anthropic.com",
+        "e.g. https://api.anthropic.com. Azure OpenAI: the resource, e.g. https://myresource.openai.azure.com. "
+        "AWS Bedrock: empty for the region's own endpoint.",
     )
     api_key = models.CharField("API key", max_length=500, blank=True,
-                               help_text="Sent to the server; never shown again.")
+                               help_text="Sent to the server; never shown again. AWS Bedrock: a Bedrock API key "
+                               "(sent as a bearer token, nothing signed) instead of AWS credentials.")
+    # AWS Bedrock (gateway/upstream/providers/bedrock/): where, and who signs. Without the access key pair,
+    # AWS's standard credential chain of the serving process (environment, shared config and profile, web
+    # identity, container and instance roles).
+    region = models.CharField(max_length=32, blank=True, validators=[validate_region],
+                              help_text="AWS Bedrock: the AWS region, e.g. us-east-1.")
+    aws_access_key_id = models.CharField("AWS access key id", max_length=128, blank=True,
+                                         help_text="Empty: AWS's standard credential chain.")
+    aws_secret_access_key = models.CharField("AWS secret access key", max_length=500, blank=True)
+    aws_session_token = models.CharField("AWS session token", max_length=4000, blank=True)
+    bedrock_betas = models.TextField(
+        "Anthropic betas carried", blank=True,
+        help_text="AWS Bedrock: the anthropic-beta values sent on to Claude models, one per line; Bedrock refuses "
+        "others. Empty: the betas Bedrock documents (docs/compatibility.md).")
+    # Azure OpenAI (gateway/upstream/providers/azure.py): its API version, and an API key or Microsoft Entra ID
+    api_version = models.CharField(
+        "API version", max_length=32, blank=True,
+        help_text="Azure OpenAI: e.g. 2024-10-21, or v1 for Azure's /openai/v1 API.")
+    azure_tenant_id = models.CharField("Entra ID tenant", max_length=64, blank=True,
+                                       help_text="Azure OpenAI without an API key: Microsoft Entra ID's client "
+                                       "credentials (tenant, client id and secret).")
+    azure_client_id = models.CharField("Entra ID client id", max_length=64, blank=True)
+    azure_client_secret = models.CharField("Entra ID client secret", max_length=500, blank=True)
+    azure_authority_host = models.CharField(
+        "Entra ID authority", max_length=200, blank=True, validators=[validate_server_url],
+        help_text="Empty: https://login.microsoftonline.com (sovereign clouds set their own).")
     is_remote = models.BooleanField(default=False, help_text="A cloud provider rather than a local server.")
     enabled = models.BooleanField(default=True)
     connect_timeout = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
@@ -71,6 +105,39 @@ class ModelServer(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """What each kind needs: an address (Bedrock's comes from its region), and for the clouds their own
+        settings. Both clouds are remote providers."""
+        super().clean()
+        errors = {}
+        if self.kind in (self.Kind.BEDROCK, self.Kind.AZURE):
+            self.is_remote = True
+        if self.kind == self.Kind.BEDROCK:
+            if not self.region:
+                errors["region"] = "An AWS Bedrock server needs its region."
+            elif not self.base_url:
+                self.base_url = bedrock_endpoint(self.region)
+            if bool(self.aws_access_key_id) != bool(self.aws_secret_access_key):
+                errors["aws_secret_access_key"] = "Give the access key id and the secret access key together."
+        elif not self.base_url:
+            errors["base_url"] = "This field is required."
+        if self.kind == self.Kind.AZURE:
+            if not self.api_version:
+                errors["api_version"] = "An Azure OpenAI server needs its API version (e.g. 2024-10-21, or v1)."
+            entra = (self.azure_tenant_id, self.azure_client_id, self.azure_client_secret)
+            if any(entra) and not all(entra):
+                errors["azure_client_secret"] = "Microsoft Entra ID needs the tenant, the client id and its secret."
+            if not self.api_key and not all(entra):
+                errors["api_key"] = ("An Azure OpenAI server needs an API key or Microsoft Entra ID's client "
+                                     "credentials.")
+        if errors:
+            raise ValidationError(errors)
+
+
+def bedrock_endpoint(region: str) -> str:
+    """Bedrock's runtime endpoint in `region` (AWS's own address; a VPC endpoint is set as the base URL)."""
+    return f"https://bedrock-runtime.{region}.amazonaws.com"
 
 
 PRICE_HELP = {
@@ -223,178 +290,3 @@ class AliasFallback(models.Model):
 
     def __str__(self) -> str:
         return f"{self.alias} → {self.fallback}"
-
-
-class UsageRecord(models.Model):
-    """Tokens of one successful call (or of what was delivered before a reply stopped)."""
-
-    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="usage_records")
-    model = models.CharField(max_length=300, help_text="The model that answered, as server/model.")
-    surface = models.CharField(max_length=40)
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
-    request_id = models.CharField("request ID", max_length=64, blank=True)
-    # What makes a record the same record when it is written again (a spool replayed after a
-    # crash, a run executed again): unique; null on the records written before it existed.
-    key = models.CharField(max_length=80, null=True, blank=True, unique=True, default=None)
-    # Answered from the response cache (gateway/cache/): no model server was called; the tokens are
-    # those the cached reply delivered. A database default too: a writer of an older release (mid-deploy)
-    # still inserts.
-    cached = models.BooleanField(default=False, db_default=False)
-    # Input tokens the provider read from its prompt cache (part of input_tokens), priced at the
-    # cached input price.
-    cached_input_tokens = models.PositiveIntegerField(default=0, db_default=0)
-    # What the call cost when it was metered, in COST_UNITS of settings.CURRENCY (an integer, exact on
-    # SQLite too: gateway/registry/prices.py). A price changed later never rewrites it.
-    cost_units = models.BigIntegerField(default=0, db_default=0)
-    created_at = models.DateTimeField(db_index=True)
-    tags = models.JSONField(default=dict, db_default={}, blank=True)  # the call's (CallRecord.tags); not rolled up
-
-    class Meta:
-        indexes = [
-            models.Index(fields=["account", "created_at"], name="usage_account_time"),
-            # the usage console's cache hits (gateway/console/usage_reads.py): only the cached records
-            models.Index(fields=["created_at"], condition=models.Q(cached=True), name="usage_cached_time"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.model}: {self.input_tokens}+{self.output_tokens}"
-
-
-class UsageDaily(models.Model):
-    """The usage records added up per UTC day, account and model: what the usage console
-    (gateway/console/usage_reads.py) reads, so that its page adds up days rather than calls
-    (bench/usage_console.py). Kept by database triggers on UsageRecord (migration 0007): every insert, update, delete
-    and truncate of records, by whatever writes them, changes the day's row in the same
-    transaction. The application never writes it. No foreign-key constraint: a deleted account's
-    rows go with its records (a row whose calls reach 0 is removed)."""
-
-    day = models.DateField()
-    account = models.ForeignKey("accounts.Account", on_delete=models.DO_NOTHING, db_constraint=False,
-                                related_name="+")
-    model = models.CharField(max_length=300)
-    calls = models.BigIntegerField(default=0)
-    input_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)
-    cost_units = models.BigIntegerField(default=0, db_default=0)
-
-    class Meta:
-        verbose_name_plural = "usage per day"
-        constraints = [models.UniqueConstraint(fields=["day", "account", "model"], name="usage_daily_key")]
-        indexes = [models.Index(fields=["account", "day"], name="usage_daily_account")]
-
-    def __str__(self) -> str:
-        return f"{self.model} on {self.day}: {self.calls} calls"
-
-
-class CallFailureDaily(models.Model):
-    """How often a model failed a call, per UTC day (gateway/usage/call_failures.py): counted in each
-    process on the failure path and written a moment later, never on the call's own path."""
-
-    class Kind(models.TextChoices):
-        FELL_THROUGH = "fell_through", "Fell through"  # failed before its first byte; the next model was tried
-        CHAIN_FAILED = "chain_failed", "Chain failed"  # failed, no model left: the call was answered with an error
-        REFUSED = "refused", "Refused"  # the server refused the request; answered at once with its status
-
-    day = models.DateField()
-    model = models.CharField(max_length=300)
-    kind = models.CharField(max_length=16, choices=Kind.choices)
-    count = models.BigIntegerField(default=0)
-
-    class Meta:
-        verbose_name = "call failures per day"
-        verbose_name_plural = "call failures per day"
-        constraints = [models.UniqueConstraint(fields=["day", "model", "kind"], name="call_failure_daily_key")]
-
-    def __str__(self) -> str:
-        return f"{self.model} {self.get_kind_display().lower()} {self.count}× on {self.day}"
-
-
-class IdempotentRequest(models.Model):
-    """The first answer to a request sent with an `Idempotency-Key` (accounts/idempotency.py), kept per
-    account for IDEMPOTENCY_TTL_SECONDS: the same key with the same request gets it again instead of a
-    second call. While the first request is being answered the row is its claim (`status` null), held
-    until `held_until`; a retry takes over a claim whose process died after that. Expired rows are
-    swept (accounts/tasks.py); until then they count as absent."""
-
-    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=255)
-    fingerprint = models.CharField(max_length=64, help_text="SHA-256 of the method, the path and the body.")
-    # the claim of the request answering the key: a settle or release by a request whose claim was taken over
-    # changes nothing
-    claim = models.CharField(max_length=32)
-    status = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Null while being answered.")
-    content_type = models.CharField(max_length=255, blank=True)
-    headers = models.JSONField(default=dict, blank=True)  # the identifying headers of the first answer
-    body = models.BinaryField(default=bytes, blank=True)
-    created_at = models.DateTimeField()
-    held_until = models.DateTimeField(null=True, blank=True)
-    expires_at = models.DateTimeField(db_index=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["account", "key"], name="idempotent_request_once")]
-
-    def __str__(self) -> str:
-        return f"{self.account_id}: {self.key}"
-
-
-class CallRecord(models.Model):
-    """One call of a model surface, answered or refused (gateway/usage/call_log.py). `attempts`:
-    the chain tried, each {model, server, outcome, status, error, ttfb_ms}; `tags`: OpenAI's `metadata`."""
-
-    class Outcome(models.TextChoices):
-        OK = "ok", "Answered"
-        CUT = "cut", "Cut midway"  # the reply began, then stopped (an error inside the stream)
-        FAILED = "failed", "Failed"  # no model answered (the chain failed, a server refused), or a 5xx
-        REFUSED = "refused", "Refused"  # by the gateway, before any model: credential, ceiling, quota, input
-        CLIENT_CLOSED = "client_closed", "Client left"
-
-    key = models.CharField(max_length=64, unique=True)  # a uuid per call: a replayed spool writes it once
-    created_at = models.DateTimeField("time", db_index=True, help_text="When the request arrived.")
-    account = models.ForeignKey("accounts.Account", models.CASCADE, null=True, blank=True, db_index=False,
-                                related_name="+")
-    group = models.ForeignKey("accounts.AccountGroup", models.SET_NULL, null=True, blank=True, related_name="+")
-    surface = models.CharField(max_length=40)
-    model_requested = models.CharField("model asked", max_length=300, blank=True)
-    model = models.CharField("model that answered", max_length=300, blank=True)
-    status = models.PositiveSmallIntegerField()
-    outcome = models.CharField(max_length=16, choices=Outcome.choices)
-    error_code = models.CharField(max_length=64, blank=True, help_text="The error's code, as OpenAI's shape has it.")
-    latency_ms = models.FloatField("latency (ms)", help_text="From the request's arrival to its last byte.")
-    ttft_ms = models.FloatField("time to first token (ms)", null=True, blank=True)  # arrival to the model's 1st byte
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
-    cost_units = models.BigIntegerField(default=0)  # COST_UNITS of settings.CURRENCY, as the usage record's
-    cached = models.BooleanField(default=False, help_text="Whether the response cache answered.")
-    fall_throughs = models.PositiveSmallIntegerField(default=0, help_text="Models that failed before the next.")
-    request_id = models.CharField("request ID", max_length=64, blank=True, db_index=True)
-    attempts = models.JSONField(default=list, blank=True)
-    tags = models.JSONField(default=dict, db_default={}, blank=True)  # db_default: a writer of the release before
-
-    class Meta:
-        verbose_name = "call"
-        indexes = [models.Index(fields=[name, "created_at"], name=f"call_{name}_time")
-                   for name in ("account", "model", "status")]
-
-    def __str__(self) -> str:
-        return f"Call of {self.surface}, {self.status}, at {self.created_at:%Y-%m-%d %H:%M:%S} UTC"
-
-
-class CallCapture(models.Model):
-    """A call's prompt and reply, for a group that keeps them (`capture_calls`): redacted, cut (settings/calls.py)."""
-
-    call = models.OneToOneField(CallRecord, models.CASCADE, to_field="key", related_name="capture")
-    prompt = models.TextField(blank=True)
-    reply = models.TextField(blank=True)
-    created_at = models.DateTimeField(db_index=True)
-
-
-def account_model() -> type[models.Model]:
-    """The accounts app's Account, found through the usage record's relation: the gateway's tables
-    point at the accounts', and its code reads them without importing the app above it."""
-    return UsageRecord._meta.get_field("account").related_model
-
-
-def account_group_model() -> type[models.Model]:
-    """The accounts app's AccountGroup, found the same way (an account's `group`)."""
-    return account_model()._meta.get_field("group").related_model
