@@ -1,6 +1,7 @@
 """Pure translations between the gateway's neutral format (the OpenAI Chat Completions wire format
-as plain dicts) and the other wire formats it speaks: Anthropic Messages (`anthropic/`) and OpenAI Responses
-(`responses/`). No I/O: each translation is plain dict building, run per request and per event.
+as plain dicts) and the other wire formats it speaks: Anthropic Messages (`anthropic/`), OpenAI Responses
+(`responses/`) and AWS Bedrock's Converse (`converse/`). No I/O: each translation is plain dict building,
+run per request and per event.
 
 May import: `gateway.web` (the error type and field checks), `gateway.telemetry`, `gateway.state`."""
 
