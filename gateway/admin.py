@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 from unfold.admin import ModelAdmin as ThemedModelAdmin
 from unfold.admin import TabularInline
+from unfold.widgets import UnfoldAdminTextareaWidget
 
 from gateway.console.audit_trail import audit_trail, show_audit_log
 from gateway.console.call_log import admin as call_log_admin  # noqa: F401 — registers "Calls"
@@ -57,6 +58,7 @@ class ModelServerForm(WriteOnlySecretForm):
                   "connect_timeout", "read_timeout", "drop_unsupported_fields", "structured_output"]
         # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
+        widgets = {"bedrock_betas": UnfoldAdminTextareaWidget(attrs={"rows": 3})}
 
 
 class ModelInline(TabularInline):
@@ -82,7 +84,10 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     search_fields = ["name", "base_url"]
     inlines = [ModelInline]
     # a setting of one kind of server only, shown while the form's kind is that one (unfold's Alpine.js)
-    conditional_fields = {"structured_output": f"kind == '{ModelServer.Kind.ANTHROPIC}'",
+    conditional_fields = {"structured_output": f"['{ModelServer.Kind.ANTHROPIC}', '{ModelServer.Kind.BEDROCK}']"
+                                               ".includes(kind)",
+                          # a cloud is always remote (ModelServer.clean)
+                          "is_remote": f"['{ModelServer.Kind.OPENAI}', '{ModelServer.Kind.ANTHROPIC}'].includes(kind)",
                           **{name: f"kind == '{ModelServer.Kind.BEDROCK}'" for name in BEDROCK_FIELDS},
                           **{name: f"kind == '{ModelServer.Kind.AZURE}'" for name in AZURE_FIELDS}}
 

@@ -91,8 +91,8 @@ class ModelServer(models.Model):
     )
     structured_output = models.CharField(
         max_length=16, choices=StructuredOutput.choices, default=StructuredOutput.TOOL,
-        help_text="Anthropic servers: how an OpenAI client's response_format (JSON schema or JSON object) "
-        "is asked for.",
+        help_text="Anthropic and AWS Bedrock servers: how an OpenAI client's response_format (JSON schema or JSON "
+        "object) is asked for.",
     )
     discovered_at = models.DateTimeField(null=True, blank=True, help_text="When model discovery last asked it.")
     discovery_error = models.CharField(

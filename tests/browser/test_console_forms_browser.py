@@ -166,3 +166,42 @@ def test_the_console_and_its_error_pages_have_an_icon(live_gateway, operator):
     served = httpx.get(f"{live_gateway}{console_icon}", timeout=30)
     assert served.status_code == 200 and served.headers["content-type"] == "image/svg+xml"
     assert served.text.startswith("<svg")
+
+
+def test_a_cloud_servers_own_settings_show_for_its_kind_and_its_secrets_are_write_only(live_gateway, operator):
+    """An operator adding AWS Bedrock sees where its region and access key go (and Azure's settings only for
+    Azure); the address left empty becomes the region's; the secret is kept and never sent back."""
+    with sync_playwright() as p:
+        browser, page = browse(p, live_gateway)
+        try:
+            page.goto(f"{live_gateway}/admin/gateway/modelserver/add/")
+            for hidden in (".field-region", ".field-aws_secret_access_key", ".field-api_version"):
+                expect(page.locator(hidden)).to_be_hidden()  # an OpenAI server's form
+            page.select_option("#id_kind", "azure")
+            expect(page.locator(".field-api_version")).to_be_visible()
+            assert_drawn(page, "#id_azure_client_secret")
+            expect(page.locator(".field-region")).to_be_hidden()
+            page.select_option("#id_kind", "bedrock")
+            for shown in (".field-region", ".field-aws_access_key_id", ".field-bedrock_betas",
+                          ".field-structured_output"):
+                expect(page.locator(shown)).to_be_visible()
+            expect(page.locator(".field-api_version")).to_be_hidden()
+            expect(page.locator(".field-is_remote")).to_be_hidden()  # a cloud is always remote
+            page.fill("#id_name", "aws")
+            page.fill("#id_region", "eu-central-1")
+            page.fill("#id_aws_access_key_id", "AKIAIOSFODNN7EXAMPLE")
+            assert_drawn(page, "#id_aws_secret_access_key")
+            type_into(page, "#id_aws_secret_access_key", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+            page.click("#id_enabled")  # disabled: nothing asks the real AWS
+            assert page.evaluate(OVERFLOW) <= 0
+            page.screenshot(path=screenshot_path("model-server-add-bedrock"), full_page=True)
+            page.click("[name=_continue]")
+            expect(page.get_by_text("was added successfully")).to_be_visible()
+            expect(page.locator("#id_aws_secret_access_key")).to_have_value("")  # never sent back to the page
+            expect(page.locator("#id_base_url")).to_have_value("https://bedrock-runtime.eu-central-1.amazonaws.com")
+        finally:
+            browser.close()
+
+    aws = ModelServer.objects.get(name="aws")
+    assert (aws.kind, aws.region, aws.aws_secret_access_key, aws.is_remote) == (
+        "bedrock", "eu-central-1", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", True)
