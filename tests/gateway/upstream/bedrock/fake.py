@@ -62,7 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "fail_message": "Too many requests, please wait before trying again.",
     "fail_times": -1,  # -1: every model call fails; N: the next N
     "retry_after": None,  # a retry-after header on the failure
-    "exception_after_tokens": None,  # streams: an exception frame of `exception_type` after N tokens
+    "exception_after_tokens": None,  # streams: an exception frame of `exception_type` after N tokens (-3: first)
     "exception_type": "modelStreamErrorException",
     "cut_after_tokens": None,  # streams: the connection dropped after N tokens
     "models": FOUNDATION_MODELS,
