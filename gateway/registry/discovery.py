@@ -189,7 +189,7 @@ def _bedrock_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
     """Bedrock's control plane (`bedrock.<region>`, beside the runtime's `bedrock-runtime.<region>`): the
     foundation models callable on demand by their id, text and embedding ones (embeddings only for the
     latter), then the inference profiles (the cross-region ids newer models are called by), every page."""
-    base = server.base_url.rstrip("/").replace("://bedrock-runtime", "://bedrock", 1)
+    base = bedrock_control_plane(server.base_url)
     found: list[Found] = []
     for path, items_key, id_key in (("/foundation-models", "modelSummaries", "modelId"),
                                     ("/inference-profiles", "inferenceProfileSummaries", "inferenceProfileId")):
@@ -207,6 +207,12 @@ def _bedrock_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
             if not (isinstance(token, str) and token):
                 break
     return _unique(found)
+
+
+def bedrock_control_plane(base_url: str) -> str:
+    """The control plane's address of a runtime's: `bedrock-runtime.<region>` becomes `bedrock.<region>`; any
+    other address (a fake, a proxy of one's own) serves both."""
+    return base_url.rstrip("/").replace("bedrock-runtime", "bedrock", 1)
 
 
 def _bedrock_auth(server: ModelServer, url: str) -> dict[str, str]:
