@@ -3,10 +3,10 @@
 
 The request body is the Messages request without `model` (it is in the path) and `stream` (the path
 says it), with Bedrock's `anthropic_version` and the client's `anthropic-beta` values as `anthropic_beta`,
-only those the server carries (`betas.carried`). Every chunk of the reply holds one Messages stream
-event, base64-encoded JSON, so `/v1/messages` is a same-format pass-through and the chat form is the
-Anthropic kind's own translation (gateway/formats/anthropic/). Bedrock's `amazon-bedrock-invocationMetrics`,
-added to the last event, is its own bookkeeping and is not passed on."""
+only those the server carries (`betas`: as Claude Code sends Bedrock its own). Every chunk of the reply
+holds one Messages stream event, base64-encoded JSON, so `/v1/messages` is a same-format pass-through and
+the chat form is the Anthropic kind's own translation (gateway/formats/anthropic/). Bedrock's
+`amazon-bedrock-invocationMetrics`, added to the last event, is its own bookkeeping and is not passed on."""
 
 from __future__ import annotations
 
@@ -38,25 +38,25 @@ def invoke_url(target: Target, action: str = "invoke-with-response-stream") -> s
     return f"{target.server.base_url}/model/{quote(target.name, safe='')}/{action}"
 
 
-def bedrock_body(target: Target, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
-    """The InvokeModel body of a Messages request and its headers."""
-    sent = {key: value for key, value in body.items() if key not in ("model", "stream")}
+def bedrock_body(target: Target, body: dict[str, Any], headers: dict[str, str]) -> tuple[dict[str, Any], dict]:
+    """The InvokeModel body of a Messages request and its headers, and the `anthropic-beta` header to send."""
+    sent = {key: value for key, value in body.items() if key not in ("model", "stream", "anthropic_beta")}
     sent["anthropic_version"] = BEDROCK_VERSION
-    asked = [*(body.get("anthropic_beta") or ()), *betas.from_header(headers)]
-    carried = betas.carried(target.server, asked)
-    if carried:
-        sent["anthropic_beta"] = carried
-    else:
-        sent.pop("anthropic_beta", None)
-    return sent
+    in_body, in_header = betas.carried(target.server, [*(body.get("anthropic_beta") or ()),
+                                                        *betas.from_header(headers)])
+    sent = betas.gated(sent, in_body)
+    if in_body:
+        sent["anthropic_beta"] = in_body
+    return sent, ({"anthropic-beta": ",".join(in_header)} if in_header else {})
 
 
-async def _events(target: Target, payload: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-    """The model's Messages events. Raises UpstreamError before the first one is passed on, StreamCut
-    after (an exception frame, a malformed or an unfinished stream)."""
+async def _events(target: Target, shaped: tuple[dict[str, Any], dict]) -> AsyncIterator[dict[str, Any]]:
+    """The model's Messages events for a `bedrock_body`. Raises UpstreamError before the first one is passed
+    on, StreamCut after (an exception frame, a malformed or an unfinished stream)."""
+    payload, beta_header = shaped
     content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
     request = await signed_request(target.server, "POST", invoke_url(target), content,
-                                   {"X-Amzn-Bedrock-Accept": JSON})
+                                   {"X-Amzn-Bedrock-Accept": JSON, **beta_header})
     secret_values = secrets(request, target.server)
     started = finished = False
     async for frame in frames(request, target.server):

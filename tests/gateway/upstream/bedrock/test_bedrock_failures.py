@@ -101,25 +101,45 @@ def test_bedrock_s_invocation_metrics_are_not_passed_on(fake_bedrock):  # noqa: 
     assert "ping" not in [e["type"] for e in events[:2]]
 
 
-def test_only_the_betas_bedrock_carries_are_sent_in_the_body(fake_bedrock):  # noqa: F811
-    header = ("claude-code-20250219,interleaved-thinking-2025-05-14,prompt-caching-scope-2026-01-05,"
-              "context-management-2025-06-27,files-api-2025-04-14,interleaved-thinking-2025-05-14")
-    _events, failure = messages(fake_bedrock, {"anthropic-beta": header, "anthropic-version": "2023-06-01"},
-                                {**BODY, "model": "aws/claude", "stream": False})
+def test_betas_go_as_claude_code_sends_them_to_bedrock(fake_bedrock):  # noqa: F811
+    """Claude Code in its Anthropic mode sends the header below; in its Bedrock mode it sends claude-code in the
+    header, interleaved thinking and tool search (by Bedrock's name) in the body, and no context management."""
+    header = ("claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,"
+              "thinking-token-count-2026-05-13,advanced-tool-use-2025-11-20,files-api-2025-04-14,"
+              "interleaved-thinking-2025-05-14")
+    body = {**BODY, "model": "aws/claude", "stream": False, "thinking": {"type": "enabled", "budget_tokens": 1024,
+                                                                       "display": "omitted"},
+            "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}}
+    _events, failure = messages(fake_bedrock, {"anthropic-beta": header, "anthropic-version": "2023-06-01"}, body)
     sent = fake_bedrock.requests[-1]
     assert failure is None
-    assert sent.json == {**BODY, "anthropic_version": "bedrock-2023-05-31",
-                         "anthropic_beta": ["interleaved-thinking-2025-05-14", "context-management-2025-06-27"]}
-    assert "anthropic-beta" not in sent.headers and "anthropic-version" not in sent.headers
+    assert sent.json == {**BODY, "thinking": {"type": "enabled", "budget_tokens": 1024},
+                         "anthropic_version": "bedrock-2023-05-31",
+                         "anthropic_beta": ["interleaved-thinking-2025-05-14", "tool-search-tool-2025-10-19"]}
+    assert sent.headers["anthropic-beta"] == "claude-code-20250219" and "anthropic-version" not in sent.headers
+    assert "anthropic-beta" in sent.signed and sent.problem is None
+
+
+def test_a_field_comes_with_its_beta_when_the_server_carries_it(fake_bedrock):  # noqa: F811
+    carried = ("context-management-2025-06-27", "thinking-display-updates-2026-08-18")
+    body = {**BODY, "thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"},
+            "context_management": {"edits": []}}
+    _events, failure = collect(lambda: bedrock.message_events(
+        target(fake_bedrock, bedrock_betas=carried), body, {"anthropic-beta": ",".join(carried)}, ""))
+    assert failure is None and fake_bedrock.requests[-1].json == {
+        **body, "anthropic_version": "bedrock-2023-05-31", "anthropic_beta": list(carried)}
 
 
 def test_the_server_s_own_beta_list_replaces_the_documented_one(fake_bedrock):  # noqa: F811
-    server_betas = ("claude-code-20250219",)
+    server_betas = ("token-efficient-tools-2025-02-19",)
     _events, failure = collect(lambda: bedrock.message_events(
         target(fake_bedrock, bedrock_betas=server_betas), BODY,
-        {"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"}, ""))
-    assert failure is None and fake_bedrock.requests[-1].json["anthropic_beta"] == ["claude-code-20250219"]
-    _events, failure = messages(fake_bedrock, {"anthropic-beta": "claude-code-20250219"})
+        {"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,token-efficient-tools-2025-02-19"},
+        ""))
+    sent = fake_bedrock.requests[-1]
+    assert failure is None and sent.json["anthropic_beta"] == ["token-efficient-tools-2025-02-19"]
+    assert "anthropic-beta" not in sent.headers
+    _events, failure = messages(fake_bedrock, {"anthropic-beta": "prompt-caching-scope-2026-01-05"})
     assert "anthropic_beta" not in fake_bedrock.requests[-1].json  # none carried: no empty list either
 
 

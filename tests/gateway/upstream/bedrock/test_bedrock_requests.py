@@ -63,15 +63,15 @@ def test_the_gateway_sends_what_the_anthropic_sdk_s_bedrock_client_sends(fake_be
     client = anthropic.AnthropicBedrock(aws_access_key=ACCESS_KEY, aws_secret_key=SECRET_KEY, aws_region=REGION,
                                         base_url=fake_bedrock.url, max_retries=0)
     with client.beta.messages.stream(model=CLAUDE, max_tokens=50, messages=MESSAGES,
-                                     betas=["context-management-2025-06-27"],
+                                     betas=["context-1m-2025-08-07"],
                                      extra_body={"anthropic_version": "bedrock-2023-05-31"}) as stream:
         assert stream.get_final_message().content[0].text == "Echo: one two"  # it reads the fake's frames
     sent = fake_bedrock.requests[-1]
-    gateway_stream(fake_bedrock, CLAUDE, {"anthropic-beta": "context-management-2025-06-27"})
+    gateway_stream(fake_bedrock, CLAUDE, {"anthropic-beta": "context-1m-2025-08-07"})
     ours = fake_bedrock.requests[-1]
     assert ours.path == sent.path == f"/model/{CLAUDE}/invoke-with-response-stream"  # the SDK leaves ':' as it is
     assert ours.json == sent.json == {"max_tokens": 50, "messages": MESSAGES, "anthropic_version": "bedrock-2023-05-31",
-                                      "anthropic_beta": ["context-management-2025-06-27"]}
+                                      "anthropic_beta": ["context-1m-2025-08-07"]}
     # the SDK signs every header it sends, its own too; it says `accept` where boto3 says x-amzn-bedrock-accept
     assert set(ours.signed) - {"x-amzn-bedrock-accept"} < set(sent.signed)
     assert sent.problem is None and ours.problem is None
