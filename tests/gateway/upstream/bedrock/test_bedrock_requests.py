@@ -146,3 +146,31 @@ def test_credentials_due_for_a_refresh_are_refreshed_off_the_event_loop(fake_bed
     assert fake_bedrock.requests[-1].problem is None
     assert refreshed_in and refreshed_in[0] != threading.main_thread().name  # asyncio.to_thread's worker
     assert not aws_auth.needs_io(target(fake_bedrock, **cloud).server.cloud)  # fresh now: no thread next time
+
+
+def test_without_any_credentials_the_server_is_unavailable_and_nothing_is_sent(fake_bedrock, monkeypatch):  # noqa: F811
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _events, error = collect(lambda: bedrock.message_events(
+        target(fake_bedrock, aws_access_key_id="", aws_secret_access_key=""), {"max_tokens": 5, "messages": MESSAGES},
+        {}, ""))
+    assert isinstance(error, UpstreamError) and (error.kind, error.status) == ("unavailable", 401)
+    assert error.message.startswith("No AWS credentials for server 'aws'")
+    assert not fake_bedrock.requests
+
+
+def test_the_cloud_secrets_are_redacted_from_the_logs(db):
+    from gateway.registry.snapshot import registry
+    from gateway.telemetry.redact import configured_secrets, redact
+    from tests.factories import ModelFactory, ModelServerFactory
+
+    server = ModelServerFactory(name="aws", kind="bedrock", region=REGION, aws_access_key_id=ACCESS_KEY,
+                                aws_secret_access_key=SECRET_KEY, aws_session_token="a-session-token-value-01")
+    ModelFactory(server=server, name=CLAUDE)
+    assert set(registry().server_keys) == {SECRET_KEY, "a-session-token-value-01"}
+    assert redact(f"signed with {SECRET_KEY}", configured_secrets()) == "signed with [redacted]"
