@@ -2,7 +2,8 @@
 (`snapshot`; what moves its stamp: `signals`, connected by gateway/apps.py), which models answer
 a call (`routing`) and in what order a pool's deployments take it (`pools`), what a call costs at a
 model's price (`prices`, money in integer units), servers cooling down
-after a failure (`cooldown`) and their health (`server_health`), model discovery (`discovery`) and
+after a failure (`cooldown`) and their health (`server_health`), model discovery (`discovery`), a Bedrock
+server's AWS credentials and signatures (`aws_auth`, shared by the calls and discovery) and
 the operator's configuration file (`config_file`).
 
 May import: `gateway.formats`, `gateway.web`, `gateway.telemetry`, `gateway.state`."""

@@ -7,6 +7,9 @@ in line (docs/design.md, "Profiles"; docs/decisions/0034-model-discovery.md).
   twice. A base URL without `/v1` that answers /api/tags is an Ollama's root, where chat calls
   would get 404: a failure that says to add /v1, not a listing that would make the server look healthy.
 - Anthropic servers: `GET {base_url}/v1/models`, every page.
+- AWS Bedrock servers: `GET /foundation-models` and `GET /inference-profiles` of the region's control
+  plane (the runtime's address with `bedrock-runtime` made `bedrock`), signed as the model calls are
+  (gateway/registry/aws_auth.py) or with the server's Bedrock API key.
 
 A name the server lists that the registry lacks becomes a `Model` row (chat, unless its name says
 embeddings or audio: `capabilities_for`). A row the server no longer lists gets `unlisted_since`
@@ -25,6 +28,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 from django.conf import settings
@@ -32,9 +36,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from gateway.models import Model, ModelServer
-from gateway.registry import server_health
+from gateway.registry import aws_auth, server_health
 from gateway.registry.default_model import choose_default
-from gateway.registry.snapshot import registry_changed
+from gateway.registry.snapshot import registry_changed, server_of
 
 logger = logging.getLogger(__name__)
 
@@ -181,8 +185,64 @@ def _anthropic_listing(client: httpx.Client, server: ModelServer) -> list[Found]
     return _unique(found)
 
 
+def _bedrock_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
+    """Bedrock's control plane (`bedrock.<region>`, beside the runtime's `bedrock-runtime.<region>`): the
+    foundation models callable on demand by their id, text and embedding ones (embeddings only for the
+    latter), then the inference profiles (the cross-region ids newer models are called by), every page."""
+    base = bedrock_control_plane(server.base_url)
+    found: list[Found] = []
+    for path, items_key, id_key in (("/foundation-models", "modelSummaries", "modelId"),
+                                    ("/inference-profiles", "inferenceProfileSummaries", "inferenceProfileId")):
+        token = None
+        for _page in range(MAX_PAGES):
+            query = urlencode({"maxResults": 1000, "nextToken": token} if token else {})
+            url = f"{base}{path}" + (f"?{query}" if query else "")
+            response = _get(client, url, _bedrock_auth(server, url))
+            data = _json(response) if response.status_code == 200 else None
+            items = data.get(items_key) if isinstance(data, dict) else None
+            if not isinstance(items, list):
+                raise DiscoveryFailed(f"{_refusal(path, response)}.")
+            found += [item for item in (_bedrock_model(i, id_key) for i in items) if item is not None]
+            token = data.get("nextToken")
+            if not (isinstance(token, str) and token):
+                break
+    return _unique(found)
+
+
+def bedrock_control_plane(base_url: str) -> str:
+    """The control plane's address of a runtime's: `bedrock-runtime.<region>` becomes `bedrock.<region>`; any
+    other address (a fake, a proxy of one's own) serves both."""
+    return base_url.rstrip("/").replace("bedrock-runtime", "bedrock", 1)
+
+
+def _bedrock_auth(server: ModelServer, url: str) -> dict[str, str]:
+    """A Bedrock API key as a bearer token, else the SigV4 signature of a GET of `url` (sent as signed)."""
+    if server.api_key:
+        return {"Authorization": f"Bearer {server.api_key}"}
+    cloud = server_of(server).cloud
+    credentials = aws_auth.frozen(cloud)
+    if credentials is None:
+        raise DiscoveryFailed("No AWS credentials: give the server an access key or a Bedrock API key, or give the "
+                              "gateway's processes AWS credentials.")
+    return aws_auth.signed_headers(credentials, service="bedrock", region=cloud.region, method="GET", url=url,
+                                   headers={}, body=b"")
+
+
+def _bedrock_model(item: Any, id_key: str) -> Found | None:
+    if not isinstance(item, dict) or not _valid_name(item.get(id_key)):
+        return None
+    if id_key == "inferenceProfileId":
+        return Found(item[id_key].strip()) if item.get("status", "ACTIVE") == "ACTIVE" else None
+    outputs = item.get("outputModalities") or ["TEXT"]
+    inference = item.get("inferenceTypesSupported") or ["ON_DEMAND"]
+    if "ON_DEMAND" not in inference or not ({"TEXT", "EMBEDDING"} & set(outputs)):
+        return None  # provisioned throughput or a profile only; image and video generation
+    return Found(item[id_key].strip(), embeddings_family="EMBEDDING" in outputs)
+
+
 # each kind's listing (a kind without one is never asked: the console says to add its models by name)
-LISTINGS = {ModelServer.Kind.OPENAI: _openai_listing, ModelServer.Kind.ANTHROPIC: _anthropic_listing}
+LISTINGS = {ModelServer.Kind.OPENAI: _openai_listing, ModelServer.Kind.ANTHROPIC: _anthropic_listing,
+            ModelServer.Kind.BEDROCK: _bedrock_listing}
 
 
 def _get(client: httpx.Client, url: str, headers: dict[str, str], **kwargs: Any) -> httpx.Response:

@@ -150,8 +150,13 @@ class Registry:
 
     @cached_property
     def server_keys(self) -> tuple[str, ...]:
-        """The model servers' keys, for redaction (gateway/telemetry/redact.py)."""
-        return tuple({target.server.api_key for target in self.by_id.values() if target.server.api_key})
+        """The model servers' keys and cloud secrets, for redaction (gateway/telemetry/redact.py)."""
+        found = set()
+        for server in {target.server for target in self.by_id.values()}:
+            cloud = server.cloud
+            found.update(value for value in (server.api_key, cloud.aws_secret_access_key, cloud.aws_session_token,
+                                             cloud.azure_client_secret) if value)
+        return tuple(found)
 
 
 REGISTRY_STAMP_KEY = f"registry:{cooldown.REGISTRY_TAG}:v"

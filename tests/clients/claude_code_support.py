@@ -46,12 +46,14 @@ class Run:
     days: tuple[str, ...]
 
 
-def run_claude(base_url: str, key: str, model: str, folder: Path) -> Run:
+def run_claude(base_url: str, key: str, model: str, folder: Path, *, bedrock: bool = False,
+               args: tuple[str, ...] = ()) -> Run:
     """Claude Code in print mode, offline, with a fresh HOME and working folder at the same paths every time.
 
     The paths are reused (emptied, not renamed) because Claude Code writes them into the system prompt and
     the memory folder's name, so two runs in one folder send the same text. Its environment is built from
-    nothing rather than inherited, so no ANTHROPIC_* setting of the machine reaches it."""
+    nothing rather than inherited, so no ANTHROPIC_* setting of the machine reaches it. With `bedrock`, it
+    calls `base_url` as AWS Bedrock (its runtime and control plane), unauthenticated, and `key` is not used."""
     home, work = folder / "home", folder / "work"
     for path in (home, work):
         shutil.rmtree(path, ignore_errors=True)
@@ -61,8 +63,6 @@ def run_claude(base_url: str, key: str, model: str, folder: Path) -> Run:
         "HOME": str(home),
         "TZ": "UTC",
         "LANG": "C.UTF-8",
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": key,
         # any side request for the small model goes to the one model this run is about
         "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,
         "ANTHROPIC_SMALL_FAST_MODEL": model,
@@ -74,10 +74,13 @@ def run_claude(base_url: str, key: str, model: str, folder: Path) -> Run:
         # and a refused request fails the run at once instead of after a minute of backing off
         "CLAUDE_CODE_MAX_RETRIES": "0",
         "API_TIMEOUT_MS": "60000",
+        **({"CLAUDE_CODE_USE_BEDROCK": "1", "ANTHROPIC_BEDROCK_BASE_URL": base_url,
+            "CLAUDE_CODE_SKIP_BEDROCK_AUTH": "1", "AWS_REGION": "us-east-1"} if bedrock
+           else {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": key}),
     }
     before = _today()
     done = subprocess.run([str(claude_binary()), "-p", PROMPT, "--model", model, "--allowedTools", TOOL_NAME,
-                           "--output-format", "text"], cwd=work, env=env, capture_output=True, text=True,
+                           "--output-format", "text", *args], cwd=work, env=env, capture_output=True, text=True,
                           timeout=RUN_SECONDS, stdin=subprocess.DEVNULL)
     return Run(done.returncode, done.stdout, done.stderr, tuple(sorted({before, _today()})))
 
