@@ -15,30 +15,27 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from gateway.formats import StreamError
+from gateway.formats.anthropic.from_chat import output_tool_name
+from gateway.formats.converse.from_chat import chat_to_converse_request
+from gateway.formats.converse.streams import ConverseToChatStream
 from gateway.registry.snapshot import Target
-from gateway.upstream.providers.base import REFUSED, UpstreamError, broken, uncarried
+from gateway.upstream.providers.base import broken, uncarried
 from gateway.upstream.providers.bedrock.claude import invoke_url
 from gateway.upstream.providers.bedrock.transport import frame_failure, frames, secrets, signed_request
 from gateway.upstream.replies import chunk_problem
-
-try:  # the Converse translation is its own part of gateway/formats/
-    from gateway.formats.converse import ConverseToChatStream, chat_to_converse_request
-except ImportError:  # until it is there, such a model is refused by name
-    ConverseToChatStream = chat_to_converse_request = None
 
 
 async def converse_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     """The chat chunks of a non-Claude model's reply. Raises UpstreamError before the first chunk,
     StreamCut after."""
-    if chat_to_converse_request is None or ConverseToChatStream is None:
-        raise UpstreamError(REFUSED, 400, f"The model '{target.name}' on server '{target.server.name}' is not a "
-                                          "Claude model: Bedrock's Converse models are not served yet.")
+    structured = target.server.structured_output
     lost: list[str] = []
-    payload = chat_to_converse_request(body, lost=lost)
+    payload = chat_to_converse_request(body, lost=lost, model_id=target.name, structured_output=structured)
     if refusal := uncarried(target.server, lost):
         raise refusal
     translator = ConverseToChatStream(completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name,
-                                      created=int(time.time()), include_usage=True)
+                                      created=int(time.time()), include_usage=True,
+                                      output_tool=output_tool_name(body, structured))
     content = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
     request = await signed_request(target.server, "POST", invoke_url(target, "converse-stream"), content)
     secret_values = secrets(request, target.server)
@@ -56,6 +53,8 @@ async def converse_stream(target: Target, body: dict[str, Any]) -> AsyncIterator
             raise broken(started, "The model server sent a malformed stream.")
         try:
             chunks = translator.feed(frame.event_type, event)
+        except ValueError:  # an event that is not what ConverseStream sends
+            raise broken(started, "The model server sent a malformed stream.") from None
         except StreamError as exc:
             raise broken(started, exc.message or "The model server reported an error.", cut="upstream_error",
                          secrets=secret_values) from None

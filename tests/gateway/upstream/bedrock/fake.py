@@ -156,10 +156,34 @@ class Frames:
     head: int  # how many come before the first token (the cut and exception knobs count tokens)
 
 
+def embedding(text: str) -> list[float]:
+    """The fake's vector of a text: its length and two fixed numbers (so a test can tell texts apart)."""
+    return [float(len(text)), 0.5, -0.25]
+
+
+def _embed(body: dict, model: str) -> Reply:
+    """Titan Text Embeddings (one text, its token count in the body) and Cohere Embed (up to 96 texts, the
+    count in X-Amzn-Bedrock-Input-Token-Count), as Bedrock answers them: one token per word here."""
+    if "titan-embed" in model:
+        text = body.get("inputText")
+        if not isinstance(text, str) or set(body) - {"inputText", "dimensions", "normalize"}:
+            raise BedrockError(400, "ValidationException", "Malformed input request: inputText is required.")
+        return Reply(json.dumps({"embedding": embedding(text), "inputTextTokenCount": len(text.split())}).encode())
+    texts = body.get("texts")
+    if not isinstance(texts, list) or not 1 <= len(texts) <= 96 or body.get("input_type") is None:
+        raise BedrockError(400, "ValidationException", "Malformed input request: texts and input_type are required.")
+    reply = {"id": uuid.uuid4().hex, "texts": texts, "embeddings": [embedding(text) for text in texts],
+             "response_type": "embeddings_floats"}
+    tokens = str(sum(len(text.split()) for text in texts)).encode()
+    return Reply(json.dumps(reply).encode(), headers=((b"x-amzn-bedrock-input-token-count", tokens),))
+
+
 def _invoke(req: Recorded, knobs: dict[str, Any], model: str, stream: bool) -> Reply | Frames:
     body = req.json
     if not isinstance(body, dict):
         raise BedrockError(400, "ValidationException", "Malformed input request, please reformat your input.")
+    if not stream and ("titan-embed" in model or "cohere.embed" in model):
+        return _embed(body, model)
     for extraneous in ("model", "stream"):
         if extraneous in body:
             raise BedrockError(400, "ValidationException", f"extraneous key [{extraneous}] is not permitted")
