@@ -52,7 +52,8 @@ def world(db):
     """team: budgets of 1 a day and 5 a week (no month's); bob has his own day's of 0.5, dave none
     for the day; carol's group has none, she has her own month's of 2; erin has none at all."""
     srv = ModelServerFactory(name="srv")
-    ModelFactory(server=srv, name="a", input_price="0.15", cached_input_price="0.075", output_price="0.6")
+    ModelFactory(server=srv, name="a", input_price="0.15", cached_input_price="0.075", cache_write_price="0.1875",
+                 output_price="0.6")
     ModelFactory(server=srv, name="b")  # no price
     team = AccountGroupFactory(name="team", daily_budget=1, weekly_budget=5)
     free = AccountGroupFactory(name="free")
@@ -109,7 +110,7 @@ def test_the_spend_is_shown_per_day_model_account_and_group(client, operator, wo
     per_model = table_rows(html, "per-model", "model")
     assert list(per_model) == ["srv/b", "srv/a", "gone/x"]  # most spent first
     assert per_model["srv/a"] == ["srv/a", "3", "0", "151", "16", "167", "1.2000000025",
-                                  "in 0.15 · cached 0.075 · out 0.6 USD"]
+                                  "in 0.15 · cached 0.075 · write 0.1875 · out 0.6 USD"]
     assert per_model["srv/b"][-2:] == ["1.90", "no price"]
     assert per_model["gone/x"][-2:] == ["0.05", "no longer configured"]
     top = table_rows(html, "top-accounts", "account")
