@@ -73,6 +73,6 @@ async def _frames(call: Call, completion_id: str, include_usage: bool) -> AsyncI
                                   "code": call.cut.reason}})
     elif include_usage:
         yield sse_data({"id": completion_id, "object": "chat.completion.chunk", "created": call.created,
-                        "model": model, "choices": [], "usage": call.usage()})
+                        "model": model, "choices": [], "usage": call.reply_usage()})  # as a whole reply's
     yield SSE_DONE
 

@@ -43,6 +43,7 @@ def meter_answer(run, completion: Completion) -> None:
         meter(account_id=run.routine.account_id, model=completion.model, surface=SURFACE,
               input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
               request_id=usage_key(run.pk), key=usage_key(run.pk), price=completion.target.price,
-              cached_input_tokens=completion.cached_input_tokens)
+              cached_input_tokens=completion.cached_input_tokens,
+              cache_write_input_tokens=completion.cache_write_input_tokens)
     except Exception:
         log.exception("run %s: its usage could not be metered", run.pk)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.calls.cuts import cut_error
-from gateway.calls.metering import cached_input_of, cost_units_of, meter, usage_of
+from gateway.calls.metering import cache_write_of, cached_input_of, cost_units_of, meter, usage_of
 from gateway.calls.model_call import ModelCall
 from gateway.registry.snapshot import Target
 from gateway.state.workers import in_worker
@@ -39,6 +39,7 @@ class Completion:
     usage: dict[str, int]  # prompt_tokens, completion_tokens, total_tokens
     cut: StreamCut | None = None  # set when the reply stopped midway
     cached_input_tokens: int = 0  # of the input, what the provider's prompt cache read (priced apart)
+    cache_write_input_tokens: int = 0  # of the input, what the provider wrote to its prompt cache (priced apart)
 
     @property
     def model(self) -> str:
@@ -72,7 +73,8 @@ def _completion(target: Target, reply: ReplyAccumulator, body: dict[str, Any], c
         call["id"] = call["id"] or f"call_{index}"
     return Completion(target=target, text=reply.text, tool_calls=calls,
                       finish_reason=reply.finish_reason or ("tool_calls" if calls else "stop"),
-                      usage=usage_of(reply, body), cut=cut, cached_input_tokens=cached_input_of(reply))
+                      usage=usage_of(reply, body), cut=cut, cached_input_tokens=cached_input_of(reply),
+                      cache_write_input_tokens=cache_write_of(reply))
 
 
 async def meter_completion(completion: Completion, *, account_id: int, surface: str, request_id: str,
@@ -84,14 +86,16 @@ async def meter_completion(completion: Completion, *, account_id: int, surface: 
     await asyncio.shield(in_worker(meter)(
         account_id=account_id, model=completion.model, surface=surface, input_tokens=usage["prompt_tokens"],
         output_tokens=usage["completion_tokens"], request_id=request_id, key=key, price=completion.target.price,
-        cached_input_tokens=completion.cached_input_tokens))
+        cached_input_tokens=completion.cached_input_tokens,
+        cache_write_input_tokens=completion.cache_write_input_tokens))
 
 
 def completion_cost_units(completion: Completion) -> int:
     """What a completion costs at its model's price (as `meter_completion` records it)."""
     usage = completion.usage
     return cost_units_of(model=completion.model, price=completion.target.price, input_tokens=usage["prompt_tokens"],
-                         output_tokens=usage["completion_tokens"], cached_input_tokens=completion.cached_input_tokens)
+                         output_tokens=usage["completion_tokens"], cached_input_tokens=completion.cached_input_tokens,
+                         cache_write_input_tokens=completion.cache_write_input_tokens)
 
 
 def completion_cut_error(completion: Completion) -> ApiError:

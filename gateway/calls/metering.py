@@ -46,41 +46,53 @@ def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
 def cached_input_of(reply) -> int:
     """The input tokens the provider read from its prompt cache, as its usage says (chat form:
     `prompt_tokens_details.cached_tokens`, which an Anthropic server's `cache_read_input_tokens` becomes)."""
+    return _prompt_detail(reply, "cached_tokens")
+
+
+def cache_write_of(reply) -> int:
+    """The input tokens the provider wrote to its prompt cache, as its usage says (chat form:
+    `prompt_tokens_details.cache_write_tokens`, which an Anthropic server's `cache_creation_input_tokens`
+    becomes, passed through or translated: gateway/formats/anthropic/replies.py `chat_usage`)."""
+    return _prompt_detail(reply, "cache_write_tokens")
+
+
+def _prompt_detail(reply, name: str) -> int:
     details = (reply.usage or {}).get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return cached if isinstance(cached, int) and not isinstance(cached, bool) and cached > 0 else 0
+    count = details.get(name) if isinstance(details, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 0
 
 
 def meter(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
           request_id: str = "", key: str | None = None, cached: bool = False, price: Price | None = None,
-          cached_input_tokens: int = 0) -> None:
+          cached_input_tokens: int = 0, cache_write_input_tokens: int = 0) -> None:
     """Record a call's usage once, with its cost. `key` makes the record the same record however
     often it is metered (a run: `run-<pk>`); without it each call to meter is a record of its own (an
     agent turn meters each of its rounds under one request id). `cached`: a reply given from the
     response cache (gateway/cache/), its tokens those it delivered; it counts against the token
     quotas like any other (docs/decisions/0109-response-cache.md) and costs nothing. `price`: the
     answering target's (an alias deployment's own where it has one); None: the model's, from this
-    process's registry. `cached_input_tokens`: of the input, those the provider's prompt cache read.
-    Never raises."""
+    process's registry. `cached_input_tokens`, `cache_write_input_tokens`: of the input, those the
+    provider's prompt cache read, and those it wrote. Never raises."""
     if (record := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
-                          cached_input_tokens)) is not None:
+                          cached_input_tokens, cache_write_input_tokens)) is not None:
         quota_add(account_id=account_id, tokens=input_tokens + output_tokens, cost_units=record.cost_units,
                   now=record.created_at, record=record.key)  # never raises
 
 
 async def meter_async(*, account_id: int, model: str, surface: str, input_tokens: int, output_tokens: int,
                       request_id: str = "", key: str | None = None, cached: bool = False,
-                      price: Price | None = None, cached_input_tokens: int = 0) -> None:
+                      price: Price | None = None, cached_input_tokens: int = 0,
+                      cache_write_input_tokens: int = 0) -> None:
     """`meter` from the event loop: the spool append is one write(); the quota counters are
     added to from the loop (gateway/state/redis/loop.py), so no thread is needed. Never raises."""
     if (record := _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
-                          cached_input_tokens)) is not None:
+                          cached_input_tokens, cache_write_input_tokens)) is not None:
         await quota_add_async(account_id=account_id, tokens=input_tokens + output_tokens,
                               cost_units=record.cost_units, now=record.created_at, record=record.key)
 
 
 def cost_units_of(*, model: str, price: Price | None, input_tokens: int, output_tokens: int,
-                  cached_input_tokens: int = 0) -> int:
+                  cached_input_tokens: int = 0, cache_write_input_tokens: int = 0) -> int:
     """A call's cost in COST_UNITS at `price`, or, when None, at the model's price in this process's
     registry (a model it does not hold costs nothing). Never raises."""
     if price is None:
@@ -91,18 +103,21 @@ def cost_units_of(*, model: str, price: Price | None, input_tokens: int, output_
             target = None
         price = target.price if target is not None else NO_PRICE
     return price.cost_units(input_tokens=input_tokens, output_tokens=output_tokens,
-                            cached_input_tokens=cached_input_tokens)
+                            cached_input_tokens=cached_input_tokens, cache_write_input_tokens=cache_write_input_tokens)
 
 
 def _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
-            cached_input_tokens) -> UsageRecord | None:
-    """Append the usage record to the spool; the record, or None when there is nothing to count."""
+            cached_input_tokens, cache_write_input_tokens) -> UsageRecord | None:
+    """Append the usage record to the spool; the record, or None when there is nothing to count. The
+    cache reads and writes are cut to what the input holds (the reads first), as they are priced."""
     total = input_tokens + output_tokens
     if total <= 0:
         return None
     cached_input_tokens = min(max(int(cached_input_tokens or 0), 0), input_tokens)
+    cache_write_input_tokens = min(max(int(cache_write_input_tokens or 0), 0), input_tokens - cached_input_tokens)
     cost_units = 0 if cached else cost_units_of(model=model, price=price, input_tokens=input_tokens,
-                                                output_tokens=output_tokens, cached_input_tokens=cached_input_tokens)
+                                                output_tokens=output_tokens, cached_input_tokens=cached_input_tokens,
+                                                cache_write_input_tokens=cache_write_input_tokens)
     metrics.tokens(model, input_tokens, output_tokens)
     metrics.spend(model, cost_units)
     if cached:
@@ -112,7 +127,8 @@ def _record(account_id, model, surface, input_tokens, output_tokens, request_id,
     record = UsageRecord(
         account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
         output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],
-        cached=cached, cached_input_tokens=cached_input_tokens, cost_units=cost_units, created_at=timezone.now(),
+        cached=cached, cached_input_tokens=cached_input_tokens, cache_write_input_tokens=cache_write_input_tokens,
+        cost_units=cost_units, created_at=timezone.now(),
         tags=call_facts.tags_of(exchange),  # the call's tags, as its row in the calls log has them
     )
     try:

@@ -22,7 +22,7 @@ from typing import Any
 from gateway.cache.entry import ANTHROPIC, CHAT, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache
 from gateway.calls.dispatch import open_reply
-from gateway.calls.metering import cached_input_of, meter, meter_async, usage_of
+from gateway.calls.metering import cache_write_of, cached_input_of, meter, meter_async, usage_of
 from gateway.formats.anthropic.events import MessageAccumulator
 from gateway.registry.snapshot import Target
 from gateway.telemetry import call_facts
@@ -147,4 +147,5 @@ class ModelCall:
         return {"account_id": self.account_id, "model": self.model, "surface": self.surface,
                 "input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"],
                 "request_id": self.request_id, "cached": self.entry is not None,
-                "price": self.target.price if self.target else None, "cached_input_tokens": cached_input_of(self.reply)}
+                "price": self.target.price if self.target else None, "cached_input_tokens": cached_input_of(self.reply),
+                "cache_write_input_tokens": cache_write_of(self.reply)}

@@ -227,6 +227,7 @@ class ModelPrice(NamedTuple):
 
     input_price: Decimal | None
     cached_input_price: Decimal | None
+    cache_write_price: Decimal | None
     output_price: Decimal | None
 
 
@@ -234,7 +235,7 @@ def model_prices() -> dict[str, ModelPrice]:
     """The current prices of every model by its id (`server/model`), one query. An alias
     deployment may have prices of its own, which the calls through it were metered with."""
     return {f"{server}/{name}": ModelPrice(*prices) for server, name, *prices in
-            Model.objects.values_list("server__name", "name", "input_price", "cached_input_price", "output_price")}
+            Model.objects.values_list("server__name", "name", *ModelPrice._fields)}
 
 
 def cache_hits(f: Filters) -> list[dict]:

@@ -44,10 +44,11 @@ from gateway.models import CallFailureDaily, UsageRecord, account_group_model
 from gateway.registry.prices import money_text
 from gateway.web.output import timestamp
 
-# cost and the cached columns, then the call's tags (a JSON object, empty for none) come after
-# the first columns, which keep their places
+# cost and the cached columns, then the call's tags (a JSON object, empty for none), then the input tokens
+# written to the provider's prompt cache come after the first columns, which keep their places
 CSV_COLUMNS = ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
-               "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags"]
+               "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags",
+               "cache_write_input_tokens"]
 METERED = ("input_tokens", "output_tokens", "cost_units")  # the usage records'
 SUMMED = ("calls", "failed", *METERED)  # calls and failed calls: the calls log's
 NONE_ANSWERED = "(none answered)"  # the calls no model answered, in the per-model figures
@@ -263,7 +264,8 @@ def csv_chunk(f: Filters, after: tuple[datetime, int] | None) -> list[tuple]:
         rows = rows.filter(Q(created_at__gt=after[0]) | Q(id__gt=after[1]), created_at__gte=after[0])
     return list(rows.order_by("created_at", "id").values_list(
         "id", "created_at", "account__email", "account__group__name", "model", "surface", "input_tokens",
-        "output_tokens", "request_id", "cost_units", "cached_input_tokens", "cached", "tags")[:CSV_CHUNK])
+        "output_tokens", "request_id", "cost_units", "cached_input_tokens", "cached", "tags",
+        "cache_write_input_tokens")[:CSV_CHUNK])
 
 
 def csv_text(rows: list[tuple], *, header: bool = False) -> str:
@@ -271,11 +273,11 @@ def csv_text(rows: list[tuple], *, header: bool = False) -> str:
     writer = csv.writer(out)
     if header:
         writer.writerow(CSV_COLUMNS)
-    for _, at, email, group, model, surface, input_tokens, output_tokens, request_id, cost, cached_input, hit, tags \
-            in rows:
+    for _, at, email, group, model, surface, input_tokens, output_tokens, request_id, cost, cached_input, hit, tags, \
+            cache_write in rows:
         writer.writerow([timestamp(at), _cell(email), _cell(group), _cell(model), _cell(surface), input_tokens,
                          output_tokens, input_tokens + output_tokens, _cell(request_id), money_text(cost),
-                         cached_input, "true" if hit else "false", _tags_cell(tags)])
+                         cached_input, "true" if hit else "false", _tags_cell(tags), cache_write])
     return out.getvalue()
 
 

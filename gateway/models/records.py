@@ -23,6 +23,9 @@ class UsageRecord(models.Model):
     # Input tokens the provider read from its prompt cache (part of input_tokens), priced at the
     # cached input price.
     cached_input_tokens = models.PositiveIntegerField(default=0, db_default=0)
+    # Input tokens the provider wrote to its prompt cache (part of input_tokens too), priced at the
+    # cache-write price.
+    cache_write_input_tokens = models.PositiveIntegerField(default=0, db_default=0)
     # What the call cost when it was metered, in COST_UNITS of settings.CURRENCY (an integer, exact on
     # SQLite too: gateway/registry/prices.py). A price changed later never rewrites it.
     cost_units = models.BigIntegerField(default=0, db_default=0)

@@ -143,6 +143,8 @@ def bedrock_endpoint(region: str) -> str:
 PRICE_HELP = {
     "input": "Per million input tokens, in the installation's currency; empty = no price (costs nothing).",
     "cached": "Per million input tokens read from the provider's prompt cache; empty = the input price.",
+    "cache_write": "Per million input tokens written to the provider's prompt cache (Anthropic, Bedrock); "
+                   "empty = the input price.",
     "output": "Per million output tokens; empty = no price.",
 }
 DEPLOYMENT_PRICE_HELP = "Per million tokens through this alias; empty = the model's own price."
@@ -174,6 +176,8 @@ class Model(models.Model):
                                              validators=[MinValueValidator(0)], help_text=PRICE_HELP["cached"])
     output_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
                                        validators=[MinValueValidator(0)], help_text=PRICE_HELP["output"])
+    cache_write_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                            validators=[MinValueValidator(0)], help_text=PRICE_HELP["cache_write"])
     fallbacks = models.ManyToManyField(
         "self", through="ModelFallback", through_fields=("model", "fallback"), symmetrical=False, blank=True
     )
@@ -268,6 +272,8 @@ class AliasDeployment(models.Model):
                                              validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
     output_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
                                        validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
+    cache_write_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
+                                            validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
 
     class Meta:
         ordering = ["id"]

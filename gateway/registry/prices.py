@@ -8,7 +8,11 @@ cost is exact (no rounding, no float), on SQLite as on PostgreSQL, whose sums of
 too. A signed 64-bit count of units reaches 922 million of the currency: far past any account's
 month.
 
-A model without a price (`Price.NONE`) costs nothing, and says so (`priced` false)."""
+A model without a price (`Price.NONE`) costs nothing, and says so (`priced` false).
+
+Of a call's input tokens, some may have been read from the provider's prompt cache (cheaper: the cached
+input price) and some written to it (dearer at Anthropic and on Bedrock, 1.25 times the input price for a
+five-minute cache: the cache-write price); each price left empty is the input price."""
 
 from __future__ import annotations
 
@@ -28,18 +32,24 @@ class Price:
     input: int | None = None
     cached_input: int | None = None  # None: the input price
     output: int | None = None
+    cache_write: int | None = None  # None: the input price
 
     @property
     def priced(self) -> bool:
         return self.input is not None or self.output is not None
 
-    def cost_units(self, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0) -> int:
-        """The cost of a call's tokens, in COST_UNITS. `cached_input_tokens` are part of `input_tokens`
-        (those the provider read from its prompt cache) and cost the cached input price."""
+    def cost_units(self, *, input_tokens: int, output_tokens: int, cached_input_tokens: int = 0,
+                   cache_write_input_tokens: int = 0) -> int:
+        """The cost of a call's tokens, in COST_UNITS. `cached_input_tokens` and `cache_write_input_tokens`
+        are parts of `input_tokens` (those the provider read from its prompt cache, and those it wrote to
+        it) and cost the cached input and the cache-write price. A count past what the input holds is cut
+        to it (the reads first): no token is priced twice."""
         cached = min(max(cached_input_tokens, 0), input_tokens)
+        written = min(max(cache_write_input_tokens, 0), input_tokens - cached)
         cached_rate = self.cached_input if self.cached_input is not None else self.input
-        return ((input_tokens - cached) * (self.input or 0) + cached * (cached_rate or 0)
-                + output_tokens * (self.output or 0))
+        write_rate = self.cache_write if self.cache_write is not None else self.input
+        return ((input_tokens - cached - written) * (self.input or 0) + cached * (cached_rate or 0)
+                + written * (write_rate or 0) + output_tokens * (self.output or 0))
 
 
 NO_PRICE = Price()
@@ -54,8 +64,9 @@ def price_step(value: Decimal | None) -> int | None:
 
 
 def price_of(*, input_price: Decimal | None, cached_input_price: Decimal | None,
-             output_price: Decimal | None) -> Price:
-    return Price(price_step(input_price), price_step(cached_input_price), price_step(output_price))
+             output_price: Decimal | None, cache_write_price: Decimal | None = None) -> Price:
+    return Price(price_step(input_price), price_step(cached_input_price), price_step(output_price),
+                 price_step(cache_write_price))
 
 
 def money(units: int) -> Decimal:

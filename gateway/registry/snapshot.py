@@ -354,7 +354,7 @@ def load() -> Registry:
 
 def _price(row) -> Price:
     return price_of(input_price=row.input_price, cached_input_price=row.cached_input_price,
-                    output_price=row.output_price)
+                    output_price=row.output_price, cache_write_price=row.cache_write_price)
 
 
 def _priced_through(target: Target, deployment: AliasDeployment) -> Target:
@@ -366,7 +366,8 @@ def _priced_through(target: Target, deployment: AliasDeployment) -> Target:
     model = target.price
     price = Price(model.input if own.input is None else own.input,
                   model.cached_input if own.cached_input is None else own.cached_input,
-                  model.output if own.output is None else own.output)
+                  model.output if own.output is None else own.output,
+                  model.cache_write if own.cache_write is None else own.cache_write)
     return dataclasses.replace(target, price=price)
 
 

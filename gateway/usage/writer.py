@@ -45,8 +45,9 @@ BACKOFF_MAX_SECONDS = 2.0
 
 def record_to_line(record: UsageRecord) -> dict:
     """The spool's line of a record. `c` (answered from the response cache), `ci` (cached input tokens),
-    `$` (cost, in COST_UNITS) and `tg` (the call's tags) only when set: a line without them, as every
-    line spooled before they existed, is a record not cached that cost nothing, without tags."""
+    `cw` (input tokens written to the provider's prompt cache), `$` (cost, in COST_UNITS) and `tg` (the
+    call's tags) only when set: a line without them, as every line spooled before they existed, is a
+    record not cached that cost nothing, without tags."""
     line = {"k": record.key, "a": record.account_id, "m": record.model, "s": record.surface,
             "i": record.input_tokens, "o": record.output_tokens, "r": record.request_id,
             "t": record.created_at.isoformat()}
@@ -54,6 +55,8 @@ def record_to_line(record: UsageRecord) -> dict:
         line["c"] = 1
     if record.cached_input_tokens:
         line["ci"] = record.cached_input_tokens
+    if record.cache_write_input_tokens:
+        line["cw"] = record.cache_write_input_tokens
     if record.cost_units:
         line["$"] = record.cost_units
     if record.tags:
@@ -68,12 +71,12 @@ def record_from_line(line: dict) -> UsageRecord:
 # The row of a record as the INSERT takes it; `key` is unique, so a row written twice is written once.
 # The columns after `created_at` came later: a row without them (an older shape) takes LATER_DEFAULTS.
 COLUMNS = ("key", "account_id", "model", "surface", "input_tokens", "output_tokens", "request_id", "created_at",
-           "cached", "cached_input_tokens", "cost_units", "tags")
+           "cached", "cached_input_tokens", "cost_units", "tags", "cache_write_input_tokens")
 POSTGRESQL_TYPES = ("varchar", "bigint", "varchar", "varchar", "integer", "integer", "varchar", "timestamptz",
-                    "boolean", "integer", "bigint", "jsonb")
+                    "boolean", "integer", "bigint", "jsonb", "integer")
 AT = COLUMNS.index("created_at")  # written as text
 TAGS = COLUMNS.index("tags")  # written as JSON text on SQLite
-LATER_DEFAULTS = (False, 0, 0, {})
+LATER_DEFAULTS = (False, 0, 0, {}, 0)
 
 
 def row_from_line(line: dict) -> tuple:
@@ -87,7 +90,8 @@ def full_row_from_line(line: dict) -> tuple:
     tags = line.get("tg") or {}
     if not isinstance(tags, dict):
         raise TypeError("tags")
-    return (*row_from_line(line), bool(line.get("c", False)), int(line.get("ci", 0)), int(line.get("$", 0)), tags)
+    return (*row_from_line(line), bool(line.get("c", False)), int(line.get("ci", 0)), int(line.get("$", 0)), tags,
+            int(line.get("cw", 0)))
 
 
 def amounts_from_line(line: dict) -> tuple[str, int, datetime, int, int]:
@@ -163,7 +167,8 @@ def _write_rows(rows: list[tuple]) -> None:
             adapt = connection.ops.adapt_datetimefield_value
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
                                "ON CONFLICT DO NOTHING",
-                               [(*row[:AT], adapt(row[AT]), *row[AT + 1:TAGS], json.dumps(row[TAGS])) for row in rows])
+                               [(*row[:AT], adapt(row[AT]), *row[AT + 1:TAGS], json.dumps(row[TAGS]), *row[TAGS + 1:])
+                                for row in rows])
 
 
 def _insert_lines(lines: list[dict]) -> None:

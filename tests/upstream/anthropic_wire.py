@@ -184,7 +184,8 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     tool_id = "toolu_" + uuid.uuid4().hex[:24]
     usage = knobs["usage"]
     cached = min(knobs["cached_tokens"], input_tokens)  # Anthropic's input_tokens leaves the cache reads out
-    input_tokens -= cached
+    written = min(knobs["cache_write_tokens"], input_tokens - cached)  # and the cache writes
+    input_tokens -= cached + written
 
     if not body.get("stream"):
         if tool:
@@ -200,7 +201,7 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
                "stop_reason": stop_reason, "stop_sequence": sequence}
         if usage:
             obj["usage"] = {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                            "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
+                            "cache_creation_input_tokens": written, "cache_read_input_tokens": cached}
         return json_reply(obj)
 
     def event(name: str, data: dict[str, Any]) -> bytes:
@@ -210,7 +211,7 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
                              "stop_reason": None, "stop_sequence": None}
     if usage:
         start["usage"] = {"input_tokens": input_tokens, "output_tokens": min(1, output_tokens),
-                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
+                          "cache_creation_input_tokens": written, "cache_read_input_tokens": cached}
     head = [event("message_start", {"type": "message_start", "message": start})]
     index = 0
     if thinking:

@@ -17,6 +17,7 @@ DEFAULTS: dict[str, Any] = {
     "reply": None,  # text that replaces the "Echo: ..." default
     "usage": True,  # False: no usage anywhere (the gateway must count itself)
     "cached_tokens": 0,  # of the prompt's tokens, this many read from the provider's prompt cache (usage says so)
+    "cache_write_tokens": 0,  # of the prompt's other tokens, this many written to the prompt cache (usage says so)
     "tool_name": None,  # tool to call instead of the first one offered (not a string: a malformed reply)
     "tool_arguments": {},  # arguments of that call (a dict, or a raw JSON string)
     "tool_script": None,  # OpenAI chat: a list of {"name", "arguments"}; round N after the last user message
@@ -38,8 +39,8 @@ DEFAULTS: dict[str, Any] = {
 }
 KINDS = ("openai", "anthropic", "both")
 _NUMBER_KNOBS = ("latency_ms", "tokens_per_second", "stall_seconds", "end_delay_ms")
-_INT_KNOBS = ("embedding_dim", "fail_status", "fail_times", "cached_tokens", "cut_after_tokens",
-              "stall_after_tokens", "error_after_tokens")
+_INT_KNOBS = ("embedding_dim", "fail_status", "fail_times", "cached_tokens", "cache_write_tokens",
+              "cut_after_tokens", "stall_after_tokens", "error_after_tokens")
 
 
 @dataclass
@@ -105,8 +106,8 @@ def _check(name: str, value: Any) -> None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
     elif name in _INT_KNOBS:
         ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
-        if name in ("embedding_dim", "fail_times", "cached_tokens"):
-            least = {"embedding_dim": 1, "fail_times": -1, "cached_tokens": 0}[name]
+        if name in ("embedding_dim", "fail_times", "cached_tokens", "cache_write_tokens"):
+            least = {"embedding_dim": 1, "fail_times": -1, "cached_tokens": 0, "cache_write_tokens": 0}[name]
             ok = isinstance(value, int) and value >= least
     elif name == "kind":
         ok = value in KINDS

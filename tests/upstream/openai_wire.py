@@ -123,6 +123,10 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
              "total_tokens": prompt_tokens + completion_tokens} if knobs["usage"] else None
     if usage and knobs["cached_tokens"]:
         usage["prompt_tokens_details"] = {"cached_tokens": min(knobs["cached_tokens"], prompt_tokens)}
+    if usage and knobs["cache_write_tokens"]:  # OpenAI's name for the prompt cache's writes
+        cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        usage.setdefault("prompt_tokens_details", {})["cache_write_tokens"] = min(knobs["cache_write_tokens"],
+                                                                                  prompt_tokens - cached)
     cid = "chatcmpl-" + uuid.uuid4().hex[:24]
     created = int(time.time())
 

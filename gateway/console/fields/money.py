@@ -12,9 +12,10 @@ from django.conf import settings
 
 from gateway.console.fields.no_limit import WORDS, is_no_limit, no_limit_field
 
-PRICE_FIELDS = ("input_price", "cached_input_price", "output_price")
+PRICE_FIELDS = ("input_price", "cached_input_price", "cache_write_price", "output_price")
 BUDGET_FIELDS = ("daily_budget", "weekly_budget", "monthly_budget")
-PRICE_LABELS = {"input_price": "Input", "cached_input_price": "Cached input", "output_price": "Output"}
+PRICE_LABELS = {"input_price": "Input", "cached_input_price": "Cached input", "cache_write_price": "Cache write",
+                "output_price": "Output"}
 BUDGET_LABELS = {"daily_budget": "Daily budget", "weekly_budget": "Weekly budget", "monthly_budget": "Monthly budget"}
 BUDGET_WINDOWS = {"daily_budget": "day", "weekly_budget": "week", "monthly_budget": "month"}
 NOT_A_BUDGET = f"A budget is “{WORDS}” or an amount of at least 0."
@@ -37,10 +38,11 @@ def plain(value: Decimal | int | None) -> str:
 
 
 def price_summary(row) -> str:
-    """A model's (or deployment's) prices on one line, for a list: "in 0.15 · cached 0.075 · out 0.6 USD"
+    """A model's (or deployment's) prices on one line, for a list: "in 3 · cached 0.3 · write 3.75 · out 15 USD"
     (the kinds it has), or "no price"."""
     parts = [f"{short} {plain(getattr(row, name))}"
-             for name, short in (("input_price", "in"), ("cached_input_price", "cached"), ("output_price", "out"))
+             for name, short in (("input_price", "in"), ("cached_input_price", "cached"),
+                                 ("cache_write_price", "write"), ("output_price", "out"))
              if getattr(row, name) is not None]
     return f"{' · '.join(parts)} {currency()}" if parts else "no price"
 
@@ -58,6 +60,9 @@ PRICE_HELP = {
                    "price either, the model has no price and the usage console says so).",
     "cached_input_price": "Per million input tokens the provider read from its prompt cache, in {currency}; "
                           "empty = the input price.",
+    "cache_write_price": "Per million input tokens the provider wrote to its prompt cache (Anthropic and Bedrock "
+                         "charge more for them, 1.25 times the input price for a 5-minute cache), in {currency}; "
+                         "empty = the input price.",
     "output_price": "Per million output tokens, in {currency}; empty: output costs nothing.",
 }
 DEPLOYMENT_PRICE_HELP = "Per million tokens through this alias, in {currency}; empty = the model's own price."

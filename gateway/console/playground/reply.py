@@ -34,7 +34,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST
 
 from gateway.calls.cuts import cut_error
-from gateway.calls.metering import cached_input_of, cost_units_of
+from gateway.calls.metering import cache_write_of, cached_input_of, cost_units_of
 from gateway.calls.model_call import ModelCall
 from gateway.calls.plan import call_plan
 from gateway.console.fields.money import currency
@@ -126,7 +126,8 @@ def _done(call: ModelCall, started: float, first_token: float | None, ended: flo
     usage = call.usage()
     units = cost_units_of(model=call.model, price=call.target.price if call.target else None,
                           input_tokens=usage["prompt_tokens"], output_tokens=usage["completion_tokens"],
-                          cached_input_tokens=min(cached_input_of(call.reply), usage["prompt_tokens"]))
+                          cached_input_tokens=min(cached_input_of(call.reply), usage["prompt_tokens"]),
+                          cache_write_input_tokens=cache_write_of(call.reply))
     return {"model": call.model, "usage": usage, "cost": money_text(units), "currency": currency(),
             "ttft_ms": _ms(first_token - started) if first_token is not None else None,
             "latency_ms": _ms(ended - started)}

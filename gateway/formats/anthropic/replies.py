@@ -12,22 +12,32 @@ from gateway.formats.anthropic.to_chat import FINISH_TO_STOP, STOP_TO_FINISH, as
 
 def chat_usage(usage: Any) -> dict:
     """Anthropic usage → chat usage. Anthropic's input_tokens excludes cache reads and writes, which
-    OpenAI's prompt_tokens includes (with the reads in prompt_tokens_details.cached_tokens)."""
+    OpenAI's prompt_tokens includes, with the reads in prompt_tokens_details.cached_tokens and the
+    writes in prompt_tokens_details.cache_write_tokens (both fields of OpenAI's own usage schema), each
+    only when there are some. Every Anthropic usage the gateway meters comes through here: a reply
+    translated, and a native `/v1/messages` reply passed through (gateway/formats/anthropic/events.py)."""
     usage = as_object(usage)
     cached = usage.get("cache_read_input_tokens") or 0
-    prompt = (usage.get("input_tokens") or 0) + cached + (usage.get("cache_creation_input_tokens") or 0)
+    written = usage.get("cache_creation_input_tokens") or 0
+    prompt = (usage.get("input_tokens") or 0) + cached + written
     completion = usage.get("output_tokens") or 0
     out = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-    if cached:
-        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    details = {name: count for name, count in (("cached_tokens", cached), ("cache_write_tokens", written)) if count}
+    if details:
+        out["prompt_tokens_details"] = details
     return out
 
 
 def messages_usage(usage: Any) -> dict:
+    """Chat usage → Anthropic usage: the cache reads and writes come out of input_tokens again."""
     usage = as_object(usage)
-    cached = as_object(usage.get("prompt_tokens_details")).get("cached_tokens") or 0
-    out = {"input_tokens": max((usage.get("prompt_tokens") or 0) - cached, 0),
+    details = as_object(usage.get("prompt_tokens_details"))
+    cached = details.get("cached_tokens") or 0
+    written = details.get("cache_write_tokens") or 0
+    out = {"input_tokens": max((usage.get("prompt_tokens") or 0) - cached - written, 0),
            "output_tokens": usage.get("completion_tokens") or 0}
+    if written:
+        out["cache_creation_input_tokens"] = written
     if cached:
         out["cache_read_input_tokens"] = cached
     return out

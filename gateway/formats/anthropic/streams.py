@@ -134,6 +134,7 @@ class ChatToMessagesStream:
     def __init__(self, *, message_id: str, model: str, input_tokens: int = 0) -> None:
         self.message_id, self.model, self.input_tokens = message_id, model, input_tokens
         self.output_tokens = 0
+        self._cache_usage: dict[str, int] = {}  # cache_read/cache_creation_input_tokens, when the server gave them
         self._started = self._input_reported = False
         self._open_index: int | None = None
         self._open_kind: str | None = None
@@ -171,7 +172,10 @@ class ChatToMessagesStream:
         if isinstance(usage, dict):
             self.output_tokens = usage.get("completion_tokens") or self.output_tokens
             if isinstance(usage.get("prompt_tokens"), int):
-                self.input_tokens, self._input_reported = messages_usage(usage)["input_tokens"], True
+                counts = messages_usage(usage)
+                self.input_tokens, self._input_reported = counts.pop("input_tokens"), True
+                counts.pop("output_tokens")
+                self._cache_usage = counts
         for choice in chunk.get("choices") or []:
             if as_object(choice).get("index", 0) != 0:
                 continue
@@ -212,6 +216,7 @@ class ChatToMessagesStream:
         usage: dict[str, int] = {"output_tokens": self.output_tokens}
         if self._input_reported:
             usage["input_tokens"] = self.input_tokens
+            usage.update(self._cache_usage)  # input_tokens leaves them out: the client adds them back
         if self._stop_sequence is not None and not self._tools:
             delta = {"stop_reason": "stop_sequence", "stop_sequence": self._stop_sequence}
         else:

@@ -184,11 +184,12 @@ def reply_status(finish_reason: Any) -> tuple[str, dict | None]:
 def response_usage(usage: Any) -> dict:
     usage = _obj(usage)
     prompt, completion = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
-    cached = _obj(usage.get("prompt_tokens_details")).get("cached_tokens") or 0
+    details = _obj(usage.get("prompt_tokens_details"))
+    cached, written = details.get("cached_tokens") or 0, details.get("cache_write_tokens") or 0
     reasoning = _obj(usage.get("completion_tokens_details")).get("reasoning_tokens") or 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": usage.get("total_tokens") or prompt + completion,

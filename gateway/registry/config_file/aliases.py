@@ -89,7 +89,7 @@ def _apply_alias(entry, where: str, known: KnownModels) -> str:
 
 
 def _deployments(entries, where: str, known: KnownModels) -> list[tuple]:
-    """(model id, weight, input, cached input and output price) of each deployment, in the file's
+    """(model id, weight, then each price of PRICE_KEYS) of each deployment, in the file's
     order; a deployment may be written as its model id alone (weight 1, the model's prices)."""
     found: list[tuple] = []
     for i, entry in enumerate(list_of(entries, where)):

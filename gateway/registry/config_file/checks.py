@@ -118,7 +118,8 @@ def seconds(value, where: str) -> float:
     return float(value)
 
 
-PRICE_KEYS = ("input_price", "cached_input_price", "output_price")  # of a model and an alias deployment
+# of a model and an alias deployment
+PRICE_KEYS = ("input_price", "cached_input_price", "cache_write_price", "output_price")
 MONEY_PLACES = 4  # as the database keeps prices and budgets (gateway/registry/prices.py)
 PRICE_BELOW = 10**8  # a price has 12 digits, 4 of them decimals
 BUDGET_BELOW = 10**10  # a budget 14

@@ -209,6 +209,24 @@ def test_a_reply_streams_is_metered_once_and_is_a_playground_call_of_the_staff_a
          record.input_tokens, record.output_tokens, record.cost_units)
 
 
+def test_the_cost_shown_prices_the_providers_cache_writes_as_the_record_does(world):
+    world.echo.cache_write_price = Decimal("5")
+    world.echo.save()
+    world.upstream.configure(cache_write_tokens=2)
+    with signed_in(world.base, world.staff) as client:
+        answer = client.post(REPLY, headers={"X-Request-Id": "playground-writes"},
+                             json={"model": "oa/echo-1", "messages": ASK})
+    done = events(answer)[-1][1]
+    row_of("playground-writes")  # written after the usage record
+    record = UsageRecord.objects.get(request_id="playground-writes")
+    wait_for_quiet_database()
+    usage = done["usage"]
+    assert record.cache_write_input_tokens == 2
+    assert money(record.cost_units) == ((usage["prompt_tokens"] - 2) * 2 + 2 * 5 + usage["completion_tokens"] * 8) \
+        / Decimal(10**6)
+    assert done["cost"] == money_text(record.cost_units)
+
+
 def test_no_model_answering_is_the_apis_answer(world):
     world.upstream.configure(fail_status=500)
     with signed_in(world.base, world.staff) as client:

@@ -123,3 +123,46 @@ def test_the_usage_list_shows_each_records_cost(admin_client):
     UsageRecordFactory(account=AccountFactory(email="metered@example.test"), cost_units=12_345)
     html = admin_client.get(reverse("admin:gateway_usagerecord_changelist")).content.decode()
     assert list_cells(html, "cost") == ["0.0000012345 USD"]
+
+
+def test_the_cache_write_price_is_beside_the_others_and_reaches_the_registry(admin_client, model, settings):
+    settings.REGISTRY_TTL_SECONDS = 3600
+    url = reverse("admin:gateway_model_change", args=[model.pk])
+    html = admin_client.get(url).content.decode()
+    assert labels(html)["id_cache_write_price"] == "Cache write (USD)"
+    assert "Per million input tokens the provider wrote to its prompt cache" in html
+    assert html.index('name="cached_input_price"') < html.index('name="cache_write_price"') \
+        < html.index('name="output_price"')  # in the prices' section, between the cached input and the output
+    response = admin_client.post(url, model_form(model, cache_write_price="-1", output_price="0.6"))
+    assert response.status_code == 200 and "Ensure this value is greater than or equal to 0." in \
+        response.content.decode()
+    response = admin_client.post(url, model_form(model, input_price="3", cache_write_price="3.75", output_price="15"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    model.refresh_from_db()
+    assert model.cache_write_price == Decimal("3.75")
+    assert registry().by_public_id["cloud/gpt"].price == Price(input=30_000, output=150_000, cache_write=37_500)
+    html = admin_client.get(reverse("admin:gateway_model_changelist")).content.decode()
+    assert {row["__str__"]: row["prices"] for row in list_rows(html)} == {"cloud/gpt": "in 3 · write 3.75 · out 15 USD"}
+
+
+def test_an_alias_deployment_takes_its_own_cache_write_price(admin_client, model):
+    model.cache_write_price = Decimal("1")
+    model.save()
+    alias = AliasFactory(name="assistant")
+    first = AliasDeploymentFactory(alias=alias, model=model)
+    url = reverse("admin:gateway_alias_change", args=[alias.pk])
+    assert 'name="deployments-0-cache_write_price"' in admin_client.get(url).content.decode()
+    data = {"name": "assistant", "policy": "weighted", "affinity": "none", "enabled": "on",
+            "deployments-TOTAL_FORMS": "1", "deployments-INITIAL_FORMS": "1", "deployments-MIN_NUM_FORMS": "0",
+            "deployments-MAX_NUM_FORMS": "1000",
+            "deployments-0-id": first.pk, "deployments-0-alias": alias.pk, "deployments-0-model": model.pk,
+            "deployments-0-weight": "1", "deployments-0-cache_write_price": "2.5",
+            "fallback_links-TOTAL_FORMS": "0", "fallback_links-INITIAL_FORMS": "0",
+            "fallback_links-MIN_NUM_FORMS": "0", "fallback_links-MAX_NUM_FORMS": "1000"}
+    response = admin_client.post(url, data)
+    assert response.status_code == 302, response.content.decode()[:3000]
+    first.refresh_from_db()
+    assert first.cache_write_price == Decimal("2.5")
+    (deployment,) = registry().pools["assistant"].deployments
+    assert deployment.target.price == Price(output=6000, cache_write=25_000)  # its own write price, the model's output
+    assert registry().by_public_id["cloud/gpt"].price == Price(output=6000, cache_write=10_000)

@@ -354,11 +354,11 @@ def test_the_csv_export_streams_the_filtered_records(client, operator, world):
         {"created_at": "2026-11-16T12:00:00.000000Z", "account": "alice@example.test", "group": "capped",
          "model": "srv/a", "surface": "chat_completions", "input_tokens": "100", "output_tokens": "50",
          "total_tokens": "150", "request_id": "", "cost": "0.000000", "cached_input_tokens": "0",
-         "cached": "false", "tags": ""},
+         "cached": "false", "tags": "", "cache_write_input_tokens": "0"},
         {"created_at": "2026-11-18T15:00:00.000000Z", "account": "alice@example.test", "group": "capped",
          "model": "srv/a", "surface": "chat_completions", "input_tokens": "600", "output_tokens": "300",
          "total_tokens": "900", "request_id": "", "cost": "0.000000", "cached_input_tokens": "0",
-         "cached": "false", "tags": ""}]
+         "cached": "false", "tags": "", "cache_write_input_tokens": "0"}]
     rows = read_csv(b"".join(client.get(CSV_URL, {"from": "2026-11-01"}).streaming_content))
     assert len(rows) == 6 and rows[0]["request_id"] == "'=HYPERLINK(1)"  # not a formula in a spreadsheet
 

@@ -52,7 +52,8 @@ def world(db):
     """team: budgets of 1 a day and 5 a week (no month's); bob has his own day's of 0.5, dave none
     for the day; carol's group has none, she has her own month's of 2; erin has none at all."""
     srv = ModelServerFactory(name="srv")
-    ModelFactory(server=srv, name="a", input_price="0.15", cached_input_price="0.075", output_price="0.6")
+    ModelFactory(server=srv, name="a", input_price="0.15", cached_input_price="0.075", cache_write_price="0.1875",
+                 output_price="0.6")
     ModelFactory(server=srv, name="b")  # no price
     team = AccountGroupFactory(name="team", daily_budget=1, weekly_budget=5)
     free = AccountGroupFactory(name="free")
@@ -63,7 +64,7 @@ def world(db):
     erin = AccountFactory(email="erin@example.test", group=free)
     record = metered_call
     record(account=alice, model="srv/a", input_tokens=100, output_tokens=10, cost_units=usd("0.9"),
-           created_at=at(18, 15))
+           cache_write_input_tokens=40, created_at=at(18, 15))
     record(account=alice, model="srv/a", input_tokens=50, output_tokens=5, cost_units=usd("0.3"), created_at=at(16))
     record(account=bob, model="srv/b", input_tokens=10, output_tokens=1, cost_units=usd("0.4"),
            created_at=at(18, 10))  # before the week began
@@ -109,7 +110,7 @@ def test_the_spend_is_shown_per_day_model_account_and_group(client, operator, wo
     per_model = table_rows(html, "per-model", "model")
     assert list(per_model) == ["srv/b", "srv/a", "gone/x"]  # most spent first
     assert per_model["srv/a"] == ["srv/a", "3", "0", "151", "16", "167", "1.2000000025",
-                                  "in 0.15 · cached 0.075 · out 0.6 USD"]
+                                  "in 0.15 · cached 0.075 · write 0.1875 · out 0.6 USD"]
     assert per_model["srv/b"][-2:] == ["1.90", "no price"]
     assert per_model["gone/x"][-2:] == ["0.05", "no longer configured"]
     top = table_rows(html, "top-accounts", "account")
@@ -138,14 +139,16 @@ def read_csv(content: bytes) -> list[dict]:
 
 def test_the_csv_export_has_the_exact_cost_and_the_cached_columns(client, operator, world):
     rows = read_csv(b"".join(client.get(CSV_URL).streaming_content))
-    assert list(rows[0])[-5:] == ["request_id", "cost", "cached_input_tokens", "cached", "tags"]
-    assert [(r["account"], r["cost"], r["cached_input_tokens"], r["cached"]) for r in rows] == [
-        ("alice@example.test", "0.300000", "0", "false"),
-        ("carol@example.test", "1.500000", "0", "false"),
-        ("erin@example.test", "0.050000", "0", "true"),
-        ("bob@example.test", "0.400000", "0", "false"),
-        ("alice@example.test", "0.900000", "0", "false"),
-        ("dave@example.test", "0.0000000025", "1", "false")]
+    assert list(rows[0])[-6:] == ["request_id", "cost", "cached_input_tokens", "cached", "tags",
+                                  "cache_write_input_tokens"]
+    assert [(r["account"], r["cost"], r["cached_input_tokens"], r["cached"], r["cache_write_input_tokens"])
+            for r in rows] == [
+        ("alice@example.test", "0.300000", "0", "false", "0"),
+        ("carol@example.test", "1.500000", "0", "false", "0"),
+        ("erin@example.test", "0.050000", "0", "true", "0"),
+        ("bob@example.test", "0.400000", "0", "false", "0"),
+        ("alice@example.test", "0.900000", "0", "false", "40"),
+        ("dave@example.test", "0.0000000025", "1", "false", "0")]
 
 
 def budget_rows(html: str) -> dict[str, list[tuple[str, str]]]:

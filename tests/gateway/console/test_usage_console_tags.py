@@ -137,10 +137,11 @@ def test_a_tag_that_cannot_be_read_is_a_400_that_says_why(client, operator, worl
         assert errors == f"<li>{message.replace(chr(39), '&#x27;')}</li>"
 
 
-def test_the_csv_export_has_the_tags_last_and_filters_by_one(client, operator, world):
+def test_the_csv_export_has_the_tags_after_the_cached_columns_and_filters_by_one(client, operator, world):
     rows = read_csv(client.get(CSV_URL))
     assert list(rows[0]) == ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
-                             "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags"]
+                             "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags",
+                             "cache_write_input_tokens"]
     assert [(r["request_id"], r["tags"]) for r in rows] == [
         ("r1", '{"app":"billing"}'), ("r2", '{"app":"search"}'), ("r3", '{"app":"billing","team":"ops"}'),
         ("r4", ""), ("r5", '{"app":"billing"}')]

@@ -305,6 +305,9 @@ def test_the_documented_example_applies(apply, monkeypatch):
     assert (mini.input_price, mini.cached_input_price, mini.output_price) == (
         Decimal("0.15"), Decimal("0.075"), Decimal("0.6"))
     assert model("local/llama3.1:8b").input_price is None
+    claude = model("claude/claude-sonnet-4-5")
+    assert (claude.input_price, claude.cache_write_price, mini.cache_write_price) == (
+        Decimal("3"), Decimal("3.75"), None)
     assert AliasDeployment.objects.get(model__name="claude-sonnet-4-5").input_price == Decimal("2.5")
     interns = AccountGroup.objects.get(name="interns")
     assert (interns.daily_budget, interns.weekly_budget, interns.monthly_budget) == (

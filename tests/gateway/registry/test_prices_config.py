@@ -25,6 +25,7 @@ servers:
       - name: gpt
         input_price: 0.15
         cached_input_price: "0.075"
+        cache_write_price: 0.1875     # 1.25 times the input price
         output_price: 0.6
       - name: mini
         output_price: 2
@@ -34,7 +35,7 @@ servers:
 aliases:
   - name: assistant
     deployments:
-      - {model: cloud/gpt, input_price: "0.2"}
+      - {model: cloud/gpt, input_price: "0.2", cache_write_price: "0.25"}
       - local/llama
 groups:
   - name: staff
@@ -57,7 +58,8 @@ def apply(tmp_path):
 
 
 def prices(name: str) -> tuple:
-    return tuple(Model.objects.filter(name=name).values_list("input_price", "cached_input_price", "output_price")[0])
+    return tuple(Model.objects.filter(name=name).values_list("input_price", "cached_input_price", "cache_write_price",
+                                                             "output_price")[0])
 
 
 def budgets(name: str) -> tuple:
@@ -67,16 +69,18 @@ def budgets(name: str) -> tuple:
 
 def test_it_sets_prices_and_budgets_exactly_and_again_changes_nothing(apply):
     apply(FILE)
-    assert prices("gpt") == (Decimal("0.15"), Decimal("0.075"), Decimal("0.6"))
-    assert prices("mini") == (None, None, Decimal("2"))
-    assert prices("llama") == (None, None, None)
-    assert list(AliasDeployment.objects.order_by("id").values_list("model__name", "input_price", "output_price")) \
-        == [("gpt", Decimal("0.2"), None), ("llama", None, None)]
+    assert prices("gpt") == (Decimal("0.15"), Decimal("0.075"), Decimal("0.1875"), Decimal("0.6"))
+    assert prices("mini") == (None, None, None, Decimal("2"))
+    assert prices("llama") == (None, None, None, None)
+    assert list(AliasDeployment.objects.order_by("id").values_list("model__name", "input_price", "cache_write_price",
+                                                                   "output_price")) \
+        == [("gpt", Decimal("0.2"), Decimal("0.25"), None), ("llama", None, None, None)]
     assert budgets("staff") == (Decimal("5"), Decimal("25.5"), Decimal("-1"))
     assert budgets("interns") == (Decimal("-1"), Decimal("-1"), Decimal("-1"))
     reg = registry()
-    assert reg.by_public_id["cloud/gpt"].price == Price(1500, 750, 6000)
-    assert [d.target.price for d in reg.pools["assistant"].deployments] == [Price(2000, 750, 6000), Price()]
+    assert reg.by_public_id["cloud/gpt"].price == Price(input=1500, cached_input=750, output=6000, cache_write=1875)
+    assert [d.target.price for d in reg.pools["assistant"].deployments] == [
+        Price(input=2000, cached_input=750, output=6000, cache_write=2500), Price()]
 
     out = apply(FILE.replace("0.15", '"0.1500"').replace("weekly_budget: \"25.50\"", "weekly_budget: 25.5"))
     assert "Everything unchanged" in out, out
@@ -87,7 +91,7 @@ def test_a_price_or_budget_left_out_is_none_again(apply):
     out = apply(FILE.replace("        input_price: 0.15\n", "").replace('input_price: "0.2"', "weight: 1")
                 .replace("    daily_budget: 5\n", ""))
     assert "models: 1 updated, 2 unchanged" in out and "aliases: 1 updated" in out and "groups: 1 updated" in out
-    assert prices("gpt") == (None, Decimal("0.075"), Decimal("0.6"))
+    assert prices("gpt") == (None, Decimal("0.075"), Decimal("0.1875"), Decimal("0.6"))
     assert AliasDeployment.objects.get(model__name="gpt").input_price is None
     assert budgets("staff")[0] == Decimal("-1")
 
@@ -95,7 +99,7 @@ def test_a_price_or_budget_left_out_is_none_again(apply):
 def test_null_is_no_price_and_minus_one_no_budget(apply):
     apply(FILE)
     apply(FILE.replace("output_price: 2", "output_price: null").replace("daily_budget: 5", "daily_budget: -1"))
-    assert prices("mini") == (None, None, None)
+    assert prices("mini") == (None, None, None, None)
     assert budgets("staff")[0] == Decimal("-1")
 
 
@@ -115,6 +119,12 @@ BUDGET_ERROR = ("must be -1 (no budget) or an amount of at least 0 and below 100
     ('cached_input_price: "0.075"', "cached_input_price: [1]",
      f"servers[0].models[0].cached_input_price: {PRICE_ERROR}"),
     ("output_price: 2", "output_price: 2.00005", f"servers[0].models[1].output_price: {PRICE_ERROR}"),
+    ("cache_write_price: 0.1875", "cache_write_price: -1.25",
+     f"servers[0].models[0].cache_write_price: {PRICE_ERROR}"),
+    ("cache_write_price: 0.1875", "cache_write_price: 0.18755",
+     f"servers[0].models[0].cache_write_price: {PRICE_ERROR}"),
+    ('cache_write_price: "0.25"', 'cache_write_price: "a quarter"',
+     f"aliases[0].deployments[0].cache_write_price: {PRICE_ERROR}"),
     ('input_price: "0.2"', 'input_price: "-1"', f"aliases[0].deployments[0].input_price: {PRICE_ERROR}"),
     ("daily_budget: 5", "daily_budget: -2", f"groups[0].daily_budget: {BUDGET_ERROR}"),
     ("daily_budget: 5", "daily_budget: -0.5", f"groups[0].daily_budget: {BUDGET_ERROR}"),
@@ -124,7 +134,7 @@ BUDGET_ERROR = ("must be -1 (no budget) or an amount of at least 0 and below 100
     ("daily_budget: 5", "daily_budget: 5\n    monthly_spend: 3", "groups[0].monthly_spend: unknown key"),
     ("      - local/llama", "      - {model: local/llama, output_cost: 1}",
      "aliases[0].deployments[1].output_cost: unknown key; expected one of model, weight, input_price, "
-     "cached_input_price, output_price"),
+     "cached_input_price, cache_write_price, output_price"),
 ])
 def test_a_bad_price_or_budget_is_refused_by_its_place_and_writes_nothing(apply, before, after, message):
     assert before in FILE
