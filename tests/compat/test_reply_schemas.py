@@ -6,8 +6,9 @@ in other languages reject a reply that lacks a required field, so each kind of m
 driven through every surface, in its own format and translated.
 
 A kind of model server joins in one place, `SERVER_KINDS`: a function that sets up, in the test's
-`world`, a server of that kind in front of its fake, and names its chat model (and its embedding
-model, when the kind serves embeddings). Every test below then runs for it.
+`world`, a server of that kind in front of its fake (`fixture(name)` hands it any pytest fixture it
+needs, such as a fake of its own), and names its chat model (and its embedding model, when the kind
+serves embeddings). Every test below then runs for it.
 
 Bodies are read raw (httpx, not an SDK) so that nothing an SDK fills in hides a missing field. The
 spec's own 401 and 429 bodies are not the providers' and are not checked here."""
@@ -36,16 +37,17 @@ class Served:
     embeddings: str | None = None  # the embedding model's id, when the kind serves embeddings
 
 
-def _openai_compatible(world) -> Served:
+def _openai_compatible(world, fixture) -> Served:
     ModelFactory(server=world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
     return Served(chat="oa/echo-1", embeddings="oa/embed-1")
 
 
-def _anthropic(world) -> Served:
+def _anthropic(world, fixture) -> Served:
     return Served(chat="an/claude-echo")
 
 
-# The kinds of model server, each set up in the compat `world` (tests/compat/conftest.py).
+# The kinds of model server, each set up in the compat `world` (tests/compat/conftest.py): the
+# servers `oa` and `an` stand in front of the reference upstream (tests/upstream).
 SERVER_KINDS: dict[str, Callable[..., Served]] = {
     "openai": _openai_compatible,
     "anthropic": _anthropic,
@@ -55,7 +57,7 @@ SERVER_KINDS: dict[str, Callable[..., Served]] = {
 @pytest.fixture(params=sorted(SERVER_KINDS))
 def served(request, world) -> Served:
     world.upstream.configure(tool_arguments=ARGUMENTS)
-    return SERVER_KINDS[request.param](world)
+    return SERVER_KINDS[request.param](world, request.getfixturevalue)
 
 
 @pytest.fixture(scope="module")
