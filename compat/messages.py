@@ -53,7 +53,7 @@ async def _frames(call: Call, message_id: str) -> AsyncIterator[bytes]:
         async for frame in _native_frames(call, message_id):
             yield frame
         return
-    translator = ChatToMessagesStream(message_id=message_id, model=call.model)
+    translator = ChatToMessagesStream(message_id=message_id, model=call.model, request_id=call.request.request_id)
     for event in translator.start():
         yield sse_event(event["type"], event)
     async for chunk in call.chunks():
@@ -86,5 +86,5 @@ async def _native_frames(call: Call, message_id: str) -> AsyncIterator[bytes]:
             event = {**event, "message": {**event.get("message", {}), "id": message_id, "model": call.model}}
         yield sse_event(kind, event)
     if call.cut:
-        yield sse_event("error", {"type": "error", "error": {"type": ERROR_TYPES.get(call.cut.reason, "api_error"),
-                                                              "message": call.cut.message}})
+        error = {"type": ERROR_TYPES.get(call.cut.reason, "api_error"), "message": call.cut.message}
+        yield sse_event("error", {"type": "error", "error": error, "request_id": call.request.request_id})

@@ -22,6 +22,7 @@ from gateway.calls.cuts import cut_error
 from gateway.calls.metering import AfterSendResponse
 from gateway.calls.model_call import ModelCall
 from gateway.calls.plan import affinity_of, call_plan, check_chat_size
+from gateway.formats.anthropic.replies import messages_usage
 from gateway.registry.snapshot import Target
 from gateway.telemetry import call_facts
 from gateway.upstream.providers import Native
@@ -109,9 +110,8 @@ class Call(ModelCall):
             pass
         if self.native:
             result = self.reply.message(message_id=reply_id, model=self.model)
-            if "usage" not in result:  # a server that gave none: the counted usage
-                usage = self.usage()
-                result["usage"] = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
+            if "usage" not in result:  # a server that gave none: the counted usage, in the Message's shape
+                result["usage"] = messages_usage(self.usage())
         else:
             completion = self.reply.completion(completion_id=reply_id, model=self.model, created=self.created,
                                                usage=self.reply_usage())

@@ -53,7 +53,7 @@ SCHEMAS: dict[str, Any] = {
     "AnthropicError": obj({
         "type": {"const": "error"},
         "error": obj({"type": {"type": "string"}, "message": {"type": "string"}}, closed=True),
-    }),
+    }, {"request_id": NULLABLE_STRING}),
     "AuthError": obj({
         "status": {"const": "error"},
         "message": {"type": "string"},

@@ -4,7 +4,8 @@ Views and services raise `ApiError` (or one of its named subclasses); `render_er
 into the body the spec gives for the path of the request. The path decides the surface (the
 table of paths: gateway/web/paths.py), and the surface the body:
 
-- `anthropic`               `{type: 'error', error: {type, message}}`
+- `anthropic`               `{type: 'error', error: {type, message}, request_id}` (the id Anthropic's
+                            schema requires beside the spec's fields: the request's `X-Request-Id`)
 - `openai`                  `{error: {message, type, param, code}}`
 - `native-auth`             `{status: 'error', message, errors}`
 - `native-status`           `{status: 'error', message}`
@@ -198,8 +199,9 @@ def _render_body(request: HttpRequest, exc: ApiError, surface: str) -> HttpRespo
 
     if surface == OPENAI:
         return JsonResponse(_openai_body(exc, status), status=status)
-    if surface == ANTHROPIC:
-        body = {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(status, "api_error"), "message": exc.message}}
+    if surface == ANTHROPIC:  # Anthropic's schema requires the request's id beside the error
+        body = {"type": "error", "error": {"type": ANTHROPIC_TYPES.get(status, "api_error"), "message": exc.message},
+                "request_id": getattr(request, "request_id", None)}
         body.update(exc.extra)
         return JsonResponse(body, status=status)
 

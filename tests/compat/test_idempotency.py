@@ -183,7 +183,8 @@ def test_a_malformed_key_is_a_400_naming_the_header(world, path, body):
         assert refused.json() == {"error": {"message": message, "type": "invalid_request_error",
                                             "param": "Idempotency-Key", "code": "invalid_idempotency_key"}}
     else:
-        assert refused.json() == {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        assert refused.json() == {"type": "error", "error": {"type": "invalid_request_error", "message": message},
+                                  "request_id": refused.headers["X-Request-Id"]}
     assert world.upstream.requests == []
 
 
@@ -197,7 +198,7 @@ def test_messages_are_answered_once_and_refused_in_the_anthropic_shape(world):
     assert other.json() == {"type": "error", "error": {
         "type": "invalid_request_error",
         "message": "This Idempotency-Key was sent before with another request (method, path or body); "
-                   "a new request needs a new key."}}
+                   "a new request needs a new key."}, "request_id": other.headers["X-Request-Id"]}
 
 
 def test_a_repeat_of_messages_while_answered_is_a_409_in_the_anthropic_shape(world):
@@ -207,7 +208,8 @@ def test_a_repeat_of_messages_while_answered_is_a_409_in_the_anthropic_shape(wor
     assert busy.status_code == 409
     assert busy.json() == {"type": "error", "error": {
         "type": "invalid_request_error",
-        "message": "A request with this Idempotency-Key is still being answered; retry in 1 second."}}
+        "message": "A request with this Idempotency-Key is still being answered; retry in 1 second."},
+        "request_id": busy.headers["X-Request-Id"]}
     assert busy.headers["Retry-After"] == "1"
     assert answers[0].status_code == 200
 

@@ -75,7 +75,7 @@ def test_a_whole_reply_comes_back_as_the_server_sent_it_with_the_gateways_id_and
     message = r.json()
     assert message["id"].startswith("msg_") and message["id"][4:] == r.headers["X-Inference-Request-Id"]
     assert message["model"] == "an/claude-echo"
-    assert message["content"] == [{"type": "text", "text": "Echo: one two"}]
+    assert message["content"] == [{"type": "text", "text": "Echo: one two", "citations": None}]
     assert (message["stop_reason"], message["stop_sequence"]) == ("end_turn", None)
     # the server's own usage, cache counts included, as it sent them
     assert message["usage"]["cache_creation_input_tokens"] == 0 and message["usage"]["cache_read_input_tokens"] == 0
@@ -123,7 +123,7 @@ def test_a_passed_through_reply_cut_midway_is_502_with_the_message_so_far(world)
     assert body["type"] == "error" and body["error"]["type"] == "api_error"
     partial = body["partial"]
     assert partial["type"] == "message" and partial["model"] == "an/claude-echo"
-    assert partial["content"] == [{"type": "text", "text": "Echo: one "}]
+    assert partial["content"] == [{"type": "text", "text": "Echo: one ", "citations": None}]
     assert partial["stop_reason"] is None
 
 

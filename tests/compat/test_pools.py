@@ -152,7 +152,8 @@ def test_aliases_are_listed_with_the_models_and_refused_to_a_group_that_may_not_
     refused = post(pool.world.base, key, "other", path="/v1/messages")
     assert refused.status_code == 403
     assert refused.json() == {"type": "error", "error": {
-        "type": "permission_error", "message": "The model 'other' is not allowed for your account group."}}
+        "type": "permission_error", "message": "The model 'other' is not allowed for your account group."},
+        "request_id": refused.headers["X-Request-Id"]}
     assert reached(pool)["p3"] == 0
 
 

@@ -32,6 +32,19 @@ ERROR_TYPES = {
 }
 
 
+DIRECT = {"type": "direct"}  # a tool_use block's caller: the model itself, not a server tool's code
+
+
+def message_usage(input_tokens: int, output_tokens: int, cached: int, written: int = 0) -> dict[str, Any]:
+    """A Message's usage with every field Anthropic's API sends (the cache writes five-minute ones, no server
+    tools)."""
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens, "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": cached, "cache_creation": {"ephemeral_5m_input_tokens": written,
+                                                                  "ephemeral_1h_input_tokens": 0},
+            "inference_geo": None, "output_tokens_details": None, "server_tool_use": None,
+            "service_tier": "standard"}
+
+
 def error_body(status: int, message: str, request_id: str) -> dict[str, Any]:
     kind = ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
     return {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
@@ -193,25 +206,23 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
                 tool_input = json.loads(arguments)
             except ValueError:
                 tool_input = {}
-            blocks = [{"type": "tool_use", "id": tool_id, "name": tool, "input": tool_input}]
+            blocks = [{"type": "tool_use", "id": tool_id, "name": tool, "input": tool_input, "caller": DIRECT}]
         else:
-            blocks = [{"type": "text", "text": "".join(tokens)}]
+            blocks = [{"type": "text", "text": "".join(tokens), "citations": None}]
         obj = {"id": mid, "type": "message", "role": "assistant", "model": model,
-               "content": [thinking, *blocks] if thinking else blocks,
+               "content": [thinking, *blocks] if thinking else blocks, "container": None, "stop_details": None,
                "stop_reason": stop_reason, "stop_sequence": sequence}
         if usage:
-            obj["usage"] = {"input_tokens": input_tokens, "output_tokens": output_tokens,
-                            "cache_creation_input_tokens": written, "cache_read_input_tokens": cached}
+            obj["usage"] = message_usage(input_tokens, output_tokens, cached, written)
         return json_reply(obj)
 
     def event(name: str, data: dict[str, Any]) -> bytes:
         return f"event: {name}\ndata: {dumps(data)}\n\n".encode()
 
     start: dict[str, Any] = {"id": mid, "type": "message", "role": "assistant", "content": [], "model": model,
-                             "stop_reason": None, "stop_sequence": None}
+                             "container": None, "stop_details": None, "stop_reason": None, "stop_sequence": None}
     if usage:
-        start["usage"] = {"input_tokens": input_tokens, "output_tokens": min(1, output_tokens),
-                          "cache_creation_input_tokens": written, "cache_read_input_tokens": cached}
+        start["usage"] = message_usage(input_tokens, min(1, output_tokens), cached, written)
     head = [event("message_start", {"type": "message_start", "message": start})]
     index = 0
     if thinking:
@@ -222,7 +233,8 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
                                                "content_block": {"type": "thinking", "thinking": "", "signature": ""}})]
         head += [event("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": d}) for d in deltas]
         head += [event("content_block_stop", {"type": "content_block_stop", "index": 0})]
-    block = {"type": "tool_use", "id": tool_id, "name": tool, "input": {}} if tool else {"type": "text", "text": ""}
+    block = ({"type": "tool_use", "id": tool_id, "name": tool, "input": {}, "caller": DIRECT} if tool
+             else {"type": "text", "text": "", "citations": None})
     head += [event("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}),
              event("ping", {"type": "ping"})]
     if tool:
@@ -232,9 +244,12 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     else:
         frames = [b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
                   b'"delta":{"type":"text_delta","text":%s}}\n\n' % (index, dumps(t).encode()) for t in tokens]
-    delta: dict[str, Any] = {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": sequence}}
-    if usage:
-        delta["usage"] = {"output_tokens": output_tokens}
+    delta: dict[str, Any] = {"type": "message_delta", "delta": {"container": None, "stop_details": None,
+                                                                 "stop_reason": stop_reason, "stop_sequence": sequence}}
+    if usage:  # cumulative counts; the input's were given in message_start
+        delta["usage"] = {"cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
+                          "input_tokens": input_tokens, "output_tokens": output_tokens,
+                          "output_tokens_details": None, "server_tool_use": None}
     tail = [event("content_block_stop", {"type": "content_block_stop", "index": index}),
             event("message_delta", delta),
             event("message_stop", {"type": "message_stop"})]

@@ -20,6 +20,9 @@ from .core import (
     tool_arguments,
 )
 
+# What OpenAI's chat replies name the backend configuration by: a string in its API reference.
+FINGERPRINT = "fp_reference"
+
 # status -> (error.type, error.code) as api.openai.com sends them
 ERROR_TYPES = {
     400: ("invalid_request_error", None),
@@ -145,7 +148,7 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
                 choice["stop_reason"] = stopped_on
             choices.append(choice)
         obj = {"id": cid, "object": "chat.completion", "created": created, "model": model,
-               "choices": choices, "system_fingerprint": None}
+               "choices": choices, "system_fingerprint": FINGERPRINT}
         if usage:
             obj["usage"] = usage
         return json_reply(obj)
@@ -154,7 +157,7 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     options = body.get("stream_options")
     include_usage = bool(usage and isinstance(options, dict) and options.get("include_usage"))
     prefix = (f'data: {{"id":"{cid}","object":"chat.completion.chunk","created":{created},"model":{dumps(model)},'
-              f'"system_fingerprint":null,"choices":[{{"index":')
+              f'"system_fingerprint":"{FINGERPRINT}","choices":[{{"index":')
     suffix = "}]" + (',"usage":null}' if include_usage else "}") + "\n\n"
     stop_reason = "" if stopped_on is None else f',"stop_reason":{dumps(stopped_on)}'
 
@@ -181,7 +184,7 @@ def chat_completions(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
             tail.append(chunk("{}", finish, index))
     if include_usage:
         tail.append(("data: " + dumps({"id": cid, "object": "chat.completion.chunk", "created": created,
-                                       "model": model, "system_fingerprint": None, "choices": [],
+                                       "model": model, "system_fingerprint": FINGERPRINT, "choices": [],
                                        "usage": usage}) + "\n\n").encode())
     tail.append(b"data: [DONE]\n\n")
     head = [chunk('{"role":"assistant","content":""}', None, index) for index in range(n)]

@@ -28,18 +28,37 @@ def chat_usage(usage: Any) -> dict:
     return out
 
 
+# A tool_use block's `caller`, which Anthropic's schema requires: the model called the tool itself
+# (the other callers are Anthropic's server tools running code, which a chat server has none of).
+DIRECT_CALLER = {"type": "direct"}
+
+
 def messages_usage(usage: Any) -> dict:
-    """Chat usage → Anthropic usage: the cache reads and writes come out of input_tokens again."""
+    """Chat usage → a Message's usage, every field Anthropic's schema requires present. The cache reads
+    and writes come out of input_tokens again. What a chat server does not report is neutral: no cache
+    breakdown, server tools, region or tier (null); the thinking tokens when the server counted its reasoning."""
     usage = as_object(usage)
     details = as_object(usage.get("prompt_tokens_details"))
     cached = details.get("cached_tokens") or 0
     written = details.get("cache_write_tokens") or 0
-    out = {"input_tokens": max((usage.get("prompt_tokens") or 0) - cached - written, 0),
-           "output_tokens": usage.get("completion_tokens") or 0}
-    if written:
-        out["cache_creation_input_tokens"] = written
-    if cached:
-        out["cache_read_input_tokens"] = cached
+    reasoning = as_object(usage.get("completion_tokens_details")).get("reasoning_tokens")
+    return {"input_tokens": max((usage.get("prompt_tokens") or 0) - cached - written, 0),
+            "output_tokens": usage.get("completion_tokens") or 0,
+            "cache_creation_input_tokens": written, "cache_read_input_tokens": cached, "cache_creation": None,
+            "inference_geo": None, "server_tool_use": None, "service_tier": None,
+            "output_tokens_details": {"thinking_tokens": reasoning} if isinstance(reasoning, int) else None}
+
+
+DELTA_USAGE_FIELDS = ("cache_creation_input_tokens", "cache_read_input_tokens", "input_tokens", "output_tokens",
+                      "output_tokens_details", "server_tool_use")
+
+
+def delta_usage(usage: dict, *, input_known: bool) -> dict:
+    """A Message's usage (`messages_usage`) as `message_delta` gives it: the cumulative counts, the
+    input's (its own and its cache's) null when the server never reported them."""
+    out = {name: usage.get(name) for name in DELTA_USAGE_FIELDS}
+    if not input_known:
+        out.update(input_tokens=None, cache_read_input_tokens=None, cache_creation_input_tokens=None)
     return out
 
 
@@ -111,8 +130,10 @@ def messages_to_chat_response(message: dict, *, output_tool: str | None = None) 
 
 
 def chat_to_messages_response(completion: dict) -> dict:
-    """A chat completion as an Anthropic message. Reasoning becomes a thinking block whose
-    signature is empty (no Anthropic model made it); a matched stop string, `stop_sequence`."""
+    """A chat completion as an Anthropic message, with every field Anthropic's schema requires (the
+    ones a chat server has nothing for are null: `citations`, `container`, `stop_details`). Reasoning
+    becomes a thinking block whose signature is empty (no Anthropic model made it); a matched stop
+    string, `stop_sequence`."""
     choice = as_object((completion.get("choices") or [None])[0])
     reply = as_object(choice.get("message"))
     content: list[dict] = []
@@ -123,11 +144,11 @@ def chat_to_messages_response(completion: dict) -> dict:
         text = "".join(p.get("text") or "" for p in text if isinstance(p, dict))
     text = text or reply.get("refusal")
     if text:
-        content.append({"type": "text", "text": text})
+        content.append({"type": "text", "text": text, "citations": None})
     calls = reply.get("tool_calls") or []
     for call in calls:
         function = as_object(as_object(call).get("function"))
-        content.append({"type": "tool_use", "id": call.get("id") or new_id("toolu_"),
+        content.append({"type": "tool_use", "id": call.get("id") or new_id("toolu_"), "caller": DIRECT_CALLER,
                         "name": function.get("name") or "", "input": parse_arguments(function.get("arguments"))})
     sequence = None if calls else stop_sequence(choice)
     stop_reason = "stop_sequence" if sequence is not None else stop_reason_of(choice.get("finish_reason"), bool(calls))
@@ -137,6 +158,8 @@ def chat_to_messages_response(completion: dict) -> dict:
         "role": "assistant",
         "model": completion.get("model") or "",
         "content": content,
+        "container": None,  # no container tool ran
+        "stop_details": None,  # a chat server gives no detail of why it stopped beyond the reason
         "stop_reason": stop_reason,
         "stop_sequence": sequence,
         "usage": messages_usage(completion.get("usage")),

@@ -8,7 +8,15 @@ import json
 from typing import Any
 
 from gateway.formats import StreamError
-from gateway.formats.anthropic.replies import chat_usage, messages_usage, reasoning_of, stop_reason_of, stop_sequence
+from gateway.formats.anthropic.replies import (
+    DIRECT_CALLER,
+    chat_usage,
+    delta_usage,
+    messages_usage,
+    reasoning_of,
+    stop_reason_of,
+    stop_sequence,
+)
 from gateway.formats.anthropic.to_chat import STOP_TO_FINISH, as_object, new_id  # the package's shared mappings
 
 
@@ -127,14 +135,14 @@ class MessagesToChatStream:
 
 
 class ChatToMessagesStream:
-    """`chat.completion.chunk` dicts → Anthropic stream event dicts (each with `type`). Reasoning
+    """`chat.completion.chunk` dicts → Anthropic stream event dicts (each with `type`), with every
+    field Anthropic's schema requires (as `chat_to_messages_response` fills them). Reasoning
     (`reasoning_content` or `reasoning`) streams as a thinking block with an empty signature; a
     matched stop string (vLLM's `stop_reason`) ends the message with `stop_sequence`."""
 
-    def __init__(self, *, message_id: str, model: str, input_tokens: int = 0) -> None:
-        self.message_id, self.model, self.input_tokens = message_id, model, input_tokens
-        self.output_tokens = 0
-        self._cache_usage: dict[str, int] = {}  # cache_read/cache_creation_input_tokens, when the server gave them
+    def __init__(self, *, message_id: str, model: str, input_tokens: int = 0, request_id: str | None = None) -> None:
+        self.message_id, self.model, self.request_id = message_id, model, request_id
+        self._usage = messages_usage({"prompt_tokens": input_tokens})  # the Message's usage so far
         self._started = self._input_reported = False
         self._open_index: int | None = None
         self._open_kind: str | None = None
@@ -148,8 +156,8 @@ class ChatToMessagesStream:
             return []
         self._started = True
         message = {"id": self.message_id, "type": "message", "role": "assistant", "model": self.model, "content": [],
-                   "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": self.input_tokens, "output_tokens": 0}}
+                   "container": None, "stop_details": None, "stop_reason": None, "stop_sequence": None,
+                   "usage": dict(self._usage)}
         return [{"type": "message_start", "message": message}]
 
     def _close(self) -> list[dict]:
@@ -170,12 +178,14 @@ class ChatToMessagesStream:
         out = self.start()
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self.output_tokens = usage.get("completion_tokens") or self.output_tokens
+            counted = messages_usage(usage)
+            if not usage.get("completion_tokens"):
+                counted["output_tokens"] = self._usage["output_tokens"]
             if isinstance(usage.get("prompt_tokens"), int):
-                counts = messages_usage(usage)
-                self.input_tokens, self._input_reported = counts.pop("input_tokens"), True
-                counts.pop("output_tokens")
-                self._cache_usage = counts
+                self._input_reported = True
+            else:
+                counted["input_tokens"] = self._usage["input_tokens"]
+            self._usage = counted
         for choice in chunk.get("choices") or []:
             if as_object(choice).get("index", 0) != 0:
                 continue
@@ -188,7 +198,7 @@ class ChatToMessagesStream:
             text = delta.get("content") or delta.get("refusal")
             if text:
                 if self._open_kind != "text":
-                    out += self._open({"type": "text", "text": ""}, "text")
+                    out += self._open({"type": "text", "text": "", "citations": None}, "text")
                 delta_event = {"type": "content_block_delta", "index": self._open_index}
                 out.append({**delta_event, "delta": {"type": "text_delta", "text": text}})
             for call in delta.get("tool_calls") or []:
@@ -203,7 +213,8 @@ class ChatToMessagesStream:
         known = self._tools.get(key)
         if known is None or (call.get("id") and call["id"] != known[1]):
             call_id = call.get("id") or new_id("toolu_")
-            block = {"type": "tool_use", "id": call_id, "name": function.get("name") or "", "input": {}}
+            block = {"type": "tool_use", "id": call_id, "caller": DIRECT_CALLER, "name": function.get("name") or "",
+                     "input": {}}
             out = self._open(block, "tool")
             known = self._tools[key] = (self._open_index, call_id)
         if function.get("arguments"):
@@ -213,17 +224,16 @@ class ChatToMessagesStream:
 
     def finish(self) -> list[dict]:
         out = self.start() + self._close()
-        usage: dict[str, int] = {"output_tokens": self.output_tokens}
-        if self._input_reported:
-            usage["input_tokens"] = self.input_tokens
-            usage.update(self._cache_usage)  # input_tokens leaves them out: the client adds them back
         if self._stop_sequence is not None and not self._tools:
-            delta = {"stop_reason": "stop_sequence", "stop_sequence": self._stop_sequence}
+            stop = {"stop_reason": "stop_sequence", "stop_sequence": self._stop_sequence}
         else:
-            delta = {"stop_reason": stop_reason_of(self._finish_reason, bool(self._tools)), "stop_sequence": None}
-        out.append({"type": "message_delta", "delta": delta, "usage": usage})
+            stop = {"stop_reason": stop_reason_of(self._finish_reason, bool(self._tools)), "stop_sequence": None}
+        delta = {"container": None, "stop_details": None, **stop}
+        out.append({"type": "message_delta", "delta": delta,
+                    "usage": delta_usage(self._usage, input_known=self._input_reported)})
         out.append({"type": "message_stop"})
         return out
 
     def error(self, error_type: str, message: str) -> dict:
-        return {"type": "error", "error": {"type": error_type, "message": message}}
+        """The `error` event: Anthropic's error body, `request_id` the gateway's id of the request."""
+        return {"type": "error", "error": {"type": error_type, "message": message}, "request_id": self.request_id}

@@ -19,6 +19,7 @@ from gateway.formats.responses.translate import (
     reply_status,
     response_object,
     response_usage,
+    text_part,
 )
 
 
@@ -71,7 +72,7 @@ class ChatToResponsesStream:
         item_id = message_id(self.response_id, index)
         self._items.append({"id": item_id, "text": [], "logprobs": [], "open": True})
         item = {"type": "message", "id": item_id, "role": "assistant", "status": "in_progress", "content": []}
-        part = {"type": "output_text", "text": "", "annotations": [], **({"logprobs": []} if self._logprobs else {})}
+        part = text_part("")
         return [self._event("response.output_item.added", output_index=index, item=item),
                 self._event("response.content_part.added", item_id=item_id, output_index=index, content_index=0,
                             part=part)]
@@ -148,12 +149,11 @@ class ChatToResponsesStream:
         shaped = self._shape(item, status)
         if "call" in item:
             out = [self._event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
-                               arguments=shaped["arguments"])]
+                               name=shaped["name"], arguments=shaped["arguments"])]
         else:
             where = {"item_id": item["id"], "output_index": index, "content_index": 0}
             part = shaped["content"][0]
-            out = [self._event("response.output_text.done", **where, text=part["text"],
-                               logprobs=part.get("logprobs", [])),
+            out = [self._event("response.output_text.done", **where, text=part["text"], logprobs=part["logprobs"]),
                    self._event("response.content_part.done", **where, part=part)]
         return out + [self._event("response.output_item.done", output_index=index, item=shaped)]
 

@@ -196,12 +196,16 @@ def response_usage(usage: Any) -> dict:
     }
 
 
+def text_part(text: str, logprobs: list | None = None) -> dict:
+    """An `output_text` part. OpenAI's schema requires `logprobs`: those of the text when the request
+    asked for them, else an empty list."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
+
+
 def message_item(item_id: str, text: str, status: str, logprobs: list | None = None) -> dict:
     """The message item of the reply's text; `logprobs` when the request asked for them."""
-    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
-    if logprobs is not None:
-        part["logprobs"] = logprobs
-    return {"type": "message", "id": item_id, "role": "assistant", "status": status, "content": [part]}
+    return {"type": "message", "id": item_id, "role": "assistant", "status": status,
+            "content": [text_part(text, logprobs)]}
 
 
 def cut_error(message: str, reason: str) -> dict:
@@ -212,7 +216,9 @@ def cut_error(message: str, reason: str) -> dict:
 
 def response_object(response_id: str, request: dict, created_at: int, model: str, status: str, output: list, *,
                     usage: dict | None = None, incomplete: dict | None = None, error: dict | None = None) -> dict:
-    """The `response` object; the tool settings are the request's, as OpenAI echoes them."""
+    """The `response` object; the tool settings are the request's, as OpenAI echoes them. Without
+    `usage` (a response still in progress, or one that failed before the server counted anything)
+    the field is left out: OpenAI's schema has it an object when present, never null."""
     choice = request.get("tool_choice")
     parallel = request.get("parallel_tool_calls")
     return {
@@ -222,7 +228,7 @@ def response_object(response_id: str, request: dict, created_at: int, model: str
         "status": status,
         "model": model,
         "output": output,
-        "usage": usage,
+        **({"usage": usage} if usage is not None else {}),
         "error": error,
         "incomplete_details": incomplete,
         "instructions": request.get("instructions"),

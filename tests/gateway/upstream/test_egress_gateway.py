@@ -145,7 +145,7 @@ def test_a_dead_proxy_is_a_model_server_failure(world, closed_port, proxy_env, c
         "message": "", "type": "server_error", "param": None, "code": "service_unavailable"}
     status, body = post(world.key, "/v1/messages", {"model": "oa/alone", "max_tokens": 20, "messages": HELLO})
     assert status == 503, body
-    assert json.loads(body) | {"error": {}} == {"type": "error", "error": {}}
+    assert json.loads(body) | {"error": {}, "request_id": ""} == {"type": "error", "error": {}, "request_id": ""}
     assert json.loads(body)["error"]["type"] == "api_error"
     assert PASSWORD not in caplog.text and PASSWORD not in body.decode()
 

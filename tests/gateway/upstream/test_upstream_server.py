@@ -135,7 +135,7 @@ def test_anthropic_stream_on_the_wire(upstream):
                       "content_block_stop", "message_delta", "message_stop"]
     data = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
     assert [d["type"] for d in data] == events  # the event name matches the data's type
-    assert data[6]["delta"]["stop_reason"] == "max_tokens" and data[6]["usage"] == {"output_tokens": 2}
+    assert data[6]["delta"]["stop_reason"] == "max_tokens" and data[6]["usage"]["output_tokens"] == 2
 
 
 def test_anthropic_count_tokens(upstream):

@@ -103,7 +103,7 @@ def test_a_401_has_one_shape_per_surface(path, expected):
     [
         ("/v1/chat/completions", {"error": {"message": "m", "type": "permission_error", "param": None,
                                             "code": "permission_denied"}}),
-        ("/v1/messages", {"type": "error", "error": {"type": "permission_error", "message": "m"}}),
+        ("/v1/messages", {"type": "error", "error": {"type": "permission_error", "message": "m"}, "request_id": "r-1"}),
         ("/api/v1/agent/chat", {"detail": "m"}),
         ("/api/v1/conversations/3", {"status": "error", "message": "m"}),
         ("/api/v1/collections/3", {"status": "error", "code": "permission_denied", "message": "m"}),
@@ -111,7 +111,9 @@ def test_a_401_has_one_shape_per_surface(path, expected):
     ],
 )
 def test_other_errors_take_the_shape_of_their_surface(path, expected):
-    response = render_error(RequestFactory().post(path), ApiError(403, "m", code="permission_denied"))
+    request = RequestFactory().post(path)
+    request.request_id = "r-1"  # as gateway/web/middleware.py sets it
+    response = render_error(request, ApiError(403, "m", code="permission_denied"))
     assert response.status_code == 403
     assert __import__("json").loads(response.content) == expected
 

@@ -1,0 +1,253 @@
+"""Every reply the /v1 surfaces give holds the providers' own published schemas
+(tests/compat/reply_schemas/: OpenAI's OpenAPI document, the shapes Anthropic's SDKs were generated
+from): chat completions whole and each chunk, Messages whole, each stream event and the errors,
+Responses whole and each stream event, the embeddings list. Clients generated from those documents
+in other languages reject a reply that lacks a required field, so each kind of model server is
+driven through every surface, in its own format and translated.
+
+A kind of model server joins in one place, `SERVER_KINDS`: a function that sets up, in the test's
+`world`, a server of that kind in front of its fake (`fixture(name)` hands it any pytest fixture it
+needs, such as a fake of its own), and names its chat model (and its embedding model, when the kind
+serves embeddings). Every test below then runs for it.
+
+Bodies are read raw (httpx, not an SDK) so that nothing an SDK fills in hides a missing field. The
+spec's own 401 and 429 bodies are not the providers' and are not checked here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable
+
+import httpx
+import pytest
+
+from tests.compat.reply_schemas import check, check_events, sse, sse_json
+from tests.factories import ModelFactory
+from tests.servers import web_process
+
+HELLO = [{"role": "user", "content": "one two three"}]
+PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+ARGUMENTS = {"city": "Paris"}
+
+
+@dataclass(frozen=True)
+class Served:
+    chat: str  # the model id a client names for chat
+    embeddings: str | None = None  # the embedding model's id, when the kind serves embeddings
+
+
+def _openai_compatible(world, fixture) -> Served:
+    ModelFactory(server=world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
+    return Served(chat="oa/echo-1", embeddings="oa/embed-1")
+
+
+def _anthropic(world, fixture) -> Served:
+    return Served(chat="an/claude-echo")
+
+
+# The kinds of model server, each set up in the compat `world` (tests/compat/conftest.py): the
+# servers `oa` and `an` stand in front of the reference upstream (tests/upstream).
+SERVER_KINDS: dict[str, Callable[..., Served]] = {
+    "openai": _openai_compatible,
+    "anthropic": _anthropic,
+}
+
+
+@pytest.fixture(params=sorted(SERVER_KINDS))
+def served(request, world) -> Served:
+    world.upstream.configure(tool_arguments=ARGUMENTS)
+    return SERVER_KINDS[request.param](world, request.getfixturevalue)
+
+
+@pytest.fixture(scope="module")
+def tools_gateway(django_db_setup, django_db_blocker):
+    """A gateway with RESPONSES_TOOLS on (a setting of the gateway's process), for the Responses
+    tests: function calls are among the replies they give."""
+    with django_db_blocker.unblock():
+        with web_process(REGISTRY_TTL_SECONDS="0", RESPONSES_TOOLS="true") as base:
+            yield base
+
+
+def post(world, path: str, body: dict, base: str | None = None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {world.key}"} if path != "/v1/messages" else {"x-api-key": world.key}
+    return httpx.post(f"{base or world.base}{path}", json=body, headers=headers, timeout=30)
+
+
+def chat_tools() -> list[dict]:
+    return [{"type": "function", "function": {"name": "get_weather", "parameters": PARAMETERS}}]
+
+
+# ------------------------------------------------------------------------------------ chat completions
+
+def test_a_chat_completion_holds_the_schema(world, served):
+    text = post(world, "/v1/chat/completions", {"model": served.chat, "messages": HELLO})
+    call = post(world, "/v1/chat/completions", {"model": served.chat, "messages": HELLO, "tools": chat_tools()})
+    for response in (text, call):
+        assert response.status_code == 200, response.text
+        check("openai", "CreateChatCompletionResponse", response.json())
+    assert call.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
+
+
+@pytest.mark.parametrize("tools", [False, True], ids=["text", "tool_call"])
+def test_each_chat_chunk_holds_the_schema(world, served, tools):
+    body = {"model": served.chat, "messages": HELLO, "stream": True, "stream_options": {"include_usage": True}}
+    response = post(world, "/v1/chat/completions", {**body, "tools": chat_tools()} if tools else body)
+    assert response.status_code == 200, response.text
+    items = [data for _, data in sse(response.text)]
+    assert items[-1] == "[DONE]"
+    chunks = [json.loads(data) for data in items[:-1]]
+    for chunk in chunks:
+        check("openai", "CreateChatCompletionStreamResponse", chunk)
+    assert chunks[-1]["usage"]["total_tokens"] > 0
+
+
+def test_a_chat_reply_cut_midway_holds_the_schema_whole_and_streamed(world, served):
+    world.upstream.configure(cut_after_tokens=2)
+    whole = post(world, "/v1/chat/completions", {"model": served.chat, "messages": HELLO})
+    assert whole.status_code == 502, whole.text
+    check("openai", "ErrorResponse", whole.json())
+    check("openai", "CreateChatCompletionResponse", whole.json()["partial"])
+    streamed = post(world, "/v1/chat/completions", {"model": served.chat, "messages": HELLO, "stream": True})
+    items = [data for _, data in sse(streamed.text)]
+    assert items[-1] == "[DONE]"
+    for data in items[:-2]:
+        check("openai", "CreateChatCompletionStreamResponse", json.loads(data))
+    check("openai", "ErrorResponse", json.loads(items[-2]))
+
+
+def test_chat_refusals_hold_the_error_schema(world):
+    for body in ({"model": "oa/echo-1", "messages": "not a list"}, {"model": "oa/no-such-model", "messages": HELLO}):
+        response = post(world, "/v1/chat/completions", body)
+        assert response.status_code in (400, 404), response.text
+        check("openai", "ErrorResponse", response.json())
+
+
+# ------------------------------------------------------------------------------------ messages
+
+def messages_body(served: Served, **extra) -> dict:
+    return {"model": served.chat, "max_tokens": 50, "messages": HELLO, **extra}
+
+
+def anthropic_tools() -> list[dict]:
+    return [{"name": "get_weather", "input_schema": PARAMETERS}]
+
+
+def test_a_message_holds_the_schema(world, served):
+    text = post(world, "/v1/messages", messages_body(served))
+    call = post(world, "/v1/messages", messages_body(served, tools=anthropic_tools()))
+    cut = post(world, "/v1/messages", messages_body(served, max_tokens=2))
+    for response in (text, call, cut):
+        assert response.status_code == 200, response.text
+        check("anthropic", "Message", response.json())
+    assert [block["type"] for block in call.json()["content"]] == ["tool_use"]
+    assert cut.json()["stop_reason"] == "max_tokens"
+
+
+@pytest.mark.parametrize("tools", [False, True], ids=["text", "tool_use"])
+def test_each_message_stream_event_holds_the_schema(world, served, tools):
+    body = messages_body(served, stream=True, **({"tools": anthropic_tools()} if tools else {}))
+    response = post(world, "/v1/messages", body)
+    assert response.status_code == 200, response.text
+    events = sse_json(response.text)
+    check_events("anthropic", events)
+    assert [events[0]["type"], events[-1]["type"]] == ["message_start", "message_stop"]
+
+
+def test_a_message_cut_midway_holds_the_schema_whole_and_streamed(world, served):
+    world.upstream.configure(cut_after_tokens=2)
+    whole = post(world, "/v1/messages", messages_body(served))
+    assert whole.status_code == 502, whole.text
+    check("anthropic", "ErrorResponse", whole.json())
+    check("anthropic", "Message", whole.json()["partial"])
+    streamed = post(world, "/v1/messages", messages_body(served, stream=True))
+    events = sse_json(streamed.text)
+    check_events("anthropic", events)
+    assert events[-1]["type"] == "error"
+
+
+def test_messages_refusals_hold_the_error_schema(world):
+    cases = [
+        ({"model": "oa/echo-1", "max_tokens": 50, "messages": "not a list"}, 400),
+        ({"model": "oa/no-such-model", "max_tokens": 50, "messages": HELLO}, 404),
+        ({"model": "oa/echo-1", "max_tokens": 50, "messages": HELLO, "n": 2}, 400),  # uncarried, refused by name
+    ]
+    for body, status in cases:
+        response = post(world, "/v1/messages", body)
+        assert response.status_code == status, response.text
+        check("anthropic", "ErrorResponse", response.json())
+        assert response.json()["request_id"] == response.headers["X-Request-Id"]
+
+
+def test_a_model_server_failing_holds_the_messages_error_schema(world):
+    world.upstream.configure(fail_status=400)
+    response = post(world, "/v1/messages", {"model": "an/claude-echo", "max_tokens": 50, "messages": HELLO})
+    assert response.status_code == 400, response.text
+    check("anthropic", "ErrorResponse", response.json())
+
+
+# ------------------------------------------------------------------------------------ responses
+
+FUNCTION = {"type": "function", "name": "get_weather", "strict": False, "parameters": PARAMETERS}
+
+
+@pytest.mark.parametrize("options", [{}, {"tools": [FUNCTION]}, {"max_output_tokens": 2}],
+                         ids=["text", "function_call", "incomplete"])
+def test_a_response_holds_the_schema(world, served, tools_gateway, options):
+    response = post(world, "/v1/responses", {"model": served.chat, "input": "one two three", **options},
+                    base=tools_gateway)
+    assert response.status_code == 200, response.text
+    check("openai", "Response", response.json())
+    kinds = [item["type"] for item in response.json()["output"]]
+    assert kinds == (["function_call"] if options.get("tools") else ["message"])
+
+
+@pytest.mark.parametrize("options", [{}, {"tools": [FUNCTION]}, {"max_output_tokens": 2}],
+                         ids=["text", "function_call", "incomplete"])
+def test_each_response_stream_event_holds_the_schema(world, served, tools_gateway, options):
+    body = {"model": served.chat, "input": "one two three", "stream": True, **options}
+    response = post(world, "/v1/responses", body, base=tools_gateway)
+    assert response.status_code == 200, response.text
+    events = sse_json(response.text)
+    check_events("openai", events)
+    last = {"tools": "response.completed", "max_output_tokens": "response.incomplete"}
+    assert events[-1]["type"] == next((last[k] for k in options), "response.completed")
+
+
+def test_a_response_cut_midway_holds_the_schema_whole_and_streamed(world, served, tools_gateway):
+    world.upstream.configure(cut_after_tokens=2)
+    whole = post(world, "/v1/responses", {"model": served.chat, "input": "one two three"}, base=tools_gateway)
+    assert whole.status_code == 502, whole.text
+    check("openai", "ErrorResponse", whole.json())
+    check("openai", "Response", whole.json()["partial"])
+    streamed = post(world, "/v1/responses", {"model": served.chat, "input": "one two three", "stream": True},
+                    base=tools_gateway)
+    events = sse_json(streamed.text)
+    check_events("openai", events)
+    assert events[-1]["type"] == "response.failed"
+
+
+def test_responses_refusals_hold_the_error_schema(world):
+    for body, status in (({"model": "oa/echo-1"}, 400), ({"model": "oa/echo-1", "input": "hi", "tools": [FUNCTION]},
+                                                         501)):
+        response = post(world, "/v1/responses", body)
+        assert response.status_code == status, response.text
+        check("openai", "ErrorResponse", response.json())
+
+
+# ------------------------------------------------------------------------------------ embeddings
+
+def test_an_embeddings_list_holds_the_schema(world, served):
+    if served.embeddings is None:
+        response = post(world, "/v1/embeddings", {"model": served.chat, "input": "one two"})
+        assert response.status_code >= 400, response.text  # a kind without embeddings refuses, in the shape
+        check("openai", "ErrorResponse", response.json())
+        return
+    for text in ("one two", ["one", "two three"]):
+        response = post(world, "/v1/embeddings", {"model": served.embeddings, "input": text,
+                                                  "encoding_format": "float"})
+        assert response.status_code == 200, response.text
+        check("openai", "CreateEmbeddingResponse", response.json())
+    refused = post(world, "/v1/embeddings", {"model": served.embeddings, "input": "x", "dimensions": 8})
+    assert refused.status_code == 400
+    check("openai", "ErrorResponse", refused.json())
