@@ -247,7 +247,7 @@ def messages_create(body: Any, knobs: dict[str, Any]) -> Reply | Stream:
     delta: dict[str, Any] = {"type": "message_delta", "delta": {"container": None, "stop_details": None,
                                                                  "stop_reason": stop_reason, "stop_sequence": sequence}}
     if usage:  # cumulative counts; the input's were given in message_start
-        delta["usage"] = {"cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
+        delta["usage"] = {"cache_creation_input_tokens": written, "cache_read_input_tokens": cached,
                           "input_tokens": input_tokens, "output_tokens": output_tokens,
                           "output_tokens_details": None, "server_tool_use": None}
     tail = [event("content_block_stop", {"type": "content_block_stop", "index": index}),

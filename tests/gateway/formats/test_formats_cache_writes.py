@@ -45,7 +45,9 @@ def test_writes_alone_or_none_give_only_what_there_is():
 
 
 def test_a_chat_usage_with_writes_is_anthropics_again():
-    assert messages_usage(chat_usage(CLAUDE_USAGE)) == CLAUDE_USAGE
+    again = messages_usage(chat_usage(CLAUDE_USAGE))
+    assert {name: again[name] for name in CLAUDE_USAGE} == CLAUDE_USAGE  # and the schema's neutral fields
+    assert again["cache_creation"] is None and again["server_tool_use"] is None
     message = Message.model_validate(chat_to_messages_response(messages_to_chat_response(MESSAGE)))
     usage = message.usage
     assert (usage.input_tokens, usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (10, 4, 6)
@@ -62,7 +64,8 @@ def test_a_chat_stream_with_writes_ends_with_anthropics_counts():
     for event in events:
         ANTHROPIC_EVENT.validate_python(event)
     assert events[-2]["usage"] == {"output_tokens": 5, "input_tokens": 10, "cache_read_input_tokens": 4,
-                                   "cache_creation_input_tokens": 6}
+                                   "cache_creation_input_tokens": 6, "output_tokens_details": None,
+                                   "server_tool_use": None}
 
 
 def test_an_anthropic_stream_with_writes_ends_with_them_in_the_chat_usage():

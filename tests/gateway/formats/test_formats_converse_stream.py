@@ -88,7 +88,7 @@ def test_cache_reads_and_writes_count_in_the_prompt_as_anthropic_s_do():
     chunks = translate([START, text(0, "Hi"), message_stop("end_turn"), usage(inputs=10, outputs=5, read=200,
                                                                                write=30)])
     assert chunks[-1]["usage"] == {"prompt_tokens": 240, "completion_tokens": 5, "total_tokens": 245,
-                                   "prompt_tokens_details": {"cached_tokens": 200}}
+                                   "prompt_tokens_details": {"cached_tokens": 200, "cache_write_tokens": 30}}
 
 
 def test_tool_calls_stream_as_chat_tool_call_deltas():

@@ -111,7 +111,8 @@ def test_a_reply_cut_midway_comes_back_in_part(world):
                    json={"model": world.model, "max_tokens": 50, "messages": PROMPT})
     assert r.status_code == 502, r.text
     partial = r.json()["partial"]
-    assert partial["content"] == [{"type": "text", "text": "Echo: one "}] and partial["model"] == world.model
+    assert partial["content"] == [{"type": "text", "text": "Echo: one ", "citations": None}]
+    assert partial["model"] == world.model
     r = httpx.post(f"{world.base}/v1/chat/completions", headers={"Authorization": f"Bearer {world.key}"},
                    timeout=30, json={"model": world.model, "messages": PROMPT})
     assert r.status_code == 502, r.text
