@@ -24,10 +24,10 @@ from types import ModuleType
 from typing import Any
 
 from gateway.registry.snapshot import Server, Target
-from gateway.upstream.providers import anthropic, openai
+from gateway.upstream.providers import anthropic, azure, openai
 from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UpstreamError, uncarried
 
-_BY_KIND: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic}
+_BY_KIND: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic, "azure": azure}
 
 
 @dataclass(frozen=True)
