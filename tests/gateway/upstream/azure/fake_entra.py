@@ -6,10 +6,11 @@ otherwise. Served over TLS (msal takes only https authorities), with a certifica
 
 Every token request is kept (`fetches`), and every token it issued (`issued`, JSON Web Token shaped as
 Entra's are), so a fake Azure server can accept exactly those. `lifetimes`: the `expires_in` of the next
-tokens, one per fetch (then 3600)."""
+tokens, one per fetch (then 3600); `latency`: how long a token takes."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import threading
@@ -34,6 +35,7 @@ class Tenant:
     issued: list[str] = field(default_factory=list)
     lifetimes: list[int] = field(default_factory=list)
     secret: str = CLIENT_SECRET
+    latency: float = 0.0  # seconds the token endpoint takes to answer, so that fetches made together overlap
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reset(self) -> None:
@@ -42,6 +44,7 @@ class Tenant:
             self.issued.clear()
             self.lifetimes.clear()
             self.secret = CLIENT_SECRET
+            self.latency = 0.0
 
     async def __call__(self, scope, receive, send) -> None:
         body, more = b"", True
@@ -49,6 +52,8 @@ class Tenant:
             message = await receive()
             body += message.get("body", b"")
             more = message.get("more_body", False)
+        if self.latency and scope["path"].endswith("/token"):
+            await asyncio.sleep(self.latency)
         status, answer = self.answer(scope["method"], scope["path"], body)
         data = json.dumps(answer).encode()
         await send({"type": "http.response.start", "status": status,
