@@ -150,8 +150,10 @@ class Registry:
 
     @cached_property
     def server_keys(self) -> tuple[str, ...]:
-        """The model servers' keys, for redaction (gateway/telemetry/redact.py)."""
-        return tuple({target.server.api_key for target in self.by_id.values() if target.server.api_key})
+        """The model servers' keys and Entra ID client secrets, for redaction (gateway/telemetry/redact.py)."""
+        servers = {target.server for target in self.by_id.values()}
+        return tuple({secret for server in servers for secret in (server.api_key, server.cloud.azure_client_secret)
+                      if secret})
 
 
 REGISTRY_STAMP_KEY = f"registry:{cooldown.REGISTRY_TAG}:v"

@@ -10,6 +10,8 @@ import logging
 
 import pytest
 
+from gateway.registry.snapshot import registry
+from gateway.telemetry.redact import configured_secrets, redact
 from gateway.upstream import providers
 from gateway.upstream.providers.base import UNAVAILABLE, UpstreamError
 from tests.gateway.upstream.azure.conftest import DATED, azure_server, target_of
@@ -106,3 +108,10 @@ def test_a_server_with_neither_a_key_nor_a_client_is_refused_before_any_call(azu
     assert failed.value.message == (f"No API key and no Microsoft Entra ID client are configured for server "
                                     f"'{row.name}'.")
     assert tenant.fetches == [] and azure.fake.requests == []
+
+
+def test_the_client_secret_is_one_of_the_secrets_no_log_line_shows(target):
+    registry()  # the process's registry, loaded: what the log filter knows of the servers' credentials
+    assert CLIENT_SECRET in configured_secrets()
+    assert redact(f"msal said: client_secret {CLIENT_SECRET} refused", configured_secrets(), loose=False) == \
+        "msal said: client_secret [redacted] refused"
