@@ -1,5 +1,7 @@
 """Microsoft Entra ID access tokens for Azure OpenAI servers that authenticate by client credentials
-(a service principal's tenant, client id and secret) rather than an API key.
+(a service principal's tenant, client id and secret) rather than an API key. The token's audience is
+Azure OpenAI (Cognitive Services) of the cloud the resource is in: Azure's public cloud, or the
+sovereign cloud its address names (`.azure.us`, `.azure.cn`), whose authority the operator sets.
 
 azure-identity's `ClientSecretCredential` asks the tenant's token endpoint (msal underneath, with its
 own checks of the answer and its own retries). The token is kept per server in this process and used
@@ -24,6 +26,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from gateway.registry.snapshot import Server
 from gateway.state import per_process
@@ -31,6 +34,9 @@ from gateway.telemetry.redact import redact
 from gateway.upstream.providers.base import UNAVAILABLE, UpstreamError
 
 SCOPE = "https://cognitiveservices.azure.com/.default"
+# a resource in a sovereign cloud (https://name.openai.azure.us) is an audience of that cloud's own
+SOVEREIGN_SCOPES = {".azure.us": "https://cognitiveservices.azure.us/.default",
+                    ".azure.cn": "https://cognitiveservices.azure.cn/.default"}
 DEFAULT_AUTHORITY = "https://login.microsoftonline.com"
 REFRESH_MARGIN_SECONDS = 300  # a token is replaced this long before it expires (azure-identity's own margin)
 
@@ -43,6 +49,7 @@ class Client:
     client_id: str
     secret: str = field(repr=False)
     authority: str
+    scope: str
     connect_timeout: float
     read_timeout: float
 
@@ -50,7 +57,14 @@ class Client:
     def of(cls, server: Server) -> Client:
         cloud = server.cloud
         return cls(cloud.azure_tenant_id, cloud.azure_client_id, cloud.azure_client_secret,
-                   cloud.azure_authority_host or DEFAULT_AUTHORITY, server.connect_timeout, server.read_timeout)
+                   cloud.azure_authority_host or DEFAULT_AUTHORITY, scope_of(server), server.connect_timeout,
+                   server.read_timeout)
+
+
+def scope_of(server: Server) -> str:
+    """The token's audience: Azure OpenAI of the cloud the resource is in."""
+    host = (urlsplit(server.base_url).hostname or "").lower()
+    return next((scope for suffix, scope in SOVEREIGN_SCOPES.items() if host.endswith(suffix)), SCOPE)
 
 
 def configured(server: Server) -> bool:
@@ -80,7 +94,7 @@ class _Source:
         with self.lock:
             if token := self.current():
                 return token
-            info = self.credential().get_token_info(SCOPE)
+            info = self.credential().get_token_info(self.client.scope)
             self.token, self.expires_on = info.token, float(info.expires_on)
             return self.token
 

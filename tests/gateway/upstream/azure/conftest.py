@@ -65,8 +65,8 @@ def azure_server(azure, tenant, version: str, auth: str, **fields):
     credentials = {"api_key": API_KEY} if auth == "key" else {
         "azure_tenant_id": TENANT, "azure_client_id": CLIENT_ID, "azure_client_secret": CLIENT_SECRET,
         "azure_authority_host": tenant.url}
-    return ModelServerFactory(kind="azure", base_url=azure.url, api_version=version, is_remote=True,
-                              read_timeout=5.0, **{**credentials, **fields})
+    return ModelServerFactory(**{"kind": "azure", "base_url": azure.url, "api_version": version, "is_remote": True,
+                                 "read_timeout": 5.0, **credentials, **fields})
 
 
 def target_of(row, deployment: str) -> Target:

@@ -10,9 +10,10 @@ import logging
 
 import pytest
 
-from gateway.registry.snapshot import registry
+from gateway.registry.snapshot import registry, server_of
 from gateway.telemetry.redact import configured_secrets, redact
 from gateway.upstream import providers
+from gateway.upstream.providers import entra
 from gateway.upstream.providers.base import UNAVAILABLE, UpstreamError
 from tests.gateway.upstream.azure.conftest import DATED, azure_server, target_of
 from tests.gateway.upstream.azure.fake_entra import CLIENT_ID, CLIENT_SECRET, SCOPE
@@ -115,3 +116,14 @@ def test_the_client_secret_is_one_of_the_secrets_no_log_line_shows(target):
     assert CLIENT_SECRET in configured_secrets()
     assert redact(f"msal said: client_secret {CLIENT_SECRET} refused", configured_secrets(), loose=False) == \
         "msal said: client_secret [redacted] refused"
+
+
+@pytest.mark.parametrize(("resource", "audience"), [
+    ("https://myresource.openai.azure.com", "https://cognitiveservices.azure.com/.default"),
+    ("https://myresource.cognitiveservices.azure.com", "https://cognitiveservices.azure.com/.default"),
+    ("https://myresource.openai.azure.us", "https://cognitiveservices.azure.us/.default"),
+    ("https://myresource.openai.azure.cn/", "https://cognitiveservices.azure.cn/.default"),
+])
+def test_the_token_is_asked_for_azure_openai_of_the_resources_own_cloud(azure, tenant, resource, audience):
+    row = azure_server(azure, tenant, DATED, "entra", base_url=resource)
+    assert entra.Client.of(server_of(row)).scope == audience
