@@ -1,7 +1,8 @@
 """A fake Azure OpenAI resource (fake_azure.py) and a fake Microsoft Entra ID tenant (fake_entra.py) on
 loopback, each started once per module and emptied before every test; the servers the gateway holds for
-them, one per way of reaching Azure (dated or v1 API, API key or Entra ID); and the official SDK clients
-pointed straight at the fake, the oracle of a correct request."""
+them, one per way of reaching Azure (dated or v1 API, API key or Entra ID); the official SDK clients
+pointed straight at the fake, the oracle of a correct request; and `cloud`, the running gateway in front
+of the fake with the SDKs pointed at it."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 import pytest
 
 from gateway.upstream import providers
+from gateway.upstream.providers import azure as azure_provider
 from tests.gateway.upstream.azure.conftest import WAYS, azure_server, oracle, target_of
 from tests.gateway.upstream.azure.fake_azure import API_KEY
 
@@ -138,3 +139,16 @@ def test_audio_goes_where_and_as_azures_own_client_sends_it(azure, tenant, versi
         "model": "whisper-deployment", "voice": "alloy", "input": "say this"}))
     assert_same_request(azure.fake.requests[-1], theirs, tenant)
     assert response.status_code == 200 and response.content
+
+
+@pytest.mark.parametrize(("base_url", "version", "url"), [
+    ("https://r.openai.azure.com", "2024-10-21",
+     "https://r.openai.azure.com/openai/deployments/gpt-4o-deployment/embeddings?api-version=2024-10-21"),
+    ("https://r.openai.azure.com/openai/", "2025-04-01-preview",
+     "https://r.openai.azure.com/openai/deployments/gpt-4o-deployment/embeddings?api-version=2025-04-01-preview"),
+    ("https://r.openai.azure.com/openai/v1/", "v1", "https://r.openai.azure.com/openai/v1/embeddings"),
+    ("https://r.cognitiveservices.azure.com", "v1", "https://r.cognitiveservices.azure.com/openai/v1/embeddings"),
+])
+def test_the_resource_is_its_address_also_when_written_with_azures_own_paths(azure, tenant, base_url, version, url):
+    row = azure_server(azure, tenant, version, "key", base_url=base_url)
+    assert asyncio.run(azure_provider.endpoint(target_of(row, "gpt-4o-deployment"), "/embeddings"))[0] == url
