@@ -23,6 +23,7 @@ import threading
 from typing import Any
 from urllib.parse import parse_qs
 
+from tests.gateway.upstream.azure.asgi_io import read_body, reply
 from tests.upstream.app import UpstreamApp
 from tests.upstream.core import RecordedRequest, State, dumps
 
@@ -59,11 +60,7 @@ class FakeAzure:
         self.throttled = 0
 
     async def __call__(self, scope, receive, send) -> None:
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body = await read_body(receive)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         query = scope.get("query_string", b"").decode("latin-1")
         data = None
@@ -185,9 +182,3 @@ def filtered_whole(model: str) -> dict:
             "choices": [{"index": 0, "finish_reason": "content_filter", "content_filter_results": SEVERITIES,
                          "message": {"role": "assistant", "content": "Once upon a time", "refusal": None}}],
             "usage": {"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}}
-
-
-async def reply(send, status: int, body: bytes, content_type: bytes, extra) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *extra]})
-    await send({"type": "http.response.body", "body": body})

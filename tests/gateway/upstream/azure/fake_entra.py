@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from tests.gateway.upstream.azure.asgi_io import read_body, reply
 from tests.gateway.upstream.egress_support import certificate
 from tests.servers import serving
 
@@ -47,18 +48,11 @@ class Tenant:
             self.latency = 0.0
 
     async def __call__(self, scope, receive, send) -> None:
-        body, more = b"", True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body = await read_body(receive)
         if self.latency and scope["path"].endswith("/token"):
             await asyncio.sleep(self.latency)
         status, answer = self.answer(scope["method"], scope["path"], body)
-        data = json.dumps(answer).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]})
-        await send({"type": "http.response.body", "body": data})
+        await reply(send, status, json.dumps(answer).encode())
 
     def answer(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
         base = f"{self.url}/{TENANT}"
