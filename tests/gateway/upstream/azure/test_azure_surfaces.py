@@ -108,6 +108,7 @@ def post(cloud, path: str, body: dict) -> httpx.Response:
 @pytest.mark.parametrize(("path", "body", "text_of"), [
     ("/v1/chat/completions", {"model": AZ, "messages": HELLO}, lambda p: p["choices"][0]["message"]["content"]),
     ("/v1/messages", {"model": AZ, "max_tokens": 50, "messages": HELLO}, lambda p: p["content"][0]["text"]),
+    ("/v1/responses", {"model": AZ, "input": "hello azure"}, lambda p: p["output"][0]["content"][0]["text"]),
 ])
 def test_a_reply_cut_midway_comes_back_in_part(cloud, path, body, text_of):
     cloud.azure.upstream.configure(cut_after_tokens=2)
