@@ -126,3 +126,28 @@ def wait_for_usage(account, count: int = 1, timeout: float = 5.0) -> list:
         assert time.monotonic() < deadline, f"{len(records)} usage records written, expected {count}"
         time.sleep(0.02)
     return records
+
+
+@contextlib.contextmanager
+def serving(app, *, cert: Path | None = None, key: Path | None = None, name: str = "asgi"):
+    """An ASGI app under uvicorn on a free loopback port, in a daemon thread of this process (over TLS
+    with `cert` and `key`); yields its base URL, http(s)://127.0.0.1:PORT."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)} if cert else {}
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off",
+                                           log_config=None, access_log=False, **tls))
+    thread = threading.Thread(target=server.run, name=f"{name}-{port}", daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert server.started, f"{name} did not start"
+        yield f"{'https' if cert else 'http'}://127.0.0.1:{port}"
+    finally:
+        server.should_exit = server.force_exit = True
+        thread.join(5)

@@ -24,10 +24,10 @@ from types import ModuleType
 from typing import Any
 
 from gateway.registry.snapshot import Server, Target
-from gateway.upstream.providers import anthropic, bedrock, openai
+from gateway.upstream.providers import anthropic, azure, bedrock, openai
 from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UpstreamError, uncarried
 
-_BY_KIND: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic, "bedrock": bedrock}
+_BY_KIND: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic, "bedrock": bedrock, "azure": azure}
 
 
 @dataclass(frozen=True)

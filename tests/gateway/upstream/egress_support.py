@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from cryptography.x509.oid import NameOID
 
 from gateway.upstream import egress
 from tests.faults.services import wait_for
-from tests.servers import free_port
+from tests.servers import free_port, serving
 from tests.upstream import Upstream
 from tests.upstream.app import UpstreamApp
 from tests.upstream.core import State
@@ -135,22 +134,9 @@ def certificate(directory: Path, *, addresses=("127.0.0.1",), names=("localhost"
 @contextlib.contextmanager
 def tls_upstream(cert_path: Path, key_path: Path):
     """The reference upstream (tests/upstream) served over TLS on loopback: https://127.0.0.1:PORT."""
-    import uvicorn
-
     state = State()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(UpstreamApp(state), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off", log_config=None, access_log=False,
-                                           ssl_certfile=str(cert_path), ssl_keyfile=str(key_path)))
-    thread = threading.Thread(target=server.run, name=f"tls-upstream-{port}", daemon=True)
-    thread.start()
-    try:
-        wait_for(lambda: server.started or not thread.is_alive(), 10, "the TLS upstream to start")
-        assert server.started
-        yield Upstream(state, f"https://127.0.0.1:{port}")
-    finally:
-        server.should_exit = server.force_exit = True
-        thread.join(5)
+    with serving(UpstreamApp(state), cert=cert_path, key=key_path, name="tls-upstream") as url:
+        yield Upstream(state, url)
 
 
 PROXY_PASSWORD = "pr0xy-s3cret-Pa55"
