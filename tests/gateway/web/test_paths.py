@@ -171,7 +171,9 @@ def test_every_route_of_the_urlconfs_has_a_row_of_its_own():
 
 # Spec 7.1's table, read by path segments: the body of a plain 400 refusal on each surface.
 REFUSED = ApiError(400, "Refused.", code="refused")
-ANTHROPIC_BODY = {"type": "error", "error": {"type": "invalid_request_error", "message": "Refused."}}
+# with the request's id, as Anthropic's own errors carry it (a bare RequestFactory request has none)
+ANTHROPIC_BODY = {"type": "error", "error": {"type": "invalid_request_error", "message": "Refused."},
+                  "request_id": None}
 OPENAI_BODY = {"error": {"message": "Refused.", "type": "invalid_request_error", "param": None, "code": "refused"}}
 LOGIN_BODY = {"status": "error", "message": "Refused.", "errors": {}}
 CONVERSATIONS_BODY = {"status": "error", "message": "Refused."}

@@ -146,7 +146,8 @@ def test_a_prompt_the_content_filter_refuses_is_the_surfaces_400_with_azures_wor
     with pytest.raises(anthropic.BadRequestError) as failed:
         cloud.anthropic.messages.create(model=AZ, max_tokens=50, messages=refused)
     assert failed.value.body == {"type": "error", "error": {"type": "invalid_request_error",
-                                                            "message": FILTER_MESSAGE}}
+                                                            "message": FILTER_MESSAGE},
+                                 "request_id": failed.value.response.headers["x-request-id"]}
     streamed = post(cloud, "/v1/chat/completions", {"model": AZ, "messages": refused, "stream": True})
     assert streamed.status_code == 400 and streamed.json()["error"]["message"] == FILTER_MESSAGE
     assert UsageRecord.objects.filter(account=cloud.account).count() == 0
