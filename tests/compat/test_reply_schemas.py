@@ -8,7 +8,9 @@ driven through every surface, in its own format and translated.
 A kind of model server joins in one place, `SERVER_KINDS`: a function that sets up, in the test's
 `world`, a server of that kind in front of its fake (`fixture(name)` hands it any pytest fixture it
 needs, such as a fake of its own), and names its chat model (and its embedding model, when the kind
-serves embeddings). Every test below then runs for it.
+serves embeddings), the fake's knobs (`configure`: the reference upstream's names for a tool call's
+arguments and a cut midway) and how to make the fake refuse a call as its service does. Every test
+below then runs for it.
 
 Bodies are read raw (httpx, not an SDK) so that nothing an SDK fills in hides a missing field. The
 spec's own 401 and 429 bodies are not the providers' and are not checked here."""
@@ -17,15 +19,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import httpx
 import pytest
 
 from tests.compat.reply_schemas import check, check_events, sse, sse_json
-from tests.factories import ModelFactory
+from tests.compat.reply_schemas.kinds import fake_azure, fake_bedrock  # noqa: F401 — the fixtures
+from tests.factories import ModelFactory, ModelServerFactory
+from tests.gateway.upstream.azure.fake_azure import API_KEY as AZURE_KEY
+from tests.gateway.upstream.bedrock.fake import ACCESS_KEY, CLAUDE, REGION, SECRET_KEY
 from tests.servers import web_process
 
+NOVA = "amazon.nova-lite-v1:0"
+TITAN = "amazon.titan-embed-text-v2:0"
 HELLO = [{"role": "user", "content": "one two three"}]
 PARAMETERS = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 ARGUMENTS = {"city": "Paris"}
@@ -34,30 +41,71 @@ ARGUMENTS = {"city": "Paris"}
 @dataclass(frozen=True)
 class Served:
     chat: str  # the model id a client names for chat
+    fake: Any  # what answers for the kind: `configure(tool_arguments=..., cut_after_tokens=...)`
+    fail: Callable[[], None]  # make the fake refuse the next calls with a 400 of its service's own
     embeddings: str | None = None  # the embedding model's id, when the kind serves embeddings
+
+
+def _reference_failing(upstream) -> Callable[[], None]:
+    return lambda: upstream.configure(fail_status=400)
 
 
 def _openai_compatible(world, fixture) -> Served:
     ModelFactory(server=world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
-    return Served(chat="oa/echo-1", embeddings="oa/embed-1")
+    return Served("oa/echo-1", world.upstream, _reference_failing(world.upstream), embeddings="oa/embed-1")
 
 
 def _anthropic(world, fixture) -> Served:
-    return Served(chat="an/claude-echo")
+    return Served("an/claude-echo", world.upstream, _reference_failing(world.upstream))
+
+
+def _bedrock(world, fake, chat: str) -> Served:
+    """A Bedrock server signing with the fake's access key; Titan serves its embeddings."""
+    aws = ModelServerFactory(name="aws", kind="bedrock", base_url=fake.url, region=REGION, is_remote=True,
+                             aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY, read_timeout=5.0)
+    ModelFactory(server=aws, name=chat)
+    ModelFactory(server=aws, name=TITAN, supports_chat=False, supports_embeddings=True)
+    return Served(f"aws/{chat}", fake, lambda: fake.configure(fail_error="ValidationException", fail_status=400),
+                  embeddings=f"aws/{TITAN}")
+
+
+def _bedrock_claude(world, fixture) -> Served:
+    return _bedrock(world, fixture("fake_bedrock"), CLAUDE)  # InvokeModel, Anthropic's Messages inside
+
+
+def _bedrock_converse(world, fixture) -> Served:
+    return _bedrock(world, fixture("fake_bedrock"), NOVA)  # ConverseStream (gateway/formats/converse/)
+
+
+def _azure(world, fixture) -> Served:
+    """An Azure OpenAI resource on its dated API with an API key; its replies are the reference
+    upstream's, at Azure's addresses, each stream opening with Azure's prompt filter chunk."""
+    resource = fixture("fake_azure")
+    az = ModelServerFactory(name="az", kind="azure", base_url=resource.url, api_version="2024-10-21", is_remote=True,
+                            api_key=AZURE_KEY, read_timeout=5.0)
+    ModelFactory(server=az, name="gpt-4o-deployment")
+    ModelFactory(server=az, name="embed-deployment", supports_chat=False, supports_embeddings=True)
+    return Served("az/gpt-4o-deployment", resource.upstream, _reference_failing(resource.upstream),
+                  embeddings="az/embed-deployment")
 
 
 # The kinds of model server, each set up in the compat `world` (tests/compat/conftest.py): the
-# servers `oa` and `an` stand in front of the reference upstream (tests/upstream).
+# servers `oa` and `an` stand in front of the reference upstream (tests/upstream); the cloud kinds in
+# front of their own fakes (tests/compat/reply_schemas/kinds.py).
 SERVER_KINDS: dict[str, Callable[..., Served]] = {
     "openai": _openai_compatible,
     "anthropic": _anthropic,
+    "bedrock-claude": _bedrock_claude,
+    "bedrock-converse": _bedrock_converse,
+    "azure": _azure,
 }
 
 
 @pytest.fixture(params=sorted(SERVER_KINDS))
 def served(request, world) -> Served:
-    world.upstream.configure(tool_arguments=ARGUMENTS)
-    return SERVER_KINDS[request.param](world, request.getfixturevalue)
+    kind = SERVER_KINDS[request.param](world, request.getfixturevalue)
+    kind.fake.configure(tool_arguments=ARGUMENTS)
+    return kind
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +151,7 @@ def test_each_chat_chunk_holds_the_schema(world, served, tools):
 
 
 def test_a_chat_reply_cut_midway_holds_the_schema_whole_and_streamed(world, served):
-    world.upstream.configure(cut_after_tokens=2)
+    served.fake.configure(cut_after_tokens=2)
     whole = post(world, "/v1/chat/completions", {"model": served.chat, "messages": HELLO})
     assert whole.status_code == 502, whole.text
     check("openai", "ErrorResponse", whole.json())
@@ -116,8 +164,8 @@ def test_a_chat_reply_cut_midway_holds_the_schema_whole_and_streamed(world, serv
     check("openai", "ErrorResponse", json.loads(items[-2]))
 
 
-def test_chat_refusals_hold_the_error_schema(world):
-    for body in ({"model": "oa/echo-1", "messages": "not a list"}, {"model": "oa/no-such-model", "messages": HELLO}):
+def test_chat_refusals_hold_the_error_schema(world, served):
+    for body in ({"model": served.chat, "messages": "not a list"}, {"model": "oa/no-such-model", "messages": HELLO}):
         response = post(world, "/v1/chat/completions", body)
         assert response.status_code in (400, 404), response.text
         check("openai", "ErrorResponse", response.json())
@@ -155,7 +203,7 @@ def test_each_message_stream_event_holds_the_schema(world, served, tools):
 
 
 def test_a_message_cut_midway_holds_the_schema_whole_and_streamed(world, served):
-    world.upstream.configure(cut_after_tokens=2)
+    served.fake.configure(cut_after_tokens=2)
     whole = post(world, "/v1/messages", messages_body(served))
     assert whole.status_code == 502, whole.text
     check("anthropic", "ErrorResponse", whole.json())
@@ -166,11 +214,13 @@ def test_a_message_cut_midway_holds_the_schema_whole_and_streamed(world, served)
     assert events[-1]["type"] == "error"
 
 
-def test_messages_refusals_hold_the_error_schema(world):
+def test_messages_refusals_hold_the_error_schema(world, served):
     cases = [
-        ({"model": "oa/echo-1", "max_tokens": 50, "messages": "not a list"}, 400),
+        (messages_body(served, messages="not a list"), 400),
         ({"model": "oa/no-such-model", "max_tokens": 50, "messages": HELLO}, 404),
-        ({"model": "oa/echo-1", "max_tokens": 50, "messages": HELLO, "n": 2}, 400),  # uncarried, refused by name
+        # uncarried by the chat form an OpenAI-kind server takes, refused by name (a kind whose wire is
+        # Anthropic's takes `n` through as it came: the server answers for it, as above)
+        ({"model": "oa/echo-1", "max_tokens": 50, "messages": HELLO, "n": 2}, 400),
     ]
     for body, status in cases:
         response = post(world, "/v1/messages", body)
@@ -179,9 +229,10 @@ def test_messages_refusals_hold_the_error_schema(world):
         assert response.json()["request_id"] == response.headers["X-Request-Id"]
 
 
-def test_a_model_server_failing_holds_the_messages_error_schema(world):
-    world.upstream.configure(fail_status=400)
-    response = post(world, "/v1/messages", {"model": "an/claude-echo", "max_tokens": 50, "messages": HELLO})
+def test_a_model_server_failing_holds_the_messages_error_schema(world, served):
+    served.fail()
+    world.upstream.configure(fail_status=400)  # the default model too, which a refusal on /v1 falls through to
+    response = post(world, "/v1/messages", messages_body(served))
     assert response.status_code == 400, response.text
     check("anthropic", "ErrorResponse", response.json())
 
@@ -215,7 +266,7 @@ def test_each_response_stream_event_holds_the_schema(world, served, tools_gatewa
 
 
 def test_a_response_cut_midway_holds_the_schema_whole_and_streamed(world, served, tools_gateway):
-    world.upstream.configure(cut_after_tokens=2)
+    served.fake.configure(cut_after_tokens=2)
     whole = post(world, "/v1/responses", {"model": served.chat, "input": "one two three"}, base=tools_gateway)
     assert whole.status_code == 502, whole.text
     check("openai", "ErrorResponse", whole.json())
@@ -227,9 +278,9 @@ def test_a_response_cut_midway_holds_the_schema_whole_and_streamed(world, served
     assert events[-1]["type"] == "response.failed"
 
 
-def test_responses_refusals_hold_the_error_schema(world):
-    for body, status in (({"model": "oa/echo-1"}, 400), ({"model": "oa/echo-1", "input": "hi", "tools": [FUNCTION]},
-                                                         501)):
+def test_responses_refusals_hold_the_error_schema(world, served):
+    no_input, tools_off = {"model": served.chat}, {"model": served.chat, "input": "hi", "tools": [FUNCTION]}
+    for body, status in ((no_input, 400), (tools_off, 501)):
         response = post(world, "/v1/responses", body)
         assert response.status_code == status, response.text
         check("openai", "ErrorResponse", response.json())

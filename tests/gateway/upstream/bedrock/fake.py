@@ -5,7 +5,8 @@ Every request is recorded and must authenticate as Bedrock asks: a SigV4 signatu
 the credentials the fake knows (`sigv4.py`), or the Bedrock API key as a bearer token; else a 403 in Bedrock's
 own shape. A Claude model's reply is the reference upstream's Messages reply (tests/upstream/anthropic_wire.py:
 echo, scripted tool calls, usage and cache reads) in Bedrock's binary event stream, one chunk per event, with
-Bedrock's invocation metrics in the last. Knobs make it fail as Bedrock does (an HTTP error with
+Bedrock's invocation metrics in the last; another model's (ConverseStream) echoes too, or calls a tool it is
+offered with the same knobs, and stops at its maxTokens. Knobs make it fail as Bedrock does (an HTTP error with
 x-amzn-ErrorType, an exception frame midway) or cut the connection midway."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from tests.gateway.upstream.bedrock import eventstream, sigv4
 from tests.upstream.anthropic_wire import messages_create
 from tests.upstream.core import DEFAULTS as REFERENCE_DEFAULTS
-from tests.upstream.core import ClientError, Reply, Stream, split_tokens
+from tests.upstream.core import ClientError, Reply, Stream, limit_tokens, split_arguments, split_tokens, tool_arguments
 
 ACCESS_KEY, SECRET_KEY = "AKIAFAKEBEDROCK00001", "fake-bedrock-secret-key-0001"
 REGION = "us-east-1"
@@ -213,18 +214,46 @@ def _frames(stream: Stream, knobs: dict[str, Any]) -> list[bytes]:
     return frames
 
 
+def _converse_tool(body: dict[str, Any], knobs: dict[str, Any]) -> str | None:
+    """The tool the model calls: with tools offered, the `tool_name` knob, else the tool `toolChoice` names,
+    else the first offered (Converse has no "none": a request that may call no tool offers none)."""
+    config = body.get("toolConfig") if isinstance(body.get("toolConfig"), dict) else {}
+    specs = [tool["toolSpec"] for tool in config.get("tools") or [] if isinstance(tool, dict) and "toolSpec" in tool]
+    if not specs:
+        return None
+    named = ((config.get("toolChoice") or {}).get("tool") or {}).get("name")
+    return knobs["tool_name"] or named or specs[0].get("name") or "tool"
+
+
 def _converse(req: Recorded, knobs: dict[str, Any]) -> Frames:
-    """ConverseStream's events for a reply that echoes the last user text."""
-    messages = (req.json or {}).get("messages") or [{}]
+    """ConverseStream's events for a reply that echoes the last user text, cut at `inferenceConfig.maxTokens`
+    (stopReason max_tokens); or, with tools offered, a call of one (its input streamed as JSON text in two
+    pieces, stopReason tool_use), as the service streams them: a toolUse block opens with contentBlockStart, a
+    text block with its first delta."""
+    body = req.json if isinstance(req.json, dict) else {}
+    messages = body.get("messages") or [{}]
     text = " ".join(part.get("text", "") for part in messages[-1].get("content") or [] if isinstance(part, dict))
-    tokens = split_tokens(knobs["reply"] if knobs["reply"] is not None else f"Echo: {text}")
-    return Frames([eventstream.event("messageStart", {"role": "assistant"}),
-            *(eventstream.event("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": token}})
-              for token in tokens),
-            eventstream.event("contentBlockStop", {"contentBlockIndex": 0}),
-            eventstream.event("messageStop", {"stopReason": "end_turn"}),
-            eventstream.event("metadata", {"usage": {"inputTokens": 4, "outputTokens": len(tokens),
-                                                     "totalTokens": 4 + len(tokens)}, "metrics": {"latencyMs": 5}})], 1)
+    usage = {"inputTokens": 4, "outputTokens": 0, "totalTokens": 4}
+    if tool := _converse_tool(body, knobs):
+        pieces = split_arguments(tool_arguments(knobs))
+        head = [eventstream.event("messageStart", {"role": "assistant"}),
+                eventstream.event("contentBlockStart", {"contentBlockIndex": 0, "start": {"toolUse": {
+                    "toolUseId": "tooluse_" + uuid.uuid4().hex[:22], "name": tool}}})]
+        deltas = [{"toolUse": {"input": piece}} for piece in pieces]
+        stop, count = "tool_use", 1 + len(pieces)
+    else:
+        head = [eventstream.event("messageStart", {"role": "assistant"})]
+        limit = (body.get("inferenceConfig") or {}).get("maxTokens")
+        tokens, truncated = limit_tokens(split_tokens(knobs["reply"] if knobs["reply"] is not None
+                                                      else f"Echo: {text}"), limit)
+        deltas = [{"text": token} for token in tokens]
+        stop, count = "max_tokens" if truncated else "end_turn", len(tokens)
+    usage.update(outputTokens=count, totalTokens=4 + count)
+    return Frames([*head, *(eventstream.event("contentBlockDelta", {"contentBlockIndex": 0, "delta": delta})
+                            for delta in deltas),
+                   eventstream.event("contentBlockStop", {"contentBlockIndex": 0}),
+                   eventstream.event("messageStop", {"stopReason": stop}),
+                   eventstream.event("metadata", {"usage": usage, "metrics": {"latencyMs": 5}})], len(head))
 
 
 def route(req: Recorded, knobs: dict[str, Any], state: State) -> Reply | Frames:

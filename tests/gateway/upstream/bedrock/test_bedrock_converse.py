@@ -46,6 +46,20 @@ def test_the_chat_form_goes_to_converse_stream_signed_as_converse_and_comes_back
     assert (sent.auth, sent.problem) == ("sigv4", None)
 
 
+def test_a_tool_use_and_a_max_tokens_stop_come_back_as_chat_chunks(fake_bedrock):  # noqa: F811
+    fake_bedrock.configure(tool_arguments={"city": "Paris"})
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    chunks, failure = collect(lambda: bedrock.chat_stream(target(fake_bedrock, NOVA), {**CHAT, "tools": tools}))
+    assert failure is None
+    calls = [call for c in chunks if c.get("choices") for call in c["choices"][0]["delta"].get("tool_calls") or []]
+    assert calls[0]["function"]["name"] == "get_weather" and calls[0]["id"].startswith("tooluse_")
+    assert "".join(call["function"]["arguments"] for call in calls) == '{"city":"Paris"}'
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c.get("choices")][-1] == "tool_calls"
+    chunks, failure = collect(lambda: bedrock.chat_stream(target(fake_bedrock, NOVA), {**CHAT, "max_tokens": 2}))
+    assert failure is None and text_of(chunks) == "Echo: hello "
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c.get("choices")][-1] == "length"
+
+
 def test_a_field_converse_cannot_carry_is_refused_by_name_before_any_request(fake_bedrock):  # noqa: F811
     chunks, failure = collect(lambda: bedrock.chat_stream(target(fake_bedrock, NOVA), {**CHAT, "logit_bias": {"1": 2}}))
     assert chunks == [] and not fake_bedrock.requests
