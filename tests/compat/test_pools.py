@@ -104,6 +104,10 @@ def test_calls_to_a_bare_name_several_servers_hold_really_spread(pool):
     assert all(n >= 5 for n in reached(pool).values()), reached(pool)
 
 
+# Serial (tests/parallel.py): its bound holds while the fast deployments answer in milliseconds, as on a machine
+# to itself; beside the parallel stage's other process the gateway's own answers slowed towards the slow one's and
+# p3 got 11 of 90 calls (and as many with it 1.2 s late), though each policy still sent it the fewest.
+@pytest.mark.serial
 @pytest.mark.parametrize("policy, concurrency", [("least-busy", 4), ("latency", 2)])
 def test_a_slow_deployment_gets_at_most_a_third_of_its_weighted_share(pool, policy, concurrency):
     pool.ups[2].configure(latency_ms=400)  # p3 answers its first byte 400 ms late
