@@ -15,11 +15,11 @@ import asyncio
 import copy
 import json
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.faults.services import wait_for
 from tests.gateway.upstream.bedrock import eventstream, sigv4
 from tests.upstream.anthropic_wire import messages_create
 from tests.upstream.core import DEFAULTS as REFERENCE_DEFAULTS
@@ -353,10 +353,9 @@ class FakeBedrock:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name=f"bedrock-{port}", daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert self.thread.is_alive() and time.monotonic() < deadline, "the fake Bedrock did not start"
-            time.sleep(0.005)
+        wait_for(lambda: self.server.started or not self.thread.is_alive(), 10, "the fake Bedrock starting",
+                 interval=0.005)
+        assert self.server.started, "the fake Bedrock did not start"
         self.url = f"http://127.0.0.1:{port}"
         return self
 
@@ -385,10 +384,3 @@ class FakeBedrock:
     def calls(self) -> list[Recorded]:
         """The model calls received (not the listings)."""
         return [r for r in self.state.requests if r.path.startswith("/model/")]
-
-    def wait_for_requests(self, count: int, timeout: float = 10.0) -> list[Recorded]:
-        deadline = time.monotonic() + timeout
-        while len(self.state.requests) < count:
-            assert time.monotonic() < deadline, f"the fake Bedrock got {len(self.state.requests)} requests"
-            time.sleep(0.005)
-        return self.state.requests
