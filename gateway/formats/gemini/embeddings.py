@@ -2,14 +2,17 @@
 "list", "data": [...], "model", "usage"}`), which gateway/calls/embeddings.py reads for every kind of
 server.
 
-- The Gemini API: `models/{model}:batchEmbedContents`, `{"requests": [{"model": "models/<m>", "content":
-  {"parts": [{"text"}]}}]}` → `{"embeddings": [{"values": [...]}]}`, with `usageMetadata` where the API
-  counts the tokens (else no `usage`, and gateway/calls/embeddings.py counts the texts itself).
+- The Gemini API: `models/{model}:batchEmbedContents`, `{"requests": [{"model": "models/<m>",
+  "content": {"parts": [{"text"}], "role": "user"}}]}` → `{"embeddings": [{"values": [...]}]}`, with
+  `usageMetadata` where the API counts the tokens (else no `usage`, and gateway/calls/embeddings.py
+  counts the texts itself).
 - Vertex AI: `publishers/google/models/{model}:predict`, `{"instances": [{"content"}]}` →
   `{"predictions": [{"embeddings": {"values": [...], "statistics": {"token_count"}}}]}`.
 
-`dimensions` becomes `outputDimensionality` in both. A reply that is not what Google sends raises
-ValueError, which the provider reads as a bad reply."""
+`dimensions` becomes `outputDimensionality` in both. Each body is the one google-genai sends for the
+same texts (on Vertex, for the models it sends to `predict`: it sends Gemini embedding models to
+Vertex's batchEmbedContents, though `predict` takes them too, one text a call). A reply that is not
+what Google sends raises ValueError, which the provider reads as a bad reply."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ def embed_request(texts: list[str], *, model: str, vertex: bool, dimensions: int
     name = model if model.startswith("models/") else f"models/{model}"
     requests = []
     for text in texts:
-        request: dict[str, Any] = {"model": name, "content": {"parts": [{"text": text}]}}
+        request: dict[str, Any] = {"model": name, "content": {"parts": [{"text": text}], "role": "user"}}
         if dimensions is not None:
             request["outputDimensionality"] = dimensions
         requests.append(request)
@@ -56,6 +59,8 @@ def embeddings_reply(data: Any, *, model: str, vertex: bool) -> dict:
             vectors.append(_vector(embedding.get("values")))
             statistics = embedding.get("statistics")
             count = statistics.get("token_count") if isinstance(statistics, dict) else None
+            if isinstance(count, float) and count.is_integer():  # a Struct's number, which may come as 5.0
+                count = int(count)
             counts.append(count if _count(count) else None)
         tokens = sum(counts) if all(count is not None for count in counts) else None  # type: ignore[misc]
         return openai_embeddings_reply(vectors, model=model, prompt_tokens=tokens)

@@ -50,12 +50,12 @@ def call_id(gemini_id: Any, signature: Any) -> str:
 
 
 def split_call_id(chat_id: str) -> tuple[str, str | None]:
-    """(the id without a signature, the thought signature as Gemini wrote it, or None) of a chat tool
-    call id."""
+    """(the id without a signature, the thought signature or None) of a chat tool call id. The signature
+    goes back URL-safe, padded, as google-genai itself sends one (proto's JSON takes both alphabets)."""
     base, separator, signature = chat_id.partition(SIGNATURE_SEPARATOR)
     if not separator or not signature:
         return chat_id, None
-    return base, signature.replace("-", "+").replace("_", "/") + "=" * (-len(signature) % 4)
+    return base, signature + "=" * (-len(signature) % 4)
 
 
 def text_parts(content: Any, where: str) -> list[dict]:

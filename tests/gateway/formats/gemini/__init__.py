@@ -1,0 +1,1 @@
+"""Gemini's generateContent format (gateway/formats/gemini/)."""
