@@ -90,7 +90,7 @@ def request_fields(body: dict, req: dict, lost: list[str]) -> None:
     if cached is not None:
         if not isinstance(cached, str) or not cached:
             raise bad_request("cached_content: must be the name of a cached content, such as 'cachedContents/abc'.")
-        req["cachedContent"] = cached
+        req["cachedContent"] = cached_content_name(cached)
     settings = body.get("safety_settings")
     if settings is not None:
         if not isinstance(settings, list) or not all(isinstance(s, dict) for s in settings):
@@ -110,6 +110,20 @@ def request_fields(body: dict, req: dict, lost: list[str]) -> None:
             lost.append("user" if user is not None else "safety_identifier")
         if user is not None and safety is not None and user != safety:
             lost.append("safety_identifier")
+
+
+def cached_content_name(name: str, *, project: str | None = None, location: str | None = None) -> str:
+    """A context cache's resource name completed as google-genai completes it: `abc` is
+    `cachedContents/abc` on the Gemini API, and on Vertex AI (with its `project` and `location`)
+    `projects/<p>/locations/<l>/cachedContents/abc`, which a Vertex provider gets by calling this again
+    on the request's `cachedContent`. A name of any other shape is left as the client wrote it."""
+    short = not name.startswith("cachedContents/") and "/" not in name
+    if project is None:
+        return f"cachedContents/{name}" if short else name
+    if name.startswith("locations/"):
+        return f"projects/{project}/{name}"
+    name = f"cachedContents/{name}" if short else name
+    return f"projects/{project}/locations/{location}/{name}" if name.startswith("cachedContents/") else name
 
 
 def _integer(value: Any) -> bool:
