@@ -71,7 +71,7 @@ class GeminiToChatStream:
     def _feed(self, chunk: dict) -> list[dict]:
         if (usage := chunk.get("usageMetadata")) is not None:
             self._usage = _object(usage)
-        candidates = chunk.get("candidates") or []
+        candidates = chunk["candidates"] if chunk.get("candidates") is not None else []
         if not isinstance(candidates, list):
             raise TypeError
         out: list[dict] = []
@@ -108,7 +108,7 @@ class GeminiToChatStream:
             return []
         out = self._start(index)
         content = _object(candidate["content"]) if candidate.get("content") is not None else {}
-        found = content.get("parts") or []
+        found = content["parts"] if content.get("parts") is not None else []
         if not isinstance(found, list):
             raise TypeError
         for part in found:
