@@ -2,13 +2,15 @@
 Gemini chunk is read by google-genai's GenerateContentResponse first (its field names, and nothing
 else), every chat chunk by the OpenAI SDK's ChatCompletionChunk (support.py)."""
 
+import base64
 import json
 
+import httpx
 import pytest
 
 from gateway.formats import StreamError
 from gateway.formats.gemini import GeminiToChatStream, gemini_usage
-from tests.gateway.formats.gemini.support import deltas, translate
+from tests.gateway.formats.gemini.support import deltas, google_client, translate
 
 ROLE = {"role": "assistant", "content": ""}
 
@@ -158,3 +160,28 @@ def test_usage_counts_only_what_gemini_counted():
     assert gemini_usage({}) == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
     assert gemini_usage({"promptTokenCount": 3, "candidatesTokenCount": 2, "cachedContentTokenCount": 0,
                          "thoughtsTokenCount": True}) == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+
+
+def test_what_google_genai_reads_from_the_same_stream_is_what_the_chunks_say():
+    """The same chunks as the SSE stream Gemini sends, read by google-genai's generate_content_stream:
+    its text, thoughts, calls and usage are the chat chunks'."""
+    calls = [{"functionCall": {"name": "weather", "args": {"city": "Paris"}}, "thoughtSignature": "c2ln"}]
+    gemini_chunks = [text("Hmm", thought=True), text("Hel"), text("lo"),
+                     chunk(calls, finish="STOP", usage=usage(5, 3, thoughtsTokenCount=2))]
+    chunks, _ = translate(gemini_chunks)
+    sse = "".join(f"data: {json.dumps(c)}\r\n\r\n" for c in gemini_chunks)
+    client = google_client(lambda request: httpx.Response(200, text=sse,
+                                                          headers={"content-type": "text/event-stream"}))
+    read = list(client.models.generate_content_stream(model="gemini-2.5-flash", contents="Hi"))
+    said = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    sdk_parts = [part for response in read for part in response.candidates[0].content.parts]
+    assert [d["reasoning_content"] for d in said if "reasoning_content" in d] == [
+        part.text for part in sdk_parts if part.thought]
+    assert "".join(d.get("content") or "" for d in said) == "".join(
+        part.text for part in sdk_parts if part.text and not part.thought)
+    (call,) = [d["tool_calls"][0] for d in said if "tool_calls" in d]
+    assert (call["function"]["name"], json.loads(call["function"]["arguments"])) == (
+        read[-1].function_calls[0].name, read[-1].function_calls[0].args)
+    assert base64.urlsafe_b64decode(call["id"].split("__thought__")[1] + "==") == sdk_parts[-1].thought_signature
+    metadata = read[-1].usage_metadata
+    assert chunks[-1]["usage"]["completion_tokens"] == metadata.candidates_token_count + metadata.thoughts_token_count
