@@ -7,9 +7,9 @@ May import: `gateway.formats`, `gateway.web`."""
 
 from gateway.formats.gemini.config import cached_content_name
 from gateway.formats.gemini.embeddings import embed_request, embeddings_reply
-from gateway.formats.gemini.from_chat import chat_to_gemini_request, gemini_request_uncarried
+from gateway.formats.gemini.from_chat import chat_to_gemini_request, gemini_output_tool, gemini_request_uncarried
 from gateway.formats.gemini.streams import GeminiToChatStream
 from gateway.formats.gemini.usage import finish_reason, gemini_usage
 
 __all__ = ["GeminiToChatStream", "cached_content_name", "chat_to_gemini_request", "embed_request",
-           "embeddings_reply", "finish_reason", "gemini_request_uncarried", "gemini_usage"]
+           "embeddings_reply", "finish_reason", "gemini_output_tool", "gemini_request_uncarried", "gemini_usage"]

@@ -23,8 +23,9 @@ SERVICE_TIERS = {"default": "standard", "flex": "flex", "priority": "priority"}
 _LABEL_VALUE = re.compile(r"[\w-]{1,63}")
 
 
-def generation_config(body: dict, lost: list[str]) -> dict:
-    """The generationConfig of a chat request (empty when it sets nothing)."""
+def generation_config(body: dict, lost: list[str], *, native_format: bool = True) -> dict:
+    """The generationConfig of a chat request (empty when it sets nothing). Without `native_format`,
+    the response_format goes by a function instead (from_chat.gemini_output_tool)."""
     config: dict[str, Any] = {}
     for key, name in (("temperature", "temperature"), ("top_p", "topP"), ("presence_penalty", "presencePenalty"),
                       ("frequency_penalty", "frequencyPenalty")):
@@ -42,7 +43,8 @@ def generation_config(body: dict, lost: list[str]) -> dict:
         config["stopSequences"] = stops
     if _integer(body.get("n")) and body["n"] != 1:
         config["candidateCount"] = body["n"]
-    _response_format(body.get("response_format"), config, lost)
+    if native_format:
+        _response_format(body.get("response_format"), config, lost)
     if (thinking := thinking_config(body.get("reasoning_effort"), body.get("model"))) is not None:
         config["thinkingConfig"] = thinking
     elif body.get("reasoning_effort") is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.formats.anthropic.from_chat import MESSAGE_KEYS, NEUTRAL
+from gateway.formats.anthropic.from_chat import MESSAGE_KEYS, NEUTRAL, OUTPUT_TOOL_DESCRIPTION, output_tool_name
 from gateway.formats.anthropic.to_chat import TOOL_ERROR_PREFIX, as_object, asks_for, bad_request
 from gateway.formats.gemini import config, parts
 
@@ -46,7 +46,7 @@ def chat_to_gemini_request(body: dict, *, lost: list[str]) -> dict:
     for key, value in body.items():
         if key not in CARRIED and value is not None and not NEUTRAL.get(key, lambda v: False)(value):
             lost.append(key)
-    turns = _Turns(lost, signatures_needed=_asks_for_signatures(body.get("model")))
+    turns = _Turns(lost, signatures_needed=_gemini_3(body.get("model")))
     for i, message in enumerate(messages):
         turns.add(message, f"messages.{i}")
     if not turns.contents:
@@ -54,15 +54,29 @@ def chat_to_gemini_request(body: dict, *, lost: list[str]) -> dict:
     req: dict[str, Any] = {"contents": turns.contents}
     if turns.system:
         req["systemInstruction"] = {"parts": turns.system}
-    _tools(body, req, lost)
-    if generation := config.generation_config(body, lost):
+    output = gemini_output_tool(body)
+    _tools(body, req, output, lost)
+    if generation := config.generation_config(body, lost, native_format=output is None):
         req["generationConfig"] = generation
     config.request_fields(body, req, lost)
     return req
 
 
-def _asks_for_signatures(model: Any) -> bool:
-    """Gemini 3 refuses a function call of the current turn without its thought signature."""
+def gemini_output_tool(body: dict) -> str | None:
+    """The function that carries the request's `response_format` (its call's arguments are the reply:
+    `GeminiToChatStream(output_tool=...)`), or None. Gemini holds its output to a JSON schema itself,
+    except that before Gemini 3 it takes no JSON output beside function declarations ("Function calling
+    with a response mime type: 'application/json' is unsupported"): then the format goes by a function
+    the model must call to answer, as it goes by a tool for Anthropic's models."""
+    kind = as_object(body.get("response_format")).get("type")
+    if kind not in ("json_object", "json_schema") or not body.get("tools") or _gemini_3(body.get("model")):
+        return None
+    return output_tool_name(body)
+
+
+def _gemini_3(model: Any) -> bool:
+    """Gemini 3 refuses a function call of the current turn without its thought signature, and takes
+    JSON output beside functions."""
     name = model.rsplit("/", 1)[-1].lower() if isinstance(model, str) else ""
     return name.startswith("gemini-3")
 
@@ -142,8 +156,10 @@ class _Turns:
         return {"functionResponse": {"name": name, "response": {key: text}}}
 
 
-def _tools(body: dict, req: dict, lost: list[str]) -> None:
-    """tools → one functionDeclarations tool; tool_choice → toolConfig.functionCallingConfig."""
+def _tools(body: dict, req: dict, output: str | None, lost: list[str]) -> None:
+    """tools → one functionDeclarations tool; tool_choice → toolConfig.functionCallingConfig; and the
+    `output` function (`gemini_output_tool`), which the model must call when no other: every call is
+    asked for (ANY) where the choice was free, the output function alone where it was "none"."""
     declarations = [_declaration(tool, k) for k, tool in enumerate(body.get("tools") or [])]
     choice = body.get("tool_choice")
     if isinstance(choice, str) and choice in CHOICE_MODES:
@@ -154,6 +170,16 @@ def _tools(body: dict, req: dict, lost: list[str]) -> None:
         calling = None
     else:
         raise bad_request("tool_choice: must be 'auto', 'required', 'none' or a named function.")
+    if output is not None:
+        fmt = as_object(body.get("response_format"))
+        described = as_object(fmt.get("json_schema"))
+        schema = described.get("schema") if fmt.get("type") == "json_schema" else None
+        declarations.append({"name": output, "description": described.get("description") or OUTPUT_TOOL_DESCRIPTION,
+                             "parametersJsonSchema": schema or {"type": "object"}})
+        if calling is None or calling == {"mode": "AUTO"}:
+            calling = {"mode": "ANY"}
+        elif calling["mode"] == "NONE":
+            calling = {"mode": "ANY", "allowedFunctionNames": [output]}
     if not declarations:
         return
     req["tools"] = [{"functionDeclarations": declarations}]

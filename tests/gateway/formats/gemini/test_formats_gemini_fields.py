@@ -4,7 +4,13 @@ request built goes through google-genai's oracle (support.py)."""
 
 import pytest
 
-from gateway.formats.gemini import cached_content_name, chat_to_gemini_request, gemini_request_uncarried
+from gateway.formats.anthropic.from_chat import OUTPUT_TOOL_DESCRIPTION
+from gateway.formats.gemini import (
+    cached_content_name,
+    chat_to_gemini_request,
+    gemini_output_tool,
+    gemini_request_uncarried,
+)
 from gateway.web.errors import ApiError
 from tests.gateway.formats.anthropic_support import WEATHER_SCHEMA
 from tests.gateway.formats.gemini.support import LOCATION, PROJECT, gemini, sdk_body
@@ -18,6 +24,36 @@ def test_a_json_schema_is_gemini_s_own_structured_output():
     req, _ = gemini({"model": "gemini-2.5-flash", "response_format": fmt, "messages": HI}, lost=[])
     assert req["generationConfig"] == {"responseMimeType": "application/json", "responseJsonSchema": WEATHER_SCHEMA}
     assert "tools" not in req  # no forced tool: Gemini holds its output to the schema itself
+
+
+@pytest.mark.parametrize(("choice", "calling"), [
+    (None, {"mode": "ANY"}), ("auto", {"mode": "ANY"}), ("required", {"mode": "ANY"}),
+    ("none", {"mode": "ANY", "allowedFunctionNames": ["city"]}),
+    ({"type": "function", "function": {"name": "weather"}}, {"mode": "ANY", "allowedFunctionNames": ["weather"]}),
+])
+def test_before_gemini_3_structured_output_beside_functions_goes_by_a_function(choice, calling):
+    """Gemini 2.x refuses JSON output beside function declarations: the schema becomes a function the
+    model calls to answer, whose arguments GeminiToChatStream(output_tool=...) gives as the reply."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": WEATHER_SCHEMA}}
+    body = {"model": "gemini-2.5-flash", "response_format": fmt, "tools": [WEATHER], "messages": HI,
+            **({"tool_choice": choice} if choice else {})}
+    req, _ = gemini(body, lost=[])
+    assert gemini_output_tool(body) == "city" and "generationConfig" not in req
+    assert req["tools"] == [{"functionDeclarations": [
+        {"name": "weather", "parametersJsonSchema": WEATHER_SCHEMA},
+        {"name": "city", "description": OUTPUT_TOOL_DESCRIPTION, "parametersJsonSchema": WEATHER_SCHEMA}]}]
+    assert req["toolConfig"] == {"functionCallingConfig": calling}
+
+
+def test_json_object_beside_functions_and_gemini_3_s_own_structured_output():
+    body = {"model": "gemini-2.5-pro", "response_format": {"type": "json_object"}, "tools": [WEATHER], "messages": HI}
+    req, _ = gemini(body, lost=[])
+    assert req["tools"][0]["functionDeclarations"][1] == {
+        "name": "json_output", "description": OUTPUT_TOOL_DESCRIPTION, "parametersJsonSchema": {"type": "object"}}
+    body["model"] = "gemini-3-pro-preview"
+    req, _ = gemini(body, lost=[])
+    assert gemini_output_tool(body) is None and req["generationConfig"] == {"responseMimeType": "application/json"}
+    assert req["tools"] == [{"functionDeclarations": [{"name": "weather", "parametersJsonSchema": WEATHER_SCHEMA}]}]
 
 
 def test_json_object_and_text():
