@@ -41,6 +41,12 @@ def generation_config(body: dict, lost: list[str], *, native_format: bool = True
     stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
     if stops := [s for s in stops if isinstance(s, str) and s]:
         config["stopSequences"] = stops
+    if body.get("logprobs") is True:
+        config["responseLogprobs"] = True
+        if _integer(body.get("top_logprobs")) and body["top_logprobs"] > 0:
+            config["logprobs"] = body["top_logprobs"]
+    elif _integer(body.get("top_logprobs")) and body["top_logprobs"] > 0:
+        lost.append("top_logprobs")  # top tokens without the tokens: nothing Gemini can be asked
     if _integer(body.get("n")) and body["n"] != 1:
         config["candidateCount"] = body["n"]
     if native_format:

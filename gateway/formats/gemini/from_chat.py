@@ -26,7 +26,7 @@ CARRIED = frozenset({"model", "messages", "stream", "stream_options", "max_token
                      "temperature", "top_p", "top_k", "stop", "n", "seed", "presence_penalty", "frequency_penalty",
                      "response_format", "reasoning_effort", "tools", "tool_choice", "parallel_tool_calls", "user",
                      "safety_identifier", "service_tier", "cached_content", "safety_settings", "prompt_cache_key",
-                     "prompt_cache_retention", "prompt_cache_options", "metadata"})
+                     "prompt_cache_retention", "prompt_cache_options", "metadata", "logprobs", "top_logprobs"})
 CHOICE_MODES = {"auto": "AUTO", "none": "NONE", "required": "ANY"}
 
 

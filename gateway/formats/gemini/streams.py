@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.formats import StreamError
 from gateway.formats.gemini.parts import call_id
-from gateway.formats.gemini.usage import finish_reason, gemini_usage
+from gateway.formats.gemini.usage import chat_logprobs, finish_reason, gemini_usage
 
 
 class GeminiToChatStream:
@@ -111,8 +111,10 @@ class GeminiToChatStream:
         found = content["parts"] if content.get("parts") is not None else []
         if not isinstance(found, list):
             raise TypeError
-        for part in found:
-            out += self._part(index, _object(part))
+        said = [chunk for part in found for chunk in self._part(index, _object(part))]
+        if candidate.get("logprobsResult") is not None:
+            said = self._with_logprobs(index, said, chat_logprobs(candidate["logprobsResult"]))
+        out += said
         reason = candidate.get("finishReason")
         if reason is not None:
             answered = index in self._answered and not self._calls.get(index)  # by the output tool alone
@@ -121,6 +123,15 @@ class GeminiToChatStream:
             self._done.add(index)
             self.finished = True
         return out
+
+    def _with_logprobs(self, index: int, said: list[dict], logprobs: dict) -> list[dict]:
+        """A Gemini chunk's log probabilities go with its first text, else in a chunk of their own."""
+        carrier = next((chunk for chunk in said if "content" in chunk["choices"][0]["delta"]), None)
+        if carrier is None:
+            carrier = self._chunk(index, {})
+            said = [carrier, *said]
+        carrier["choices"][0]["logprobs"] = logprobs
+        return said
 
     def _part(self, index: int, part: dict) -> list[dict]:
         if "text" in part:

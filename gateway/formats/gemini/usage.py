@@ -1,5 +1,5 @@
-"""Gemini's `usageMetadata` and finish reasons in the chat form's words, for the stream (`streams`) and
-for whole replies alike."""
+"""Gemini's `usageMetadata`, finish reasons and log probabilities in the chat form's words, for the
+stream (`streams`) and for whole replies alike."""
 
 from __future__ import annotations
 
@@ -46,3 +46,28 @@ def gemini_usage(usage_metadata: Any) -> dict:
     if thoughts:
         usage["completion_tokens_details"] = {"reasoning_tokens": thoughts}
     return usage
+
+
+def chat_logprobs(result: Any) -> dict:
+    """A candidate's `logprobsResult` → a chat choice's `logprobs`: each chosen token with its log
+    probability, its UTF-8 bytes, and the top tokens at its step (`topCandidates`, when asked for).
+    Raises TypeError for a result that is not what Gemini sends."""
+    if not isinstance(result, dict):
+        raise TypeError
+    chosen, top = result.get("chosenCandidates", []), result.get("topCandidates", [])
+    if not isinstance(chosen, list) or not isinstance(top, list):
+        raise TypeError
+    content = []
+    for i, candidate in enumerate(chosen):
+        alternatives = as_object(top[i]).get("candidates") or [] if i < len(top) else []
+        if not isinstance(alternatives, list):
+            raise TypeError
+        content.append({**_token(candidate), "top_logprobs": [_token(other) for other in alternatives]})
+    return {"content": content, "refusal": None}
+
+
+def _token(candidate: Any) -> dict:
+    token, logprob = as_object(candidate).get("token", ""), as_object(candidate).get("logProbability", 0.0)
+    if not isinstance(token, str) or not isinstance(logprob, (int, float)) or isinstance(logprob, bool):
+        raise TypeError
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}

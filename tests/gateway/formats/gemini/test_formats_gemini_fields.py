@@ -128,7 +128,7 @@ def test_a_user_a_label_cannot_hold_is_lost():
 
 
 def test_what_gemini_cannot_carry_is_named_as_the_client_sent_it():
-    body = {"model": "gemini-2.5-flash", "logprobs": True, "top_logprobs": 2, "logit_bias": {"50256": -100},
+    body = {"model": "gemini-2.5-flash", "top_logprobs": 2, "logit_bias": {"50256": -100},
             "store": True, "modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"},
             "prediction": {"type": "content", "content": "x"}, "web_search_options": {}, "verbosity": "low",
             "service_tier": "scale", "response_format": {"type": "grammar"}, "tools": [WEATHER],
@@ -137,9 +137,16 @@ def test_what_gemini_cannot_carry_is_named_as_the_client_sent_it():
                 {"type": "text", "text": "Hi"}, {"type": "file", "file": {"file_id": "file-abc"}},
                 {"type": "input_video", "video_url": "https://example.com/v.mp4"}]}]}
     lost = gemini_request_uncarried(body)
-    assert lost == ["logprobs", "top_logprobs", "logit_bias", "store", "modalities", "audio", "prediction",
-                    "web_search_options", "verbosity", "messages.0.name", "messages.0.content.1 (file)",
-                    "messages.0.content.2 (input_video)", "parallel_tool_calls", "response_format", "service_tier"]
+    assert lost == ["logit_bias", "store", "modalities", "audio", "prediction", "web_search_options", "verbosity",
+                    "messages.0.name", "messages.0.content.1 (file)", "messages.0.content.2 (input_video)",
+                    "parallel_tool_calls", "top_logprobs", "response_format", "service_tier"]
+
+
+def test_log_probabilities():
+    req, _ = gemini({"model": "gemini-2.5-flash", "messages": HI, "logprobs": True, "top_logprobs": 3}, lost=[])
+    assert req["generationConfig"] == {"responseLogprobs": True, "logprobs": 3}
+    req, _ = gemini({"model": "gemini-2.5-flash", "messages": HI, "logprobs": True}, lost=[])
+    assert req["generationConfig"] == {"responseLogprobs": True}
 
 
 def test_values_that_ask_nothing_are_not_lost():

@@ -89,6 +89,30 @@ def test_a_function_call_cut_short_by_length_stays_length():
     assert deltas(chunks)[-1] == (0, {}, "length")
 
 
+def test_log_probabilities_go_with_the_text_of_their_chunk():
+    result = {"chosenCandidates": [{"token": "Hé", "tokenId": 5, "logProbability": -0.25},
+                                   {"token": "!", "tokenId": 6, "logProbability": -1.5}],
+              "topCandidates": [{"candidates": [{"token": "Hé", "tokenId": 5, "logProbability": -0.25},
+                                                {"token": "Hi", "tokenId": 7, "logProbability": -2.0}]},
+                                {"candidates": [{"token": "!", "tokenId": 6, "logProbability": -1.5}]}],
+              "logProbabilitySum": -1.75}
+    first = text("Hé!")
+    first["candidates"][0].update(logprobsResult=result, avgLogprobs=-0.875)
+    thinking = text("Hmm", thought=True)
+    thinking["candidates"][0]["logprobsResult"] = {"chosenCandidates": [{"token": "Hmm", "logProbability": -0.5}]}
+    chunks, _ = translate([first, thinking])
+    assert chunks[1]["choices"][0] == {"index": 0, "delta": {"content": "Hé!"}, "finish_reason": None, "logprobs": {
+        "refusal": None, "content": [
+            {"token": "Hé", "logprob": -0.25, "bytes": [72, 195, 169], "top_logprobs": [
+                {"token": "Hé", "logprob": -0.25, "bytes": [72, 195, 169]},
+                {"token": "Hi", "logprob": -2.0, "bytes": [72, 105]}]},
+            {"token": "!", "logprob": -1.5, "bytes": [33], "top_logprobs": [
+                {"token": "!", "logprob": -1.5, "bytes": [33]}]}]}}
+    assert [c["choices"][0]["delta"] for c in chunks[2:4]] == [{}, {"reasoning_content": "Hmm"}]
+    assert chunks[2]["choices"][0]["logprobs"]["content"] == [
+        {"token": "Hmm", "logprob": -0.5, "bytes": [72, 109, 109], "top_logprobs": []}]
+
+
 def test_a_blocked_prompt_is_a_refusal():
     feedback = {"blockReason": "PROHIBITED_CONTENT", "blockReasonMessage": "Not allowed.",
                 "safetyRatings": [{"category": "HARM_CATEGORY_HARASSMENT", "probability": "HIGH", "blocked": True}]}
@@ -150,6 +174,8 @@ def test_an_error_inside_the_stream():
     {"candidates": [{"content": {"parts": [{"functionCall": {"args": {}}}]}}]},
     {"candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": "{}"}}]}}]},
     {"candidates": [{"finishReason": 1}]}, {"usageMetadata": []}, {"promptFeedback": {"blockReason": 2}},
+    {"candidates": [{"logprobsResult": []}]}, {"candidates": [{"logprobsResult": {"chosenCandidates": {}}}]},
+    {"candidates": [{"logprobsResult": {"chosenCandidates": [{"token": 1}]}}]},
 ])
 def test_a_chunk_gemini_does_not_send_is_malformed(bad):
     with pytest.raises(ValueError):
