@@ -109,7 +109,7 @@ def _media(url: Any, where: str) -> dict:
     if isinstance(url, str) and url.startswith("data:"):
         media, data = data_url(url)
         if data is not None and media:
-            return {"inlineData": {"mimeType": media, "data": data}}
+            return {"inlineData": {"mimeType": "image/jpeg" if media == "image/jpg" else media, "data": data}}
     elif isinstance(url, str) and url.startswith(_URL_SCHEMES):
         media = url_media_type(url)
         if media is None:

@@ -50,14 +50,16 @@ def test_media_inline_and_by_url():
                {"type": "image_url", "image_url": {"url": "https://example.com/a/cat.JPG?size=2"}},
                {"type": "image_url", "image_url": {"url": "gs://bucket/report.pdf"}},
                {"type": "file", "file": {"file_data": f"data:application/pdf;base64,{PDF}", "filename": "r.pdf"}},
-               {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}}]
+               {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}},
+               {"type": "image_url", "image_url": {"url": f"data:image/jpg;base64,{PNG}"}}]
     req, _ = gemini({"model": "gemini-2.5-flash", "messages": [{"role": "user", "content": content}]}, lost=[])
     assert req["contents"] == [{"role": "user", "parts": [
         {"text": "Look"}, {"inlineData": {"mimeType": "image/png", "data": PNG}},
         {"fileData": {"mimeType": "image/jpeg", "fileUri": "https://example.com/a/cat.JPG?size=2"}},
         {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://bucket/report.pdf"}},
         {"inlineData": {"mimeType": "application/pdf", "data": PDF}},
-        {"inlineData": {"mimeType": "audio/wav", "data": WAV}}]}]
+        {"inlineData": {"mimeType": "audio/wav", "data": WAV}},
+        {"inlineData": {"mimeType": "image/jpeg", "data": PNG}}]}]  # the media type's own name
 
 
 @pytest.mark.parametrize(("part", "message"), [
