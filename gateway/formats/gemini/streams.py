@@ -25,19 +25,23 @@ class GeminiToChatStream:
     Anthropic `refusal` stop reads. `output_tool`, a forced tool carrying a `response_format`, is not
     needed with Gemini (it constrains its output to a JSON schema itself) but is read the same way as
     the other translations read it: its call's arguments become the reply's text. `finished` is True
-    once a finishReason (or a blocked prompt) has been seen."""
+    once each choice has had its finishReason (or the prompt was blocked)."""
 
     def __init__(self, completion_id: str, model: str, created: int, include_usage: bool = True,
                  output_tool: str | None = None) -> None:
         self.completion_id, self.model, self.created, self.include_usage = completion_id, model, created, include_usage
         self.output_tool = output_tool
-        self.finished = False
         self._usage: dict | None = None  # the last usageMetadata seen
         self._started: set[int] = set()  # candidate indexes given their role
         self._calls: dict[int, int] = {}  # candidate index → tool calls so far
         self._answered: set[int] = set()  # candidates answered through the output tool
         self._done: set[int] = set()  # candidates given their finish_reason
         self._ended = False
+
+    @property
+    def finished(self) -> bool:
+        """Whether every choice begun has had its finish_reason (a blocked prompt's included)."""
+        return bool(self._done) and self._started <= self._done
 
     @property
     def usage(self) -> dict | None:
@@ -97,7 +101,6 @@ class GeminiToChatStream:
         if isinstance(feedback.get("blockReasonMessage"), str) and feedback["blockReasonMessage"]:
             text += " " + feedback["blockReasonMessage"]
         self._done.add(0)
-        self.finished = True
         return [*self._start(0), self._chunk(0, {"refusal": text}), self._chunk(0, {}, "content_filter")]
 
     def _candidate(self, candidate: dict) -> list[dict]:
@@ -121,7 +124,6 @@ class GeminiToChatStream:
             finish = "stop" if answered else finish_reason(_text(reason), called_tools=bool(self._calls.get(index)))
             out.append(self._chunk(index, {}, finish))
             self._done.add(index)
-            self.finished = True
         return out
 
     def _with_logprobs(self, index: int, said: list[dict], logprobs: dict) -> list[dict]:

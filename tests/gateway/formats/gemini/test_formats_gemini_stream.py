@@ -133,6 +133,16 @@ def test_candidates_are_choices_by_index():
                               (0, {"content": "?"}, None), (0, {}, "length")]
 
 
+def test_the_stream_is_finished_once_every_choice_is():
+    stream = GeminiToChatStream("chatcmpl-1", "gem/flash", 1700000000)
+    stream.feed({"candidates": [{"content": {"role": "model", "parts": [{"text": "A"}]}},
+                                {"content": {"role": "model", "parts": [{"text": "B"}]}, "index": 1}]})
+    stream.feed(chunk([{"text": "!"}], index=1, finish="STOP"))
+    assert not stream.finished
+    stream.feed(text("", finish="STOP"))
+    assert stream.finished
+
+
 def test_a_stream_that_ends_without_a_finish_reason_is_closed_by_end():
     chunks, stream = translate([text("Hi"), chunk([{"functionCall": {"name": "f", "args": {}}}], index=1)], end=False)
     assert not stream.finished
