@@ -14,6 +14,7 @@ from openai.types.chat import ChatCompletionChunk
 from pydantic import alias_generators
 
 from gateway.formats.gemini import GeminiToChatStream, chat_to_gemini_request
+from gateway.upstream.replies import chunk_problem
 from tests.gateway.formats.anthropic_support import valid_chat_request
 
 PROJECT, LOCATION = "proj-1", "us-central1"
@@ -102,8 +103,10 @@ def gemini(body, *, lost=None, model=None, openai_typed=True):
 
 
 def valid_chunks(chunks):
+    """`chunks`, each read by the OpenAI SDK and passing the gateway's own check of what it reads."""
     for chunk in chunks:
         ChatCompletionChunk.model_validate(chunk)
+        assert chunk_problem(chunk) is None
     return chunks
 
 

@@ -7,9 +7,11 @@ import json
 
 import httpx
 import pytest
+from openai.types.chat import ChatCompletion
 
 from gateway.formats import StreamError
 from gateway.formats.gemini import GeminiToChatStream, gemini_usage
+from gateway.upstream.replies import ReplyAccumulator
 from tests.gateway.formats.gemini.support import deltas, google_client, translate
 
 ROLE = {"role": "assistant", "content": ""}
@@ -131,6 +133,34 @@ def test_candidates_are_choices_by_index():
     assert deltas(chunks) == [(0, ROLE, None), (0, {"content": "A"}, None), (1, ROLE, None),
                               (1, {"content": "B"}, None), (1, {"content": "!"}, None), (1, {}, "stop"),
                               (0, {"content": "?"}, None), (0, {}, "length")]
+
+
+def test_the_chunks_gather_into_a_completion_the_openai_sdk_reads():
+    """What a client asking for a whole reply gets: the gateway's gathering of the chunks."""
+    blocked, _ = translate([{"promptFeedback": {"blockReason": "SAFETY"}}])
+    calls = [{"functionCall": {"name": "weather", "args": {"city": "Paris"}}}]
+    called, _ = translate([text("Hmm", thought=True), chunk(calls, finish="STOP", usage=usage(4, 2))])
+    two, _ = translate([text("A", finish="STOP"), chunk([{"text": "B"}], index=1, finish="MAX_TOKENS")])
+    completions = []
+    for chunks in (blocked, called, two):
+        gathered = ReplyAccumulator()
+        for c in chunks:
+            gathered.feed(c)
+        completion = gathered.completion(completion_id="chatcmpl-1", model="gem/flash", created=1700000000,
+                                         usage=usage_of(chunks))
+        ChatCompletion.model_validate(completion)
+        completions.append(completion["choices"])
+    assert completions[0] == [{"index": 0, "finish_reason": "content_filter", "logprobs": None, "message": {
+        "role": "assistant", "content": "", "refusal": "The prompt was blocked (SAFETY)."}}]
+    message = completions[1][0]["message"]
+    assert (message["reasoning_content"], message["tool_calls"][0]["function"], completions[1][0]["finish_reason"]) == (
+        "Hmm", {"name": "weather", "arguments": '{"city": "Paris"}'}, "tool_calls")
+    assert [(c["message"]["content"], c["finish_reason"]) for c in completions[2]] == [("A", "stop"), ("B", "length")]
+
+
+def usage_of(chunks):
+    found = [c["usage"] for c in chunks if c.get("usage")]
+    return found[-1] if found else {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
 
 
 def test_the_stream_is_finished_once_every_choice_is():
