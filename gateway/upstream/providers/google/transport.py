@@ -10,8 +10,9 @@ Addresses, as Google's own SDKs make them:
 A base URL the operator wrote with an API version (`…/v1beta`, `…/v1`) is taken without it.
 
 Google's failures are `{"error": {"code", "message", "status"}}` (a streaming method may answer a list of one):
-the status name decides whether another model may take the call (`STATUSES`), and the words are passed on
-with it. A `Retry-After` header, else the `RetryInfo` detail's `retryDelay`, says when to try again."""
+the status name decides whether another model may take the call (`STATUSES`; a key refused is said with a
+400 and its ErrorInfo reason, `KEY_REFUSED`), and the words are passed on with it. A `Retry-After` header,
+else the `RetryInfo` detail's `retryDelay`, says when to try again."""
 
 from __future__ import annotations
 
@@ -48,6 +49,10 @@ STATUSES: dict[str, tuple[int, str]] = {
     "OUT_OF_RANGE": (400, REFUSED),
     "UNIMPLEMENTED": (501, REFUSED),
 }
+
+
+# an ErrorInfo reason that refuses the server's key rather than the request: another model may take the call
+KEY_REFUSED = ("API_KEY_INVALID", "API_KEY_SERVICE_BLOCKED", "ACCESS_TOKEN_EXPIRED", "CONSUMER_SUSPENDED")
 
 
 def root(server: Server) -> str:
@@ -108,6 +113,8 @@ def answered_failure(response: upstream_http.Response, body: bytes, sent: upstre
     name = error.get("status") if isinstance(error.get("status"), str) else ""
     known_status, kind = STATUSES.get(name, (status, None))
     status = status or known_status
+    if _reason(error) in KEY_REFUSED:  # Google says 400 INVALID_ARGUMENT: the key, not the request
+        status, kind = 401, UNAVAILABLE
     if kind is None:
         kind = UNAVAILABLE if status >= 500 or status in (401, 403, 408, 429) else REFUSED
     words = error.get("message") if isinstance(error.get("message"), str) else ""
@@ -128,6 +135,14 @@ def stream_error(chunk: dict[str, Any]) -> str | None:
     name = error.get("status") if isinstance(error.get("status"), str) else ""
     words = error.get("message") if isinstance(error.get("message"), str) else "The model server reported an error."
     return f"{name}: {words}" if name else words
+
+
+def _reason(error: dict[str, Any]) -> str:
+    """The `reason` of the error's ErrorInfo detail (API_KEY_INVALID, ...)."""
+    for detail in error.get("details") or ():
+        if isinstance(detail, dict) and str(detail.get("@type", "")).endswith("google.rpc.ErrorInfo"):
+            return str(detail.get("reason", ""))
+    return ""
 
 
 def _error_of(body: bytes) -> dict[str, Any]:

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, Any] = {
     "fail_message": "Resource has been exhausted (e.g. check quota).",
     "fail_times": -1,  # -1: every model call fails; N: the next N
     "retry_after": None,  # a retry-after header on the failure
+    "fail_details": [],  # the failure's `details` (RetryInfo, ErrorInfo, ...)
     "error_after_tokens": None,  # streams: an error in place of the chunk after N tokens
     "cut_after_tokens": None,  # streams: the connection dropped after N tokens
     "models": wire.GEMINI_API_MODELS,
@@ -94,9 +95,11 @@ class State:
 
 
 class GoogleError(Exception):
-    def __init__(self, code: int, status: str, message: str, retry_after: str | None = None):
+    def __init__(self, code: int, status: str, message: str, retry_after: str | None = None,
+                 details: list | None = None):
         super().__init__(message)
         self.code, self.status, self.message, self.retry_after = code, status, message, retry_after
+        self.details = details or []
 
 
 def _token(req: Recorded, state: State) -> Reply:
@@ -141,7 +144,9 @@ def _authenticate(req: Recorded, state: State, vertex: bool) -> None:
                                                     "API consumer identity to call this API.")
     elif key != knobs["api_key"]:
         req.problem = "wrong API key"
-        raise GoogleError(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.")
+        raise GoogleError(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", details=[
+            {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+             "domain": "googleapis.com", "metadata": {"service": "generativelanguage.googleapis.com"}}])
 
 
 def _listing(req: Recorded, knobs: dict[str, Any]) -> Reply:
@@ -200,5 +205,6 @@ def route(req: Recorded, state: State) -> Reply | Stream:
     if req.method != "POST":
         raise GoogleError(404, "NOT_FOUND", f"{req.method} {req.path} is not a method of this API.")
     if state.take_failure():
-        raise GoogleError(knobs["fail_code"], knobs["fail_status"], knobs["fail_message"], knobs["retry_after"])
+        raise GoogleError(knobs["fail_code"], knobs["fail_status"], knobs["fail_message"], knobs["retry_after"],
+                          knobs["fail_details"])
     return _model_call(req, knobs, model, method, publisher, vertex)

@@ -42,7 +42,8 @@ class GoogleApp:
             result = route(req, state)
         except GoogleError as exc:
             extra = ((b"retry-after", exc.retry_after.encode()),) if exc.retry_after else ()
-            error = {"error": {"code": exc.code, "message": exc.message, "status": exc.status}}
+            error = {"error": {"code": exc.code, "message": exc.message, "status": exc.status,
+                               **({"details": exc.details} if exc.details else {})}}
             result = Reply(json.dumps(error).encode(), status=exc.code, headers=extra)
         if isinstance(result, Reply):
             await send({"type": "http.response.start", "status": result.status, "headers": [
