@@ -48,6 +48,7 @@ DEFAULTS: dict[str, Any] = {
     "error_after_tokens": None,  # streams: an error in place of the chunk after N tokens
     "cut_after_tokens": None,  # streams: the connection dropped after N tokens
     "models": wire.GEMINI_API_MODELS,
+    "publisher_models": wire.VERTEX_GOOGLE_MODELS,
     "page_size": 2,  # listings: this many per page, then a nextPageToken
 }
 
@@ -149,11 +150,10 @@ def _authenticate(req: Recorded, state: State, vertex: bool) -> None:
              "domain": "googleapis.com", "metadata": {"service": "generativelanguage.googleapis.com"}}])
 
 
-def _listing(req: Recorded, knobs: dict[str, Any]) -> Reply:
+def _listing(req: Recorded, knobs: dict[str, Any], items: list[dict], key: str) -> Reply:
     start = int((parse_qs(req.query).get("pageToken") or ["0"])[0])
     size = knobs["page_size"]
-    items = knobs["models"]
-    body: dict[str, Any] = {"models": items[start:start + size]}
+    body: dict[str, Any] = {key: items[start:start + size]}
     if start + size < len(items):
         body["nextPageToken"] = str(start + size)
     return Reply(json.dumps(body).encode())
@@ -192,10 +192,12 @@ def route(req: Recorded, state: State) -> Reply | Stream:
     if req.method == "POST" and req.path == "/token":
         return _token(req, state)
     parts = req.path.strip("/").split("/")
-    vertex = len(parts) >= 2 and parts[0] in ("v1", "v1beta1") and parts[1] == "projects"
+    vertex = len(parts) >= 2 and parts[0] in ("v1", "v1beta1") and parts[1] in ("projects", "publishers")
     _authenticate(req, state, vertex)
     if req.method == "GET" and req.path == "/v1beta/models":
-        return _listing(req, knobs)
+        return _listing(req, knobs, knobs["models"], "models")
+    if req.method == "GET" and req.path == "/v1beta1/publishers/google/models":
+        return _listing(req, knobs, knobs["publisher_models"], "publisherModels")
     if vertex and len(parts) == 9 and parts[3] == "locations" and parts[5] == "publishers" and parts[7] == "models":
         publisher, (model, _, method) = parts[6], parts[8].rpartition(":")
     elif not vertex and len(parts) == 3 and parts[:2] == ["v1beta", "models"]:

@@ -17,6 +17,10 @@ GEMINI_API_MODELS = [
     {"name": "models/imagen-4.0-generate-001", "supportedGenerationMethods": ["predict"]},
     {"name": "models/aqa", "supportedGenerationMethods": ["generateAnswer"]},
 ]
+# Model Garden's Google models: Gemini and the embedding models are called by name; the others are deployed first
+VERTEX_GOOGLE_MODELS = [{"name": f"publishers/google/models/{name}", "versionId": "001", "launchStage": "GA"}
+                        for name in ("gemini-2.5-pro", "gemini-2.5-flash", "text-embedding-005",
+                                     "gemini-embedding-001", "imagen-4.0-generate-001", "gemma3", "chirp-2")]
 PROMPT_TOKENS = 4
 
 
