@@ -94,3 +94,20 @@ def test_the_gemini_api_key_goes_in_its_header_and_without_one_nothing_is_sent(f
     _events, error = collect(lambda: gemini.gemini_events(gemini_target(fake_google, api_key=""), body))
     assert isinstance(error, UpstreamError) and (error.kind, error.status) == ("unavailable", 401)
     assert len(fake_google.requests) == 1
+
+
+def test_without_a_key_file_application_default_credentials_are_used(fake_google, key_file, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", key_file)
+    events, error = call(vertex_target(fake_google, ""))
+    assert error is None and events[-1]["type"] == "message_stop"
+    assert [r.problem for r in fake_google.token_requests()] == [None]
+    assert fake_google.calls()[-1].problem is None
+
+
+def test_without_any_credentials_the_server_is_unavailable_and_nothing_is_sent(fake_google, tmp_path,  # noqa: F811
+                                                                              monkeypatch):
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
+    _events, error = call(vertex_target(fake_google, ""))
+    assert isinstance(error, UpstreamError) and (error.kind, error.status) == ("unavailable", 401)
+    assert error.message.startswith("Google gave no access token for server 'gcp' (Application Default Credentials): ")
+    assert not fake_google.requests
