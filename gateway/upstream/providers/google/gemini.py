@@ -17,4 +17,5 @@ def wire(target: Target) -> str:
 
 
 def chat_stream(target: Target, body: dict[str, Any], headers: dict[str, str] | None = None):
+    """The chat form translated (`headers`, a same-format client's own, are OpenAI's: nothing of them goes on)."""
     return generate.chat_stream(target, body)

@@ -23,7 +23,8 @@ def wire(target: Target) -> str:
     return "anthropic" if transport.publisher(target) == "anthropic" else "gemini"
 
 
-def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+def chat_stream(target: Target, body: dict[str, Any],
+                headers: dict[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
     if wire(target) == "anthropic":
         return claude.chat_stream(target, body)
     return generate.chat_stream(target, body)

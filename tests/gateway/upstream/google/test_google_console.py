@@ -69,3 +69,11 @@ def test_test_connection_calls_claude_on_vertex(fake_google, key_file):  # noqa:
     assert (outcome.ok, outcome.message) == (
         False, f"Chat call to gcp/{CLAUDE} failed: 403 PERMISSION_DENIED: Permission 'aiplatform.endpoints.predict' "
                "denied on resource.")
+
+
+def test_test_connection_asks_a_model_at_its_own_publisher(fake_google, key_file):  # noqa: F811
+    server = vertex_server(fake_google, key_file)
+    ModelFactory(server=server, name="my-tuned-sonnet", publisher="anthropic")
+    outcome = server_check.connection_test(row=server)
+    assert outcome.ok, outcome.message
+    assert fake_google.calls()[-1].path.endswith("/publishers/anthropic/models/my-tuned-sonnet:streamRawPredict")
