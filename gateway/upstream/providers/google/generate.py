@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from gateway.formats import StreamError
 from gateway.registry.snapshot import Target
 from gateway.telemetry.redact import redact
 from gateway.upstream.providers.base import UNAVAILABLE, UpstreamError, broken, secrets_of, server_events, uncarried
@@ -82,16 +83,20 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
     """The chat chunks of a Gemini model's reply to the chat form, a field Gemini's cannot carry refused by name.
     Raises UpstreamError before the first chunk, StreamCut after."""
     gemini = translation()
+    body = {**body, "model": target.name}  # the model's own name says which of its settings apply (thinking)
     lost: list[str] = []
     request = gemini.chat_to_gemini_request(body, lost=lost)
     if refusal := uncarried(target.server, lost):
         raise refusal
     translator = gemini.GeminiToChatStream(completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name,
-                                           created=int(time.time()), include_usage=True)
+                                           created=int(time.time()), include_usage=True,
+                                           output_tool=gemini.gemini_output_tool(body))
     started = False
     async for chunk in gemini_events(target, request):
         try:
             chunks = translator.feed(chunk)
+        except StreamError as exc:  # an error Gemini sent inside the stream
+            raise broken(started, exc.message or "The model server reported an error.", cut="upstream_error") from None
         except ValueError:  # a chunk that is not what Gemini sends
             raise broken(started, "The model server sent a malformed stream.") from None
         for out in chunks:

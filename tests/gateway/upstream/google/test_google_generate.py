@@ -22,8 +22,11 @@ from tests.gateway.upstream.google.support import (  # noqa: F401 — fixtures
     vertex_target,
 )
 
+seen_models: list[str] = []
+
 
 def chat_to_gemini_request(body: dict[str, Any], *, lost: list[str]) -> dict[str, Any]:
+    seen_models.append(body.get("model"))
     lost += [name for name in ("logit_bias",) if name in body]
     return {"contents": [{"role": "user", "parts": [{"text": m["content"]}]} for m in body["messages"]],
             "generationConfig": {"maxOutputTokens": body.get("max_tokens", 100)}}
@@ -73,7 +76,8 @@ def embeddings_reply(data: dict[str, Any], *, model: str, vertex: bool) -> dict[
 @pytest.fixture(autouse=True)
 def translation(monkeypatch):
     own = SimpleNamespace(chat_to_gemini_request=chat_to_gemini_request, GeminiToChatStream=GeminiToChatStream,
-                          embed_request=embed_request, embeddings_reply=embeddings_reply)
+                          gemini_output_tool=lambda body: None, embed_request=embed_request,
+                          embeddings_reply=embeddings_reply)
     monkeypatch.setattr(generate, "translation", lambda: own)
     monkeypatch.setattr(embeddings, "translation", lambda: own)
 
@@ -92,6 +96,7 @@ def test_the_chat_form_goes_out_translated_and_comes_back_as_the_translator_s_ch
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
     assert chunks[-1]["usage"] == {"prompt_tokens": 4, "completion_tokens": 2, "total_tokens": 6}
     sent = fake_google.calls()[-1]
+    assert seen_models[-1] == GEMINI  # the translation is told the model's own name, not the client's
     assert sent.json == chat_to_gemini_request(BODY, lost=[]) and sent.query == "alt=sse"
     assert sent.path.endswith(f"/models/{GEMINI}:streamGenerateContent")
 
