@@ -32,7 +32,8 @@ BEDROCK_FIELDS = ("region", "aws_access_key_id", "aws_secret_access_key", "clear
                   "aws_session_token", "clear_aws_session_token", "bedrock_betas")
 AZURE_FIELDS = ("api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret",
                 "clear_azure_client_secret", "azure_authority_host")
-CLOUD_FIELDS = (*BEDROCK_FIELDS, *AZURE_FIELDS)
+VERTEX_FIELDS = ("gcp_project", "gcp_credentials_file")
+CLOUD_FIELDS = (*BEDROCK_FIELDS, *AZURE_FIELDS, *VERTEX_FIELDS)
 
 # The console's "View site" link pointed at "/", which nothing answers: no link.
 admin.site.site_url = None
@@ -84,11 +85,14 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     search_fields = ["name", "base_url"]
     inlines = [ModelInline]
     # a setting of one kind of server only, shown while the form's kind is that one (unfold's Alpine.js)
-    conditional_fields = {"structured_output": f"['{ModelServer.Kind.ANTHROPIC}', '{ModelServer.Kind.BEDROCK}']"
-                                               ".includes(kind)",
+    conditional_fields = {"structured_output": f"['{ModelServer.Kind.ANTHROPIC}', '{ModelServer.Kind.BEDROCK}', "
+                                               f"'{ModelServer.Kind.VERTEX}'].includes(kind)",
                           # a cloud is always remote (ModelServer.clean)
                           "is_remote": f"['{ModelServer.Kind.OPENAI}', '{ModelServer.Kind.ANTHROPIC}'].includes(kind)",
                           **{name: f"kind == '{ModelServer.Kind.BEDROCK}'" for name in BEDROCK_FIELDS},
+                          # a region is Bedrock's and Vertex AI's (its location)
+                          "region": f"['{ModelServer.Kind.BEDROCK}', '{ModelServer.Kind.VERTEX}'].includes(kind)",
+                          **{name: f"kind == '{ModelServer.Kind.VERTEX}'" for name in VERTEX_FIELDS},
                           **{name: f"kind == '{ModelServer.Kind.AZURE}'" for name in AZURE_FIELDS}}
 
     def get_fieldsets(self, request, obj=None):

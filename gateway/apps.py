@@ -18,7 +18,7 @@ class GatewayConfig(AppConfig):
         from gateway.calls import attempt_observers, attempts
         from gateway.console import audit_trail
         from gateway.limits.quotas import quota_forget_unsure
-        from gateway.registry import signals
+        from gateway.registry import google_auth, signals
         from gateway.registry.snapshot import loaded_server_keys
         from gateway.telemetry import logjson, redact
         from gateway.usage import call_log
@@ -30,6 +30,7 @@ class GatewayConfig(AppConfig):
         audit_trail.follow(settings.AUDIT_TRAIL_MODELS)  # the console's audit trail (django-auditlog)
         signals.connect()  # a change to the registry moves its stamp (gateway/registry/snapshot.py)
         redact.secret_sources.append(loaded_server_keys)  # the servers' keys never reach a log line
+        redact.secret_sources.append(google_auth.tokens)  # nor Google's access tokens (Vertex AI)
         # the usage drainer drops the quota counters an addition may have missed, after each write
         usage_writer.after_cycle.append(quota_forget_unsure)
         # the calls log: a call's line spooled when its request ends, drained by the same thread

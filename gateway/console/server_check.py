@@ -45,7 +45,8 @@ class Outcome:
 
 
 def _target(server: Server, model: Model) -> Target:
-    return Target(model.pk, f"{server.name}/{model.name}", model.name, server, frozenset(), (), 0)
+    return Target(model.pk, f"{server.name}/{model.name}", model.name, server, frozenset(), (), 0,
+                  publisher=model.publisher)
 
 
 def _bound(server: Server) -> float:

@@ -15,7 +15,9 @@ from gateway.models.records import (
     UsageRecord,
 )
 from gateway.models.registry import (
+    CLOUD_KINDS,
     DEPLOYMENT_PRICE_HELP,
+    GEMINI_ENDPOINT,
     PRICE_HELP,
     Alias,
     AliasDeployment,
@@ -27,12 +29,14 @@ from gateway.models.registry import (
     validate_alias_name,
     validate_region,
     validate_server_url,
+    vertex_endpoint,
 )
 
-__all__ = ["DEPLOYMENT_PRICE_HELP", "PRICE_HELP", "Alias", "AliasDeployment", "AliasFallback", "CallCapture",
+__all__ = ["CLOUD_KINDS", "DEPLOYMENT_PRICE_HELP", "GEMINI_ENDPOINT", "PRICE_HELP", "Alias",
+           "AliasDeployment", "AliasFallback", "CallCapture",
            "CallFailureDaily", "CallRecord", "IdempotentRequest", "Model", "ModelFallback", "ModelServer",
            "UsageDaily", "UsageRecord", "account_group_model", "account_model", "bedrock_endpoint",
-           "validate_alias_name", "validate_region", "validate_server_url"]
+           "validate_alias_name", "validate_region", "validate_server_url", "vertex_endpoint"]
 
 
 def account_model() -> type[models.Model]:

@@ -26,6 +26,8 @@ def validate_server_url(value: str) -> None:
 
 validate_region = RegexValidator(r"^[a-z0-9]+(-[a-z0-9]+)*$",
                                  "A region is lower-case letters, digits and dashes, e.g. us-east-1.")
+validate_publisher = RegexValidator(r"^[a-z0-9]+(-[a-z0-9]+)*$",
+                                    "A publisher is lower-case letters, digits and dashes, e.g. anthropic.")
 
 
 class ModelServer(models.Model):
@@ -34,6 +36,8 @@ class ModelServer(models.Model):
         ANTHROPIC = "anthropic", "Anthropic"
         BEDROCK = "bedrock", "AWS Bedrock"
         AZURE = "azure", "Azure OpenAI"
+        VERTEX = "vertex", "Google Vertex AI"
+        GEMINI = "gemini", "Gemini API (Google AI Studio)"
 
     class StructuredOutput(models.TextChoices):
         TOOL = "tool", "A forced tool (every Anthropic model)"
@@ -48,16 +52,19 @@ class ModelServer(models.Model):
         validators=[validate_server_url],
         help_text="OpenAI-compatible: up to /v1, e.g. http://ollama:11434/v1. Anthropic: without /v1, "
         "e.g. https://api.anthropic.com. Azure OpenAI: the resource, e.g. https://myresource.openai.azure.com. "
-        "AWS Bedrock: empty for the region's own endpoint.",
+        "AWS Bedrock and Google Vertex AI: empty for the region's own endpoint. Gemini API: empty for "
+        "https://generativelanguage.googleapis.com.",
     )
     api_key = models.CharField("API key", max_length=500, blank=True,
                                help_text="Sent to the server; never shown again. AWS Bedrock: a Bedrock API key "
-                               "(sent as a bearer token, nothing signed) instead of AWS credentials.")
+                               "(sent as a bearer token, nothing signed) instead of AWS credentials. Gemini API: "
+                               "required (sent as x-goog-api-key).")
     # AWS Bedrock (gateway/upstream/providers/bedrock/): where, and who signs. Without the access key pair,
     # AWS's standard credential chain of the serving process (environment, shared config and profile, web
     # identity, container and instance roles).
     region = models.CharField(max_length=32, blank=True, validators=[validate_region],
-                              help_text="AWS Bedrock: the AWS region, e.g. us-east-1.")
+                              help_text="AWS Bedrock: the AWS region, e.g. us-east-1. Google Vertex AI: the "
+                              "location, e.g. us-east5, or global.")
     aws_access_key_id = models.CharField("AWS access key id", max_length=128, blank=True,
                                          help_text="Empty: AWS's standard credential chain.")
     aws_secret_access_key = models.CharField("AWS secret access key", max_length=500, blank=True)
@@ -78,6 +85,15 @@ class ModelServer(models.Model):
     azure_authority_host = models.CharField(
         "Entra ID authority", max_length=200, blank=True, validators=[validate_server_url],
         help_text="Empty: https://login.microsoftonline.com (sovereign clouds set their own).")
+    # Google Vertex AI (gateway/upstream/providers/google/): the project, and who the calls are made as. Without a
+    # key file, Google's Application Default Credentials of the serving process (GOOGLE_APPLICATION_CREDENTIALS,
+    # workload identity, the metadata server).
+    gcp_project = models.CharField("Google Cloud project", max_length=64, blank=True,
+                                   help_text="Google Vertex AI: the project id, e.g. my-project.")
+    gcp_credentials_file = models.CharField(
+        "service account key file", max_length=500, blank=True,
+        help_text="Google Vertex AI: the path of a service account's JSON key on the gateway's hosts. Empty: "
+        "Google's Application Default Credentials.")
     is_remote = models.BooleanField(default=False, help_text="A cloud provider rather than a local server.")
     enabled = models.BooleanField(default=True)
     connect_timeout = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
@@ -91,8 +107,8 @@ class ModelServer(models.Model):
     )
     structured_output = models.CharField(
         max_length=16, choices=StructuredOutput.choices, default=StructuredOutput.TOOL,
-        help_text="Anthropic and AWS Bedrock servers: how an OpenAI client's response_format (JSON schema or JSON "
-        "object) is asked for.",
+        help_text="Anthropic, AWS Bedrock and Google Vertex AI (Claude) servers: how an OpenAI client's "
+        "response_format (JSON schema or JSON object) is asked for.",
     )
     discovered_at = models.DateTimeField(null=True, blank=True, help_text="When model discovery last asked it.")
     discovery_error = models.CharField(
@@ -107,13 +123,24 @@ class ModelServer(models.Model):
         return self.name
 
     def clean(self) -> None:
-        """What each kind needs: an address (Bedrock's comes from its region), and for the clouds their own
-        settings. Both clouds are remote providers."""
+        """What each kind needs: an address (Bedrock's and Vertex AI's come from their region, the Gemini API's is
+        Google's), and for the clouds their own settings. Every cloud is a remote provider."""
         super().clean()
         errors = {}
-        if self.kind in (self.Kind.BEDROCK, self.Kind.AZURE):
+        if self.kind in CLOUD_KINDS:
             self.is_remote = True
-        if self.kind == self.Kind.BEDROCK:
+        if self.kind == self.Kind.VERTEX:
+            if not self.gcp_project:
+                errors["gcp_project"] = "A Google Vertex AI server needs its project."
+            if not self.region:
+                errors["region"] = "A Google Vertex AI server needs its location (e.g. us-east5, or global)."
+            elif not self.base_url:
+                self.base_url = vertex_endpoint(self.region)
+        elif self.kind == self.Kind.GEMINI:
+            self.base_url = self.base_url or GEMINI_ENDPOINT
+            if not self.api_key:
+                errors["api_key"] = "A Gemini API server needs an API key."
+        elif self.kind == self.Kind.BEDROCK:
             if not self.region:
                 errors["region"] = "An AWS Bedrock server needs its region."
             elif not self.base_url:
@@ -135,6 +162,15 @@ class ModelServer(models.Model):
             raise ValidationError(errors)
 
 
+CLOUD_KINDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
+GEMINI_ENDPOINT = "https://generativelanguage.googleapis.com"
+
+
+def vertex_endpoint(region: str) -> str:
+    """Vertex AI's endpoint in `region`; the global location's has no region in its host."""
+    return "https://aiplatform.googleapis.com" if region == "global" else f"https://{region}-aiplatform.googleapis.com"
+
+
 def bedrock_endpoint(region: str) -> str:
     """Bedrock's runtime endpoint in `region` (AWS's own address; a VPC endpoint is set as the base URL)."""
     return f"https://bedrock-runtime.{region}.amazonaws.com"
@@ -153,6 +189,10 @@ DEPLOYMENT_PRICE_HELP = "Per million tokens through this alias; empty = the mode
 class Model(models.Model):
     server = models.ForeignKey(ModelServer, on_delete=models.CASCADE, related_name="models")
     name = models.CharField(max_length=200, help_text="The name the server knows the model by.")
+    publisher = models.CharField(
+        max_length=32, blank=True, validators=[validate_publisher],
+        help_text="Google Vertex AI: the model's publisher (google, anthropic, ...). Empty: anthropic for a claude- "
+        "name, else google.")
     supports_chat = models.BooleanField(default=True)
     supports_embeddings = models.BooleanField(default=False)
     supports_audio = models.BooleanField(default=False)

@@ -10,6 +10,10 @@ in line (docs/design.md, "Profiles"; docs/decisions/0034-model-discovery.md).
 - AWS Bedrock servers: `GET /foundation-models` and `GET /inference-profiles` of the region's control
   plane (the runtime's address with `bedrock-runtime` made `bedrock`), signed as the model calls are
   (gateway/registry/aws_auth.py) or with the server's Bedrock API key.
+- Gemini API servers: `GET /v1beta/models`, every page: the models that generate or embed content.
+- Google Vertex AI servers: `GET /v1beta1/publishers/google/models` (Model Garden's Google models), every
+  page, with the access token the calls use (gateway/registry/google_auth.py): Gemini and the embedding
+  models. Other publishers' models (Claude) are added by name.
 
 A name the server lists that the registry lacks becomes a `Model` row (chat, unless its name says
 embeddings or audio: `capabilities_for`). A row the server no longer lists gets `unlisted_since`
@@ -36,7 +40,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from gateway.models import Model, ModelServer
-from gateway.registry import aws_auth, server_health
+from gateway.registry import aws_auth, google_auth, server_health
 from gateway.registry.default_model import choose_default
 from gateway.registry.snapshot import registry_changed, server_of
 
@@ -240,9 +244,57 @@ def _bedrock_model(item: Any, id_key: str) -> Found | None:
     return Found(item[id_key].strip(), embeddings_family="EMBEDDING" in outputs)
 
 
+def _google_listing(client: httpx.Client, server: ModelServer) -> list[Found]:
+    """Google's pages of models (`nextPageToken`): the Gemini API's with its key, Vertex AI's Google models with
+    the server's access token."""
+    base = re.sub(r"/v1(beta1?)?$", "", server.base_url.rstrip("/"))
+    if server.kind == ModelServer.Kind.GEMINI:
+        _keyed(server)
+        path, items_key, headers = "/v1beta/models", "models", {"x-goog-api-key": server.api_key}
+    else:
+        try:
+            token = google_auth.token_now(server_of(server))
+        except google_auth.TokenFailed as exc:
+            raise DiscoveryFailed(str(exc)) from None
+        path, items_key, headers = "/v1beta1/publishers/google/models", "publisherModels", {
+            "Authorization": f"Bearer {token}"}
+    found: list[Found] = []
+    token = None
+    for _page in range(MAX_PAGES):
+        response = _get(client, f"{base}{path}", headers, params={"pageSize": 1000, **({"pageToken": token}
+                                                                                         if token else {})})
+        data = _json(response) if response.status_code == 200 else None
+        items = data.get(items_key) if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise DiscoveryFailed(f"{_refusal(path, response)}.")
+        found += [item for item in (_google_model(i) for i in items) if item is not None]
+        token = data.get("nextPageToken")
+        if not (isinstance(token, str) and token):
+            break
+    return _unique(found)
+
+
+def _google_model(item: Any) -> Found | None:
+    """A Gemini API model that generates or embeds content (`models/` left out of its name), or a Vertex AI
+    Google model that does (by its name: Gemini and the embedding models; `publishers/google/models/` left out)."""
+    name = item.get("name") if isinstance(item, dict) else None
+    if not isinstance(name, str):
+        return None
+    name = name.rpartition("/")[2]
+    methods = item.get("supportedGenerationMethods")
+    if isinstance(methods, list):
+        serves = {"generateContent", "embedContent"} & set(methods)
+        embeds = serves == {"embedContent"}
+    else:
+        embeds = "embedding" in name
+        serves = name.startswith("gemini-") or embeds
+    return Found(name.strip(), embeddings_family=embeds) if serves and _valid_name(name) else None
+
+
 # each kind's listing (a kind without one is never asked: the console says to add its models by name)
 LISTINGS = {ModelServer.Kind.OPENAI: _openai_listing, ModelServer.Kind.ANTHROPIC: _anthropic_listing,
-            ModelServer.Kind.BEDROCK: _bedrock_listing}
+            ModelServer.Kind.BEDROCK: _bedrock_listing, ModelServer.Kind.GEMINI: _google_listing,
+            ModelServer.Kind.VERTEX: _google_listing}
 
 
 def _get(client: httpx.Client, url: str, headers: dict[str, str], **kwargs: Any) -> httpx.Response:

@@ -2,17 +2,16 @@
 pools (aliases, and bare names several servers hold), read from the database into a snapshot
 (`registry()`) and read again when it changed.
 
-Each process keeps the registry it read from the database, tagged with a version stamp held
-with the counters (`gw:registry:v` in Redis, or the Django cache). Every change to a server, a
-model, a fallback, an alias (its deployments, its fallbacks) or a group's allowed models or aliases
-moves the stamp once it is committed
-(gateway/registry/signals.py), and every `registry()` call knows the current stamp (with the stamp of the model servers'
-cooldowns, see gateway/registry/cooldown.py): when it moved, the registry is read again. An API request
-reads both in its atomic counter step (accounts/endpoints.py, `note_stamps`), so the hot path
-pays no round trip for them; any other caller (a Celery task) reads them in one `MGET`.
-So a change made in any process (admin, `applyconfig`, the API) is seen by every web and worker
-process on its next call. REGISTRY_TTL_SECONDS stays as a backstop for changes made around the
-signals (raw SQL, `QuerySet.update`) and for a stamp that could not be read or moved (Redis down).
+Each process keeps the registry it read from the database, tagged with a version stamp held with the
+counters (`gw:registry:v` in Redis, or the Django cache). Every change to a server, a model, a fallback, an
+alias (its deployments, its fallbacks) or a group's allowed models or aliases moves the stamp once it is
+committed (gateway/registry/signals.py), and every `registry()` call knows the current stamp (with the stamp
+of the model servers' cooldowns, see gateway/registry/cooldown.py): when it moved, the registry is read
+again. An API request reads both in its atomic counter step (accounts/endpoints.py, `note_stamps`), so the
+hot path pays no round trip for them; any other caller (a Celery task) reads them in one `MGET`. So a change
+made in any process (admin, `applyconfig`, the API) is seen by every web and worker process on its next
+call. REGISTRY_TTL_SECONDS stays as a backstop for changes made around the signals (raw SQL,
+`QuerySet.update`) and for a stamp that could not be read or moved (Redis down).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from functools import cached_property
 from django.conf import settings
 from django.db import transaction
 
-from gateway.models import Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer
+from gateway.models import CLOUD_KINDS, Alias, AliasDeployment, AliasFallback, Model, ModelFallback, ModelServer
 from gateway.registry import cooldown
 from gateway.registry.prices import NO_PRICE, Price, price_of
 from gateway.state import per_process
@@ -40,8 +39,8 @@ CAPABILITIES = ("chat", "embeddings", "audio")
 
 @dataclass(frozen=True)
 class Cloud:
-    """A cloud server's own settings (gateway/models/registry.py ModelServer): AWS Bedrock's region, credentials
-    and the Anthropic betas it carries; Azure OpenAI's API version and Microsoft Entra ID client."""
+    """A cloud server's own settings (gateway/models/registry.py ModelServer): AWS Bedrock's region, credentials and
+    betas; Azure OpenAI's API version and Entra ID client; Google Vertex AI's project, location (`region`), key file."""
 
     region: str = ""
     aws_access_key_id: str = ""
@@ -53,6 +52,8 @@ class Cloud:
     azure_client_id: str = ""
     azure_client_secret: str = ""
     azure_authority_host: str = ""
+    gcp_project: str = ""
+    gcp_credentials_file: str = ""  # empty: Google's Application Default Credentials
 
 
 NO_CLOUD = Cloud()
@@ -77,11 +78,11 @@ def server_of(row: ModelServer) -> Server:
     """The snapshot's server of a database row (also for discovery and "Test connection", which ask a
     server whether or not it is enabled)."""
     cloud = NO_CLOUD
-    if row.kind in (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE):
+    if row.kind in CLOUD_KINDS:
         cloud = Cloud(row.region, row.aws_access_key_id, row.aws_secret_access_key, row.aws_session_token,
                       tuple(line.strip() for line in row.bedrock_betas.splitlines() if line.strip()),
                       row.api_version, row.azure_tenant_id, row.azure_client_id, row.azure_client_secret,
-                      row.azure_authority_host.rstrip("/"))
+                      row.azure_authority_host.rstrip("/"), row.gcp_project, row.gcp_credentials_file)
     return Server(row.id, row.name, row.kind, row.base_url.rstrip("/"), row.api_key, row.is_remote,
                   row.connect_timeout, row.read_timeout, row.drop_unsupported_fields, row.structured_output, cloud)
 
@@ -96,6 +97,7 @@ class Target:
     fallback_ids: tuple[int, ...]
     created: int
     price: Price = NO_PRICE  # an alias deployment's own prices where it has them
+    publisher: str = ""  # Google Vertex AI: the model's publisher as the operator set it (empty: by its name)
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,7 @@ class Registry:
             cloud = server.cloud
             found.update(value for value in (server.api_key, cloud.aws_secret_access_key, cloud.aws_session_token,
                                              cloud.azure_client_secret) if value)
-        return tuple(found)
+        return tuple(found)  # Google's access tokens: gateway/registry/google_auth.py `tokens`
 
 
 REGISTRY_STAMP_KEY = f"registry:{cooldown.REGISTRY_TAG}:v"
@@ -326,7 +328,7 @@ def load() -> Registry:
         server = servers[m.server_id]
         caps = frozenset(c for c in CAPABILITIES if getattr(m, f"supports_{c}"))
         by_id[m.id] = Target(m.id, f"{server.name}/{m.name}", m.name, server, caps, tuple(fallbacks.get(m.id, ())),
-                             int(m.created_at.timestamp()), _price(m))
+                             int(m.created_at.timestamp()), _price(m), m.publisher)
         if m.is_default:
             default_id = m.id
     by_name: dict[str, Target] = {}

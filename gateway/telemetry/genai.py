@@ -14,8 +14,7 @@ A fall-through, a cooldown skip and a refusal end their attempt's span with an e
 events on the request's span (`cache_hit`, `refused`). Inside a request, the answering attempt's span
 is ended when the request ends, with its own end time: only then is it known whether the caller's
 group keeps its calls' text (`AccountGroup.capture_calls`), and only then are the prompt and reply put
-on it (`gen_ai.input.messages`, `gen_ai.output.messages`), redacted and cut at CALL_CAPTURE_MAX_BYTES.
-"""
+on it (`gen_ai.input.messages`, `gen_ai.output.messages`), redacted and cut at CALL_CAPTURE_MAX_BYTES."""
 
 from __future__ import annotations
 
@@ -27,7 +26,8 @@ from urllib.parse import urlsplit
 
 from gateway.telemetry import logjson, tracing
 
-PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "bedrock": "aws.bedrock", "azure": "azure.ai.openai"}
+PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "bedrock": "aws.bedrock", "azure": "azure.ai.openai",
+             "vertex": "gcp.vertex_ai", "gemini": "gcp.gemini"}
 REQUEST_PARAMETERS = (("max_tokens", "gen_ai.request.max_tokens"),
                       ("max_completion_tokens", "gen_ai.request.max_tokens"),
                       ("temperature", "gen_ai.request.temperature"), ("top_p", "gen_ai.request.top_p"),

@@ -17,6 +17,7 @@ spec's own 401 and 429 bodies are not the providers' and are not checked here.""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -25,10 +26,11 @@ import httpx
 import pytest
 
 from tests.compat.reply_schemas import check, check_events, sse, sse_json
-from tests.compat.reply_schemas.kinds import fake_azure, fake_bedrock  # noqa: F401 — the fixtures
+from tests.compat.reply_schemas.kinds import fake_azure, fake_bedrock, fake_google, key_file  # noqa: F401 — fixtures
 from tests.factories import ModelFactory, ModelServerFactory
 from tests.gateway.upstream.azure.fake_azure import API_KEY as AZURE_KEY
 from tests.gateway.upstream.bedrock.fake import ACCESS_KEY, CLAUDE, REGION, SECRET_KEY
+from tests.gateway.upstream.google import fake as google
 from tests.servers import web_process
 
 NOVA = "amazon.nova-lite-v1:0"
@@ -89,6 +91,44 @@ def _azure(world, fixture) -> Served:
                   embeddings="az/embed-deployment")
 
 
+def _vertex_claude(world, fixture) -> Served:
+    """A Claude model on Vertex AI (streamRawPredict, Anthropic's Messages), its token from a service account's
+    key the fake's token endpoint verifies."""
+    fake = fixture("fake_google")
+    gcp = ModelServerFactory(name="gcp", kind="vertex", base_url=fake.url, region=google.REGION, is_remote=True,
+                             gcp_project=google.PROJECT, gcp_credentials_file=fixture("key_file"), read_timeout=5.0)
+    ModelFactory(server=gcp, name=google.CLAUDE)
+    return Served(f"gcp/{google.CLAUDE}", fake, lambda: fake.configure(fail_status="INVALID_ARGUMENT", fail_code=400))
+
+
+def _google_gemini(world, fixture, kind: str) -> Served:
+    """A Gemini model on the Gemini API (its key) or on Vertex AI (a service account's token), through
+    streamGenerateContent (gateway/formats/gemini/); Google's embedding model beside it."""
+    fake = fixture("fake_google")
+    if kind == "gemini":
+        server = ModelServerFactory(name="gem", kind="gemini", base_url=fake.url, api_key=google.API_KEY,
+                                    is_remote=True, read_timeout=5.0)
+        embedder = "gemini-embedding-001"
+    else:
+        server = ModelServerFactory(name="gcpg", kind="vertex", base_url=fake.url, region=google.REGION,
+                                    is_remote=True, gcp_project=google.PROJECT,
+                                    gcp_credentials_file=fixture("key_file"), read_timeout=5.0)
+        embedder = "text-embedding-005"
+    ModelFactory(server=server, name=google.GEMINI)
+    ModelFactory(server=server, name=embedder, supports_chat=False, supports_embeddings=True)
+    return Served(f"{server.name}/{google.GEMINI}", fake,
+                  lambda: fake.configure(fail_status="INVALID_ARGUMENT", fail_code=400),
+                  embeddings=f"{server.name}/{embedder}")
+
+
+def _gemini(world, fixture) -> Served:
+    return _google_gemini(world, fixture, "gemini")
+
+
+def _vertex_gemini(world, fixture) -> Served:
+    return _google_gemini(world, fixture, "vertex")
+
+
 # The kinds of model server, each set up in the compat `world` (tests/compat/conftest.py): the
 # servers `oa` and `an` stand in front of the reference upstream (tests/upstream); the cloud kinds in
 # front of their own fakes (tests/compat/reply_schemas/kinds.py).
@@ -98,7 +138,10 @@ SERVER_KINDS: dict[str, Callable[..., Served]] = {
     "bedrock-claude": _bedrock_claude,
     "bedrock-converse": _bedrock_converse,
     "azure": _azure,
+    "vertex-claude": _vertex_claude,
 }
+if importlib.util.find_spec("gateway.formats.gemini") is not None:  # Gemini's translation, once in the tree
+    SERVER_KINDS.update({"gemini": _gemini, "vertex-gemini": _vertex_gemini})
 
 
 @pytest.fixture(params=sorted(SERVER_KINDS))

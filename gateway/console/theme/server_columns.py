@@ -17,7 +17,8 @@ from django.utils.timezone import localtime
 from gateway.models import ModelServer
 
 SHORT_KINDS = {ModelServer.Kind.OPENAI: "OpenAI API", ModelServer.Kind.ANTHROPIC: "Anthropic",
-               ModelServer.Kind.BEDROCK: "Bedrock", ModelServer.Kind.AZURE: "Azure"}
+               ModelServer.Kind.BEDROCK: "Bedrock", ModelServer.Kind.AZURE: "Azure",
+               ModelServer.Kind.VERTEX: "Vertex AI", ModelServer.Kind.GEMINI: "Gemini API"}
 
 
 @admin.display(description="Kind", ordering="kind")

@@ -24,7 +24,15 @@ from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from gateway.models import Model, ModelFallback, ModelServer, bedrock_endpoint, validate_region
+from gateway.models import (
+    GEMINI_ENDPOINT,
+    Model,
+    ModelFallback,
+    ModelServer,
+    bedrock_endpoint,
+    validate_region,
+    vertex_endpoint,
+)
 from gateway.registry.config_file.aliases import apply_aliases, group_aliases
 from gateway.registry.config_file.checks import (
     PRICE_KEYS,
@@ -51,13 +59,19 @@ TOP_KEYS = ("servers", "default_model", "aliases", "groups")
 SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote", "enabled", "connect_timeout",
                "read_timeout", "drop_unsupported_fields", "structured_output", "models", "region",
                "aws_access_key_id_env", "aws_secret_access_key_env", "aws_session_token_env", "bedrock_betas",
-               "api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret_env", "azure_authority_host")
+               "api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret_env", "azure_authority_host",
+               "project", "credentials_file")
 # a cloud's settings (the clouds only): plain ones, and secrets read from the environment variable the file names
 CLOUD_KEYS = ("region", "api_version", "azure_tenant_id", "azure_client_id", "azure_authority_host")
 CLOUD_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "azure_client_secret")
-CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE)
+CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
+# Google Vertex AI's own (file key -> field): its project and the service account's key file
+VERTEX_KEYS = {"project": "gcp_project", "credentials_file": "gcp_credentials_file"}
+# where a server's address comes from its region when the file gives none
+REGIONAL = {ModelServer.Kind.BEDROCK: bedrock_endpoint, ModelServer.Kind.VERTEX: vertex_endpoint}
 MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
-MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", *PRICE_KEYS, "fallbacks")
+MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", *PRICE_KEYS, "fallbacks",
+              "publisher")
 BUDGET_KEYS = ("daily_budget", "weekly_budget", "monthly_budget")  # settings.CURRENCY; -1 = none
 GROUP_KEYS = ("name", "api_access", "allowed_models", "allowed_aliases", "daily_tokens", "weekly_tokens",
               "monthly_tokens", *BUDGET_KEYS, "remote_servers_allowed", "attachments_per_message",
@@ -110,15 +124,17 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
     cloud = _cloud_settings(entry, kind, where, environ)
     if "base_url" in entry:
         cloud["base_url"] = string(entry["base_url"], f"{where}.base_url")
-    elif kind == ModelServer.Kind.BEDROCK and cloud.get("region"):
+    elif kind in REGIONAL and cloud.get("region"):
         try:
             validate_region(cloud["region"])
         except ValidationError as exc:
             raise ConfigError(f"{where}.region", " ".join(exc.messages)) from None
-        cloud["base_url"] = bedrock_endpoint(cloud["region"])
+        cloud["base_url"] = REGIONAL[kind](cloud["region"])
+    elif kind == ModelServer.Kind.GEMINI:
+        cloud["base_url"] = GEMINI_ENDPOINT
     else:
-        raise ConfigError(where, "a server needs a base_url" + (" (or, on AWS Bedrock, a region)"
-                                                                if kind == ModelServer.Kind.BEDROCK else ""))
+        raise ConfigError(where, "a server needs a base_url" + (" (or, on AWS Bedrock or Google Vertex AI, a region)"
+                                                                if kind in REGIONAL else ""))
     wanted = {
         "kind": kind,
         **cloud,
@@ -144,7 +160,8 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
         wanted["api_key"] = _from_env(entry, "api_key_env", where, environ)
 
     server = ModelServer.objects.filter(name=name).first() or ModelServer(name=name)
-    summary.servers.add(save(server, wanted, where, {name: f"{name}_env" for name in CLOUD_SECRETS}))
+    summary.servers.add(save(server, wanted, where, {**{name: f"{name}_env" for name in CLOUD_SECRETS},
+                                                     **{v: k for k, v in VERTEX_KEYS.items()}}))
 
     written = []
     models = list_of(entry.get("models", []), f"{where}.models")
@@ -163,6 +180,10 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
                                         f"{place}.context_window", MIN_CONTEXT_WINDOW)
         for key in PRICE_KEYS:  # left out: no price
             wanted[key] = price(model_entry.get(key), f"{place}.{key}")
+        if "publisher" in model_entry and kind != ModelServer.Kind.VERTEX:
+            raise ConfigError(f"{place}.publisher", f"only for a model of a server of kind {ModelServer.Kind.VERTEX}")
+        wanted["publisher"] = (string(model_entry["publisher"], f"{place}.publisher") if "publisher" in model_entry
+                               else "")
         model = Model.objects.filter(server=server, name=model_name).first() or Model(server=server, name=model_name)
         status = save(model, wanted, place, {v: k for k, v in MODEL_FIELDS.items()})
         written.append((model, model_entry, place, status))
@@ -185,9 +206,14 @@ def _cloud_settings(entry: dict, kind: str, where: str, environ: Mapping[str, st
     given = [key for key in (*CLOUD_KEYS, "bedrock_betas", *(f"{name}_env" for name in CLOUD_SECRETS)) if key in entry]
     if given and kind not in CLOUDS:
         raise ConfigError(f"{where}.{given[0]}", f"only for a server of kind {' or '.join(CLOUDS)}")
+    google = [key for key in VERTEX_KEYS if key in entry]
+    if google and kind != ModelServer.Kind.VERTEX:
+        raise ConfigError(f"{where}.{google[0]}", f"only for a server of kind {ModelServer.Kind.VERTEX}")
     if kind not in CLOUDS:
         return {}
     wanted = {key: string(entry[key], f"{where}.{key}") if key in entry else "" for key in CLOUD_KEYS}
+    wanted.update({name: string(entry[key], f"{where}.{key}") if key in entry else ""
+                   for key, name in VERTEX_KEYS.items()})
     betas = [string(beta, f"{where}.bedrock_betas[{i}]")
              for i, beta in enumerate(list_of(entry.get("bedrock_betas", []), f"{where}.bedrock_betas"))]
     wanted["bedrock_betas"] = "\n".join(betas)

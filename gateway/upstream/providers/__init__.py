@@ -26,8 +26,10 @@ from typing import Any
 from gateway.registry.snapshot import Server, Target
 from gateway.upstream.providers import anthropic, azure, bedrock, openai
 from gateway.upstream.providers.base import BAD_RESPONSE, REFUSED, UpstreamError, uncarried
+from gateway.upstream.providers.google import gemini, vertex
 
-_BY_KIND: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic, "bedrock": bedrock, "azure": azure}
+_BY_KIND: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic, "bedrock": bedrock, "azure": azure,
+                                   "vertex": vertex, "gemini": gemini}
 
 
 @dataclass(frozen=True)

@@ -172,15 +172,17 @@ def missing_key(server: Server) -> UpstreamError | None:
     return None
 
 
-async def server_events(request: upstream_http.Request, server: Server):
+async def server_events(request: upstream_http.Request, server: Server, failure=None):
     """(event, data) of a model server's SSE reply. Before the first event every failure is an
     UpstreamError (so the next model can be tried); after it, a StreamCut. A server that times
-    out before its first event fails with a `cooldown_cause`, as one that could not be reached."""
+    out before its first event fails with a `cooldown_cause`, as one that could not be reached.
+    `failure` reads an answer other than 200 of a kind with failures of its own (`answered_failure`'s
+    arguments); by default, `answered_failure`."""
     response = await send(request, stream=True)
     started = False
     try:
         if response.status_code != 200:
-            raise answered_failure(response, await response.aread(), request, server)
+            raise (failure or answered_failure)(response, await response.aread(), request, server)
         async for event, data in sse_read(response.aiter_raw()):
             yield event, data
             started = True

@@ -1,8 +1,9 @@
-"""The cloud kinds' fakes as the reply-schema tests take them: the fake Bedrock (its own fixture,
-tests/gateway/upstream/bedrock/support.py) and a fake Azure OpenAI resource reached with an API key on
-the dated API, the way most deployments are set up. The Azure fixture here leaves out the Entra ID
-tenant that tests/gateway/upstream/azure/conftest.py starts: a reply's shape does not depend on how the
-gateway authenticated, and the tenant is a TLS server of its own to start for nothing."""
+"""The cloud kinds' fakes as the reply-schema tests take them: the fake Bedrock and the fake Google with a
+service account's key file (their own fixtures, tests/gateway/upstream/{bedrock,google}/support.py) and a
+fake Azure OpenAI resource reached with an API key on the dated API, the way most deployments are set up.
+The Azure fixture here leaves out the Entra ID tenant that tests/gateway/upstream/azure/conftest.py starts:
+a reply's shape does not depend on how the gateway authenticated, and the tenant is a TLS server of its own
+to start for nothing."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from tests.gateway.upstream.azure.fake_azure import FakeAzure
 from tests.gateway.upstream.bedrock.support import fake_bedrock  # noqa: F401 — the fixture
+from tests.gateway.upstream.google.support import fake_google, key_file  # noqa: F401 — the fixtures
 from tests.servers import serving
 from tests.upstream import Upstream
 from tests.upstream.core import State

@@ -237,8 +237,8 @@ def test_an_empty_file_changes_nothing(apply):
 BAD = [
     ("prune: true\n" + SAMPLE, "prune: unknown key"),
     (SAMPLE.replace("    is_remote: true", "    is_remote: true\n    colour: blue"), "servers[1].colour: unknown key"),
-    (SAMPLE.replace("kind: openai\n    base_url: https://api", "kind: gemini\n    base_url: https://api"),
-     "servers[1].kind: bad kind 'gemini'"),
+    (SAMPLE.replace("kind: openai\n    base_url: https://api", "kind: palm\n    base_url: https://api"),
+     "servers[1].kind: bad kind 'palm'"),
     (SAMPLE.replace("fallbacks: [cloud/gpt-4o-mini]", "fallbacks: [cloud/x]"),
      "servers[0].models[0].fallbacks[0]: unknown model cloud/x"),
     (SAMPLE.replace("fallbacks: [cloud/gpt-4o-mini]", "fallbacks: [local/llama3.1:8b]"),

@@ -97,7 +97,7 @@ def test_a_secret_the_file_leaves_out_is_kept_and_a_new_base_url_replaces_the_re
 
 
 @pytest.mark.parametrize("text, message", [
-    ("- {name: aws, kind: bedrock}", r"servers\[0\]: a server needs a base_url \(or, on AWS Bedrock, a region\)"),
+    ("- {name: aws, kind: bedrock}", r"servers\[0\]: a server needs a base_url \(or, on AWS Bedrock or Google Vertex AI, a region\)"),
     ("- {name: aws, kind: bedrock, region: us-east-1, aws_access_key_id_env: AWS_ACCESS_KEY_ID}",
      r"servers\[0\]\.aws_secret_access_key_env: Give the access key id and the secret access key together\."),
     ("- {name: aws, kind: bedrock, region: 'US East'}", r"servers\[0\]\.region: A region is lower-case"),
@@ -112,7 +112,7 @@ def test_a_secret_the_file_leaves_out_is_kept_and_a_new_base_url_replaces_the_re
     ("- {name: az, kind: azure, base_url: 'https://r.openai.azure.com', api_version: v1, azure_tenant_id: t}",
      r"servers\[0\]\.azure_client_secret_env: Microsoft Entra ID needs the tenant, the client id and its secret"),
     ("- {name: local, base_url: 'http://127.0.0.1:11434/v1', region: us-east-1}",
-     r"servers\[0\]\.region: only for a server of kind bedrock or azure"),
+     r"servers\[0\]\.region: only for a server of kind bedrock or azure or vertex or gemini"),
 ])
 def test_a_cloud_setting_missing_or_misplaced_is_refused_by_its_place_and_nothing_is_written(tmp_path, text,
                                                                                             message):
