@@ -17,7 +17,6 @@ spec's own 401 and 429 bodies are not the providers' and are not checked here.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -139,9 +138,9 @@ SERVER_KINDS: dict[str, Callable[..., Served]] = {
     "bedrock-converse": _bedrock_converse,
     "azure": _azure,
     "vertex-claude": _vertex_claude,
+    "gemini": _gemini,
+    "vertex-gemini": _vertex_gemini,
 }
-if importlib.util.find_spec("gateway.formats.gemini") is not None:  # Gemini's translation, once in the tree
-    SERVER_KINDS.update({"gemini": _gemini, "vertex-gemini": _vertex_gemini})
 
 
 @pytest.fixture(params=sorted(SERVER_KINDS))

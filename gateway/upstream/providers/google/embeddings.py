@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.formats import gemini
 from gateway.registry.snapshot import Target
 from gateway.upstream.providers.base import BAD_RESPONSE, UpstreamError, send
 from gateway.upstream.providers.google import transport
-from gateway.upstream.providers.google.generate import translation
 
 GEMINI_BATCH = 100  # batchEmbedContents' limit
 VERTEX_BATCH = 250  # predict's limit for the text embedding models
@@ -24,7 +24,6 @@ def batch_size(target: Target) -> int:
 
 
 async def embeddings(target: Target, texts: list[str]) -> dict[str, Any]:
-    gemini = translation()
     vertex = target.server.kind == transport.VERTEX
     method = "predict" if vertex else "batchEmbedContents"
     size = batch_size(target)

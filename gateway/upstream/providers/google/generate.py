@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.formats import StreamError
+from gateway.formats import StreamError, gemini
 from gateway.registry.snapshot import Target
 from gateway.telemetry.redact import redact
 from gateway.upstream.providers.base import UNAVAILABLE, UpstreamError, broken, secrets_of, server_events, uncarried
@@ -26,13 +26,6 @@ from gateway.upstream.providers.google import transport
 from gateway.upstream.replies import chunk_problem
 
 STREAM = "streamGenerateContent"
-
-
-def translation():
-    """The chat form's translation to and from Gemini's (gateway/formats/gemini/), imported where it is used."""
-    from gateway.formats import gemini
-
-    return gemini
 
 
 def finished(chunk: dict[str, Any]) -> bool:
@@ -82,7 +75,6 @@ def _stream_failure(chunk: dict[str, Any], words: str, secrets: list[str]) -> Up
 async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     """The chat chunks of a Gemini model's reply to the chat form, a field Gemini's cannot carry refused by name.
     Raises UpstreamError before the first chunk, StreamCut after."""
-    gemini = translation()
     body = {**body, "model": target.name}  # the model's own name says which of its settings apply (thinking)
     lost: list[str] = []
     request = gemini.chat_to_gemini_request(body, lost=lost)

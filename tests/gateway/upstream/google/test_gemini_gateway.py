@@ -24,8 +24,6 @@ from tests.gateway.upstream.google.fake import API_KEY, GEMINI, PROJECT, REGION
 from tests.gateway.upstream.google.support import fake_google, key_file  # noqa: F401 — the fixtures
 from tests.servers import wait_for_quiet_database, wait_for_usage
 
-pytest.importorskip("gateway.formats.gemini")
-
 PROMPT = [{"role": "user", "content": "one two three four five six seven eight"}]
 ECHO = "Echo: one two three four five six seven eight"
 

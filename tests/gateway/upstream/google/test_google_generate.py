@@ -78,8 +78,8 @@ def translation(monkeypatch):
     own = SimpleNamespace(chat_to_gemini_request=chat_to_gemini_request, GeminiToChatStream=GeminiToChatStream,
                           gemini_output_tool=lambda body: None, embed_request=embed_request,
                           embeddings_reply=embeddings_reply)
-    monkeypatch.setattr(generate, "translation", lambda: own)
-    monkeypatch.setattr(embeddings, "translation", lambda: own)
+    monkeypatch.setattr(generate, "gemini", own)
+    monkeypatch.setattr(embeddings, "gemini", own)
 
 
 BODY = {"model": "gem/x", "messages": [{"role": "user", "content": "one two three"}], "max_tokens": 2}
