@@ -1,6 +1,7 @@
 from django.urls import path
 
-from compat import audio, chat_completions, embeddings, messages, responses, views
+from accounts.endpoints import by_method
+from compat import audio, chat_completions, embeddings, gemini, gemini_models, messages, responses, views
 
 urlpatterns = [
     path("v1/models", views.models),
@@ -13,4 +14,9 @@ urlpatterns = [
     path("v1/audio/translations", audio.translations),
     path("v1/audio/speech", audio.speech),
     path("v1/embeddings", embeddings.embeddings),
+    # Google's Gemini API: `{target}` is `<model>:<method>`, the model's id possibly holding a `/`.
+    # On /v1 only its methods (`GET /v1/models` above is OpenAI's list); on /v1beta the model list too.
+    path("v1/models/<path:target>", by_method(POST=gemini.model_method)),
+    path("v1beta/models", gemini_models.models),
+    path("v1beta/models/<path:target>", by_method(GET=gemini_models.model, POST=gemini.model_method)),
 ]
