@@ -31,7 +31,9 @@ def _ok(schema):
 
 
 def _method(path: str, errors: str) -> dict:
-    return operation(path, "Google's Gemini API: a model's method", _ok(ref("GenerateContentResponse")),
+    reply = ref("GenerateContentResponse")  # or, streamed without alt=sse, an array of them
+    return operation(path, "Google's Gemini API: a model's method", _ok({"anyOf": [reply, {"type": "array",
+                                                                                          "items": reply}]}),
                      body=ANY_OBJECT, tags=TAGS, stream=True, description=f"{METHODS} {errors}")
 
 
