@@ -6,6 +6,7 @@ import pytest
 from google.genai import errors, types
 
 from accounts.models import AccountGroup
+from gateway.telemetry import logfilters
 from tests.compat.gemini.conftest import client_for
 from tests.factories import ModelFactory
 from tests.servers import wait_for_usage
@@ -132,3 +133,9 @@ def test_contents_are_embedded(world, gemini):
     refused = post(world, "/v1beta/models/oa/embed-1:embedContent",
                    {"content": {"parts": [{"text": "x"}]}, "outputDimensionality": 8}, **{"x-goog-api-key": world.key})
     assert refused.status_code == 400 and "outputDimensionality" in refused.json()["error"]["message"]
+
+
+def test_a_key_in_the_query_is_redacted_from_an_access_log_line():
+    line = '127.0.0.1:5 - "POST /v1beta/models/oa/echo-1:streamGenerateContent?alt=sse&key=svc_usr_1_abc HTTP/1.1" 200'
+    assert logfilters.redact(line) == ('127.0.0.1:5 - "POST /v1beta/models/oa/echo-1:streamGenerateContent'
+                                       '?alt=sse&key=[redacted] HTTP/1.1" 200')
