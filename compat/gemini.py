@@ -18,19 +18,17 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import iscoroutinefunction, sync_to_async
-
 from accounts.endpoints import endpoint
 from compat import gemini_models
 from compat.proxy import Call, WireFormat, chat_call
 from gateway.calls.plan import check_chat_size
 from gateway.calls.tokens import count_chat_request
 from gateway.formats.gemini.replies import ChatToGeminiStream, chat_to_gemini_response
-from gateway.formats.gemini.to_chat import bad_request, gemini_to_chat_request, get, model_name
+from gateway.formats.gemini.to_chat import bad_request, gemini_to_chat_request, get
 from gateway.limits import ratelimit
 from gateway.registry.routing import plan_chain
 from gateway.web.body import read_json_object
-from gateway.web.errors import GOOGLE_STATUS, FrameworkError, render_error
+from gateway.web.errors import GOOGLE_STATUS
 from gateway.web.output import respond
 from gateway.web.validation import check_tags
 
@@ -48,22 +46,18 @@ def labels(body: dict[str, Any]) -> dict[str, str]:
     return check_tags(body.get("labels"), name="labels")
 
 
-def path_model(request) -> str:
-    return request.gemini_model
+_PREPARE = chat_call(gemini_to_chat_request, GEMINI_WIRE, labels, path_model=gemini_models.path_model)
 
 
-_PREPARE = chat_call(gemini_to_chat_request, GEMINI_WIRE, labels, path_model=path_model)
-
-
-@endpoint("POST", limit=ratelimit.V1, prepare=_PREPARE, prepare_in_loop=True, idempotent=True)
-async def generate_content(request):
+@endpoint("POST", limit=ratelimit.V1, prepare=_PREPARE, prepare_in_loop=True)
+async def generate_content(request, model: str):
     call = Call(request, surface=SURFACE)
     await call.open()
     return await call.whole_reply(_response_id(call), chat_to_gemini_response)
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=_PREPARE, prepare_in_loop=True, idempotent=True)
-async def stream_generate_content(request):
+@endpoint("POST", limit=ratelimit.V1, prepare=_PREPARE, prepare_in_loop=True)
+async def stream_generate_content(request, model: str):
     """`alt=sse`: Server-Sent Events, one GenerateContentResponse per `data:`; without it, as
     Google answers then, one JSON array whose elements come as they are made."""
     call = Call(request, surface=SURFACE)
@@ -109,7 +103,7 @@ async def _chunks(call: Call, response_id: str) -> AsyncIterator[dict[str, Any]]
 
 
 @endpoint("POST", limit=ratelimit.V1)
-def count_tokens(request):
+def count_tokens(request, model: str):
     """`{totalTokens}` of a generateContent request: its `contents` (and the rest of it), or a
     whole `generateContentRequest`."""
     body = read_json_object(request)
@@ -118,24 +112,8 @@ def count_tokens(request):
         if not isinstance(inner, dict):
             raise bad_request("generateContentRequest: must be an object.")
         body = inner
-    chat = gemini_to_chat_request(body, request.gemini_model, lost=[])
+    chat = gemini_to_chat_request(body, gemini_models.path_model(request), lost=[])
     check_chat_size(chat)
     plan_chain(chat["model"], group=request.principal.account.group)
     return respond({"totalTokens": count_chat_request(chat)})
 
-
-ACTIONS = {"generateContent": generate_content, "streamGenerateContent": stream_generate_content,
-           "countTokens": count_tokens, "embedContent": gemini_models.embed_content,
-           "batchEmbedContents": gemini_models.batch_embed_contents}
-
-
-async def model_method(request, target: str):
-    """POST `models/{model}:{method}`: the method's endpoint, the model noted on the request."""
-    model, colon, action = target.rpartition(":")
-    view = ACTIONS.get(action) if colon and model else None
-    if view is None:
-        return render_error(request, FrameworkError(404, "Not Found.", code="not_found"))
-    request.gemini_model = model_name(model)
-    if iscoroutinefunction(view):
-        return await view(request)
-    return await sync_to_async(view)(request)

@@ -29,6 +29,11 @@ METHODS = {"chat": ["generateContent", "streamGenerateContent", "countTokens"],
            "embeddings": ["embedContent", "batchEmbedContents"]}
 
 
+def path_model(request) -> str:
+    """The gateway's model id the path names (its `{model}`, without Google's `models/`)."""
+    return model_name(request.resolver_match.kwargs["model"])
+
+
 def _entry(name: str, description: str, capabilities: frozenset[str] | set[str],
            window: int | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": f"models/{name}", "baseModelId": name, "version": "1", "displayName": name,
@@ -57,12 +62,12 @@ def models(request):
 
 
 @endpoint("GET", limit=ratelimit.V1)
-def model(request, target: str):
-    name = f"models/{model_name(target)}"
+def model(request, model: str):
+    name = f"models/{model_name(model)}"
     for entry in _listed(request.principal.account.group):
         if entry["name"] == name:
             return respond(entry)
-    raise ApiError(404, f"Model '{model_name(target)}' is not found, or your account group may not use it.",
+    raise ApiError(404, f"Model '{model_name(model)}' is not found, or your account group may not use it.",
                    code="not_found")
 
 
@@ -85,7 +90,7 @@ def _checked(request, texts: list[str], bodies: list[dict]) -> tuple[list[str], 
         texts, _ = parse_input({"input": texts})
     except ValidationFailed as invalid:
         raise bad_request(f"content: {invalid.message}") from None
-    chain = embedding_chain(account=request.principal.account, model_id=request.gemini_model,
+    chain = embedding_chain(account=request.principal.account, model_id=path_model(request),
                             quota_used=request.quota_used)
     return texts, chain
 
@@ -102,8 +107,8 @@ def _prepare_batch(request):
     texts = []
     for i, item in enumerate(requests):
         asked = get(item, "model")
-        if asked is not None and model_name(str(asked)) != request.gemini_model:
-            raise bad_request(f"requests[{i}].model: must be the model of the path, '{request.gemini_model}'.")
+        if asked is not None and model_name(str(asked)) != path_model(request):
+            raise bad_request(f"requests[{i}].model: must be the model of the path, '{path_model(request)}'.")
         texts.append(_text(get(item, "content"), f"requests[{i}].content"))
     return _checked(request, texts, requests)
 
@@ -126,13 +131,13 @@ def _answer(body: dict[str, Any], record) -> AfterSendResponse:
     return response
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=_prepare_one, idempotent=True)
-async def embed_content(request):
+@endpoint("POST", limit=ratelimit.V1, prepare=_prepare_one)
+async def embed_content(request, model: str):
     vectors, record = await _embedded(request)
     return _answer({"embedding": {"values": vectors[0]}}, record)
 
 
-@endpoint("POST", limit=ratelimit.V1, prepare=_prepare_batch, idempotent=True)
-async def batch_embed_contents(request):
+@endpoint("POST", limit=ratelimit.V1, prepare=_prepare_batch)
+async def batch_embed_contents(request, model: str):
     vectors, record = await _embedded(request)
     return _answer({"embeddings": [{"values": vector} for vector in vectors]}, record)

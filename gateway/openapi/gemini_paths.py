@@ -1,6 +1,6 @@
-"""Paths of Google's Gemini API (compat/gemini.py), beyond the spec: `{target}` is `<model>:<method>`
-on /v1 and /v1beta, or on /v1beta a model's id alone (its entry in the model list); the model's id
-may hold a `/` (`server/model`), so the parameter takes one (`format: path`)."""
+"""Paths of Google's Gemini API (compat/gemini.py), beyond the spec: `models/{model}:{method}` on /v1
+and /v1beta, and on /v1beta the model list and its entries; the model's id may hold a `/`
+(`server/model`), so the parameter takes one (`format: path`)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ SCHEMAS = {
 }
 
 TAGS = ["compat"]
-TARGET = {"name": "target", "in": "path", "required": True, "description": "`<model>:<method>`, or a model's id",
-          "schema": {"type": "string", "format": "path"}}
-METHODS = ("The methods generateContent, streamGenerateContent (`alt=sse`: server-sent events; else a JSON "
-           "array), countTokens, embedContent and batchEmbedContents, in Google's shapes.")
+MODEL = {"name": "model", "in": "path", "required": True, "description": "a model's id, `models/` before it or not",
+         "schema": {"type": "string", "format": "path"}}
+METHODS = {"generateContent": "Generate content", "streamGenerateContent": "Generate content, streamed "
+           "(`alt=sse`: server-sent events; else one JSON array)", "countTokens": "Count a request's tokens",
+           "embedContent": "Embed a content", "batchEmbedContents": "Embed several contents"}
 
 
 def _ok(schema):
@@ -30,23 +31,24 @@ def _ok(schema):
     return {"200": response}
 
 
-def _method(path: str, errors: str) -> dict:
+def _method(path: str, summary: str, errors: str) -> dict:
     reply = ref("GenerateContentResponse")  # or, streamed without alt=sse, an array of them
-    return operation(path, "Google's Gemini API: a model's method", _ok({"anyOf": [reply, {"type": "array",
-                                                                                          "items": reply}]}),
-                     body=ANY_OBJECT, tags=TAGS, stream=True, description=f"{METHODS} {errors}")
+    return operation(path, f"Google's Gemini API: {summary}",
+                     _ok({"anyOf": [reply, {"type": "array", "items": reply}]}), body=ANY_OBJECT, tags=TAGS,
+                     stream=path.endswith(":streamGenerateContent"), description=errors)
 
 
 def paths() -> dict:
     p = {}
-    path = "/v1/models/{target}"
-    p[path] = {"parameters": [TARGET],
-               "post": _method(path, "Errors in Google's shape, but a 401 and a 429 as on every /v1 path.")}
+    for version, errors in (("v1", "Errors in Google's shape, but a 401 and a 429 as on every /v1 path."),
+                            ("v1beta", "Errors in Google's shape.")):
+        for method, summary in METHODS.items():
+            path = f"/{version}/models/{{model}}:{method}"
+            p[path] = {"parameters": [MODEL], "post": _method(path, summary, errors)}
     path = "/v1beta/models"
     p[path] = {"get": operation(path, "Google's Gemini API: the models the caller may use",
                                 _ok(ref("GoogleModelList")), tags=TAGS)}
-    path = "/v1beta/models/{target}"
-    p[path] = {"parameters": [TARGET],
-               "get": operation(path, "Google's Gemini API: one model", _ok(ref("GoogleModel")), tags=TAGS),
-               "post": _method(path, "Errors in Google's shape.")}
+    path = "/v1beta/models/{model}"
+    p[path] = {"parameters": [MODEL],
+               "get": operation(path, "Google's Gemini API: one model", _ok(ref("GoogleModel")), tags=TAGS)}
     return p

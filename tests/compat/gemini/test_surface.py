@@ -88,10 +88,13 @@ def test_a_field_the_server_cannot_carry_is_refused_by_name(world, gemini):
     assert response.json()["error"]["message"] == "contents: a non-empty list of contents is required."
 
 
-def test_an_unknown_method_is_not_found(world):
+def test_a_method_the_gateway_does_not_have_is_refused(world):
     response = post(world, "/v1beta/models/oa/echo-1:predictLongRunning", **{"x-goog-api-key": world.key})
-    assert response.status_code == 404
-    assert response.json()["error"]["status"] == "NOT_FOUND"
+    assert (response.status_code, response.headers["Allow"]) == (405, "GET")  # the path of a model's entry
+    assert response.json() == {"error": {"code": 405, "message": "Method Not Allowed.", "status": "INVALID_ARGUMENT"}}
+    response = httpx.get(f"{world.base}/v1beta/models/oa/echo-1:predictLongRunning",
+                         headers={"x-goog-api-key": world.key})
+    assert response.status_code == 404 and response.json()["error"]["status"] == "NOT_FOUND"
 
 
 def test_tokens_are_counted(world, gemini):

@@ -169,7 +169,8 @@ def test_every_route_of_the_urlconfs_has_a_row_of_its_own():
     found = {route: row_for(route) for route in routes()}
     assert [route for route, row in found.items() if row == catch_all] == []
     for route, row in found.items():
-        expected = API if route.startswith(("/v1/", "/v1beta/", "/api/")) else PROBE if route in PROBE_PATHS else CONSOLE
+        on_api = route.startswith(("/v1/", "/v1beta/", "/api/"))
+        expected = API if on_api else PROBE if route in PROBE_PATHS else CONSOLE
         assert row.stack == expected, route
     assert {row.stack for row in found.values()} == {API, PROBE, CONSOLE}
 
