@@ -17,6 +17,7 @@ from gateway.usage.writer import usage_writer
 from tests.asgi import call
 from tests.compat.cache_support import caching
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
+from tests.gateway.telemetry.test_traces import by_kind, exported  # noqa: F401 — a fixture among them
 
 BODY = {"contents": [{"role": "user", "parts": [{"text": "hello"}]}],
         "generationConfig": {"thinkingConfig": {"thinkingBudget": 512, "includeThoughts": True}},
@@ -138,3 +139,12 @@ def test_a_reply_cut_midway_ends_in_googles_error(world):
     body = json.loads(content)
     assert status == 502 and body["error"]["status"] == "UNAVAILABLE"
     assert body["partial"]["candidates"][0]["content"]["parts"][-1] == {"text": "Hello "}
+
+
+def test_its_model_call_span_reads_the_servers_own_chunks(world, exported):  # noqa: F811
+    post(world, "generateContent")
+    [span] = by_kind(exported, "CLIENT")
+    attributes = dict(span.attributes)
+    assert attributes["gen_ai.response.model"] == "gemini-2.5-flash"
+    assert (attributes["gen_ai.usage.input_tokens"], attributes["gen_ai.usage.output_tokens"]) == (5, 2)
+    assert attributes["gen_ai.response.finish_reasons"] == ("STOP",)
