@@ -27,6 +27,7 @@ GENERATION_LOST = ("responseModalities", "speechConfig", "mediaResolution", "rou
 TOP_FIELDS = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
                         "labels", "model"})
 _CAMEL = re.compile(r"_([a-z])")
+_UPPER = re.compile(r"([A-Z])")
 
 
 def bad_request(message: str) -> ApiError:
@@ -43,8 +44,7 @@ def get(obj: Any, name: str) -> Any:
         return None
     if name in obj:
         return obj[name]
-    snake = re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
-    return obj.get(snake)
+    return obj.get(_UPPER.sub(lambda m: "_" + m.group(1).lower(), name))
 
 
 def model_name(path_model: str) -> str:
