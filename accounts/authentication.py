@@ -1,7 +1,9 @@
 """Who is calling (spec 5.1, 5.3): an API key or a session token, from the request headers.
 
 `Authorization: Bearer <token>` wins over `X-API-Key` whenever both are sent, even when the
-Bearer token is wrong. `X-API-Key` carries API keys only.
+Bearer token is wrong. `X-API-Key` carries API keys only. On Google's paths (the Gemini API's
+surface) an API key may also come as Google's SDKs send theirs: `x-goog-api-key`, or `?key=` (which
+the access logs redact: gateway/telemetry/logfilters.py), after those two.
 
 `identify` reads who a credential belongs to (the database, or the process's cache of it);
 `authenticate` then applies the refusal rules, which depend on the surface and the endpoint.
@@ -19,7 +21,7 @@ from accounts.keys import KEY_PREFIX, api_key_row
 from accounts.models import Account, SessionToken
 from accounts.sessions import session_lookup
 from gateway.web.errors import ApiError, Unauthenticated
-from gateway.web.paths import V1_SURFACES, surface_of
+from gateway.web.paths import COMPAT_SURFACES, GEMINI, GEMINI_V1, surface_of
 
 NO_API_ACCESS = "Your account group lacks API permission."
 DEACTIVATED = "This account is deactivated."
@@ -52,6 +54,8 @@ def presented_credential(request: HttpRequest) -> tuple[str | None, str]:
     if scheme.lower() == "bearer":
         return token.strip() or None, "bearer"
     api_key = request.headers.get("X-API-Key", "").strip()
+    if not api_key and surface_of(request.path) in (GEMINI, GEMINI_V1):
+        api_key = (request.headers.get("X-Goog-Api-Key") or request.GET.get("key") or "").strip()
     return (api_key or None), "x-api-key"
 
 
@@ -110,7 +114,7 @@ def authenticate(
         if not key_allowed:
             raise ApiError(403, KEY_NOT_ALLOWED, code="permission_denied")
         return principal
-    if surface_of(request.path) in V1_SURFACES:
+    if surface_of(request.path) in COMPAT_SURFACES:
         if not account.is_active or not account.group.api_access:
             raise Unauthenticated()
     elif not account.is_active:

@@ -47,7 +47,7 @@ from gateway.state.workers import in_worker
 from gateway.telemetry.logjson import current
 from gateway.web.body import read_body
 from gateway.web.errors import ApiError, ValidationFailed, render_error
-from gateway.web.paths import V1_SURFACES, surface_of
+from gateway.web.paths import COMPAT_SURFACES, surface_of
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ def _keep(step: Awaitable[None]) -> None:
 
 def _invalid(request: HttpRequest) -> ApiError:
     message = f"The {HEADER} header must be 1 to 255 printable ASCII characters."
-    if surface_of(request.path) in V1_SURFACES:
+    if surface_of(request.path) in COMPAT_SURFACES:
         return ApiError(400, message, code="invalid_idempotency_key", param=HEADER)
     return ValidationFailed({HEADER: [message]}, message)
 

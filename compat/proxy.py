@@ -22,7 +22,6 @@ from gateway.calls.cuts import cut_error
 from gateway.calls.metering import AfterSendResponse
 from gateway.calls.model_call import ModelCall
 from gateway.calls.plan import affinity_of, call_plan, check_chat_size
-from gateway.formats.anthropic.replies import messages_usage
 from gateway.registry.snapshot import Target
 from gateway.telemetry import call_facts
 from gateway.upstream.providers import Native
@@ -54,17 +53,20 @@ def metadata_tags(body: dict[str, Any]) -> dict[str, str]:
     return body.get("metadata") or {}
 
 
-def chat_call(to_chat: Callable[[dict[str, Any]], dict[str, Any]],
+def chat_call(to_chat: Callable[..., dict[str, Any]],
               wire: WireFormat | None = None,
-              tags: Callable[[dict[str, Any]], dict[str, str]] = metadata_tags) -> Callable[[HttpRequest], Prepared]:
+              tags: Callable[[dict[str, Any]], dict[str, str]] = metadata_tags,
+              path_model: Callable[[HttpRequest], str] | None = None) -> Callable[[HttpRequest], Prepared]:
     """The `prepare` step of a chat surface (run by the endpoint wrapper in its worker hop):
     read the body, translate it, note its `tags` (kept with the call: the calls log, the usage
-    records), check its size, plan the chain and check the quota."""
+    records), check its size, plan the chain and check the quota. `path_model`: the model the
+    request's path names (Google's API), given to `to_chat` beside the body."""
 
     def prepare(request: HttpRequest) -> Prepared:
         body = read_json_object(request)
         lost: list[str] = []
-        chat = to_chat(body, lost=lost) if wire is not None and wire.lossy else to_chat(body)
+        args = (body, path_model(request)) if path_model is not None else (body,)
+        chat = to_chat(*args, lost=lost) if wire is not None and wire.lossy else to_chat(*args)
         call_facts.tagged(tags(body))
         check_chat_size(chat)
         chain = call_plan(account=request.principal.account, model_id=chat.get("model"),
@@ -108,10 +110,8 @@ class Call(ModelCall):
         reply in the client's own format (`native`) is answered as the server gave it."""
         async for _ in self.chunks():
             pass
-        if self.native:
-            result = self.reply.message(message_id=reply_id, model=self.model)
-            if "usage" not in result:  # a server that gave none: the counted usage, in the Message's shape
-                result["usage"] = messages_usage(self.usage())
+        if self.native:  # a server that gave no usage: the counted one, in the format's shape
+            result = self.reply.message(message_id=reply_id, model=self.model, usage=self.usage())
         else:
             completion = self.reply.completion(completion_id=reply_id, model=self.model, created=self.created,
                                                usage=self.reply_usage())
@@ -172,6 +172,7 @@ def _cache_of(request: HttpRequest, prepared: Prepared, surface: str) -> ReplyCa
         return None
     native = prepared.native
     extra = {"headers": native.headers, "query": native.query} if native is not None else None
+    requested_model = prepared.body.get("model", prepared.chat.get("model"))  # Google's API: the path names it
     return reply_cache(group=request.principal.account.group, surface=surface,
-                       requested_model=prepared.body.get("model"), chain=prepared.chain, body=prepared.body,
+                       requested_model=requested_model, chain=prepared.chain, body=prepared.body,
                        cache_control_header=request.headers.get("Cache-Control"), extra=extra)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from compat import audio, chat_completions, embeddings, messages, responses, views
+from compat import audio, chat_completions, embeddings, gemini, gemini_models, messages, responses, views
 
 urlpatterns = [
     path("v1/models", views.models),
@@ -13,4 +13,16 @@ urlpatterns = [
     path("v1/audio/translations", audio.translations),
     path("v1/audio/speech", audio.speech),
     path("v1/embeddings", embeddings.embeddings),
+]
+
+# Google's Gemini API: `models/{model}:{method}`, the model's id possibly holding a `/`. On /v1 only its
+# methods (`GET /v1/models` above is OpenAI's list); on /v1beta the model list too, its entries last.
+GEMINI_METHODS = {"generateContent": gemini.generate_content, "streamGenerateContent": gemini.stream_generate_content,
+                  "countTokens": gemini.count_tokens, "embedContent": gemini_models.embed_content,
+                  "batchEmbedContents": gemini_models.batch_embed_contents}
+urlpatterns += [path(f"{version}/models/<path:model>:{method}", view)
+                for version in ("v1", "v1beta") for method, view in GEMINI_METHODS.items()]
+urlpatterns += [
+    path("v1beta/models", gemini_models.models),
+    path("v1beta/models/<path:model>", gemini_models.model),
 ]

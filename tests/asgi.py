@@ -10,8 +10,10 @@ from gateway.asgi import application
 
 
 def scope_for(method: str, path: str, headers=(), *, client: str = "127.0.0.1") -> dict:
+    """`path` may end in a query string (`?alt=sse`), which goes where uvicorn puts it."""
+    path, _, query = path.partition("?")
     return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
-            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+            "path": path, "raw_path": path.encode(), "query_string": query.encode(), "root_path": "",
             "headers": [(b"host", b"testserver"), *headers], "client": (client, 50000),
             "server": ("127.0.0.1", 8000)}
 

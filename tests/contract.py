@@ -104,10 +104,11 @@ def _routes():
     doc = cached_document()
     routes = []
     for template, item in doc["paths"].items():
-        kinds = {p["name"]: p["schema"].get("type") for p in item.get("parameters", []) if p.get("in") == "path"}
+        kinds = {p["name"]: p["schema"].get("format", p["schema"].get("type")) for p in item.get("parameters", [])
+                 if p.get("in") == "path"}
 
-        def part(match):
-            return "([0-9]+)" if kinds.get(match.group(1)) == "integer" else "([^/]+)"
+        def part(match):  # a `format: path` parameter may hold a `/` (Google's API: a model's `server/model` id)
+            return {"integer": "([0-9]+)", "path": "(.+)"}.get(kinds.get(match.group(1)), "([^/]+)")
 
         pattern = _re.sub(r"\\\{(\w+)\\\}", part, _re.escape(template))
         routes.append((template.count("{"), _re.compile(pattern + r"\Z"), template))

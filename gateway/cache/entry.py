@@ -4,8 +4,10 @@ time: chat completions chunks, messages events, responses events or native chat'
 streamed, whichever the client asks for now. The text is the same text; consecutive text deltas are
 kept as one, so a replayed stream has fewer, longer deltas.
 
-Two kinds of chunks: chat-completion chunks (`CHAT`, every server's reply in the neutral form) and
-an Anthropic server's own events (`ANTHROPIC`, a /v1/messages request passed through untranslated)."""
+Three kinds of chunks: chat-completion chunks (`CHAT`, every server's reply in the neutral form), an
+Anthropic server's own events (`ANTHROPIC`, a /v1/messages request passed through untranslated) and
+a Gemini server's own GenerateContentResponse chunks (`GEMINI`, a generateContent request passed
+through untranslated); each kind is the name of the native wire format it is in."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from typing import Any
 
 CHAT = "chat"
 ANTHROPIC = "anthropic"
+GEMINI = "gemini"
+KINDS = (CHAT, ANTHROPIC, GEMINI)
 FORMAT = 1  # the stored layout; an entry of another layout is not read (a miss)
 MAX_BYTES = 4 * 1024 * 1024  # a longer reply is not kept
 
@@ -26,7 +30,7 @@ _EVENT_TEXT = {"text_delta": "text", "thinking_delta": "thinking", "input_json_d
 
 @dataclass
 class Entry:
-    kind: str  # CHAT or ANTHROPIC
+    kind: str  # one of KINDS
     model: str  # the public id of the model that made the reply
     usage: dict[str, int]  # its usage as metered (prompt, completion and total tokens)
     chunks: list[dict[str, Any]] = field(default_factory=list)
@@ -42,7 +46,7 @@ class Entry:
         """The entry stored as `data`; None when it is not one this release wrote."""
         try:
             stored = json.loads(data)
-            if stored.get("f") != FORMAT or stored["kind"] not in (CHAT, ANTHROPIC):
+            if stored.get("f") != FORMAT or stored["kind"] not in KINDS:
                 return None
             usage = {name: int(stored["usage"][name]) for name in ("prompt_tokens", "completion_tokens",
                                                                     "total_tokens")}
@@ -68,7 +72,7 @@ class Recorder:
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self.chunks: list[dict[str, Any]] = []
-        self._join = _join_chunks if kind == CHAT else _join_events
+        self._join = {CHAT: _join_chunks, ANTHROPIC: _join_events}.get(kind, _kept_apart)
 
     def add(self, chunk: dict[str, Any]) -> None:
         if self.chunks and (joined := self._join(self.chunks[-1], chunk)) is not None:
@@ -78,6 +82,11 @@ class Recorder:
 
     def entry(self, *, model: str, usage: dict[str, int]) -> Entry:
         return Entry(kind=self.kind, model=model, usage=dict(usage), chunks=self.chunks)
+
+
+def _kept_apart(last: dict[str, Any], chunk: dict[str, Any]) -> None:
+    """A Gemini chunk is kept as it came: it carries its candidates' parts whole."""
+    return None
 
 
 def _copy(value: Any) -> Any:

@@ -19,16 +19,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.cache.entry import ANTHROPIC, CHAT, Entry, Recorder, replay
+from gateway.cache.entry import ANTHROPIC, CHAT, GEMINI, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import cache_write_of, cached_input_of, meter, meter_async, usage_of
 from gateway.formats.anthropic.events import MessageAccumulator
+from gateway.formats.gemini.replies import GeminiAccumulator
 from gateway.registry.snapshot import Target
 from gateway.telemetry import call_facts
 from gateway.upstream.providers import Native
 from gateway.upstream.providers.base import StreamCut
 from gateway.upstream.replies import ReplyAccumulator
+
+# A reply in the client's own wire format (passed through, or kept so by the cache), gathered by
+# that format's accumulator: `feed`, `usage` (the chat form's), `delivered_output_text`, `message`.
+NATIVE_REPLIES = {ANTHROPIC: MessageAccumulator, GEMINI: GeminiAccumulator}
 
 
 class ModelCall:
@@ -50,7 +55,7 @@ class ModelCall:
         self.refusals_fall_through = refusals_fall_through
         self.cut_code = cut_code
         self.native = False  # the reply comes in the client's own format, untranslated
-        self.reply: ReplyAccumulator | MessageAccumulator = ReplyAccumulator()
+        self.reply: ReplyAccumulator | MessageAccumulator | GeminiAccumulator = ReplyAccumulator()
         self.cut: StreamCut | None = None
         self.target: Target | None = None  # the model that answers, when the chain does
         self.entry: Entry | None = None  # the kept reply that answers, on a cache hit
@@ -84,16 +89,18 @@ class ModelCall:
     async def open(self) -> None:
         """A kept reply, or the first chunk of the chain: every failure so far is raised."""
         if await self.lookup() is not None:
-            self._chunks, self.native = replay(self.entry), self.entry.kind == ANTHROPIC
+            self._chunks, kind = replay(self.entry), self.entry.kind
             self._usage = self.entry.usage  # as metered when it was made
         else:
             opened = await open_reply(self.chain, self.body, refusals_fall_through=self.refusals_fall_through,
                                       native=self.native_request)
-            self.target, self._chunks, self.native = opened.target, opened.chunks, opened.native
+            self.target, self._chunks = opened.target, opened.chunks
+            kind = self.native_request.kind if opened.native else CHAT
             if self.cache is not None:
-                self.recorder = self.cache.record(ANTHROPIC if self.native else CHAT)
+                self.recorder = self.cache.record(kind)
+        self.native = kind != CHAT
         if self.native:
-            self.reply = MessageAccumulator()
+            self.reply = NATIVE_REPLIES[kind]()
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
         """The reply's chunks; a stop midway ends the iteration and is kept in `cut`. A reply that

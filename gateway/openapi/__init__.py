@@ -12,7 +12,7 @@ import copy
 from functools import lru_cache
 from typing import Any
 
-from gateway.openapi import components, idempotency, native_paths, routines_paths, v1_paths
+from gateway.openapi import components, gemini_paths, idempotency, native_paths, routines_paths, v1_paths
 
 # Markdown (Swagger UI in the console renders it). No section numbers of documents a reader does not have.
 DESCRIPTION = """\
@@ -44,7 +44,7 @@ def _build() -> dict[str, Any]:
     from django.conf import settings
 
     paths: dict[str, Any] = {}
-    for module in (routines_paths, native_paths, v1_paths):
+    for module in (routines_paths, native_paths, v1_paths, gemini_paths):
         paths.update(module.paths())
     idempotency.mark(paths)
     paths["/api/v1/openapi.json"] = {"get": {
@@ -69,7 +69,8 @@ def _build() -> dict[str, Any]:
         "tags": [{"name": name} for name in ("account", "routines", "channels", "native", "compat", "meta")],
         "paths": paths,
         "components": {
-            "schemas": {**components.SCHEMAS, **routines_paths.SCHEMAS, **native_paths.SCHEMAS, **v1_paths.SCHEMAS},
+            "schemas": {**components.SCHEMAS, **routines_paths.SCHEMAS, **native_paths.SCHEMAS, **v1_paths.SCHEMAS,
+                        **gemini_paths.SCHEMAS},
             "headers": {**components.HEADERS, **idempotency.HEADERS},
             "securitySchemes": components.SECURITY_SCHEMES,
         },

@@ -50,6 +50,9 @@ SCHEMAS: dict[str, Any] = {
         "param": NULLABLE_STRING,
         "code": NULLABLE_STRING,
     }, closed=True)}),
+    # Google's error body (the Gemini API's surface), the spec's `partial` or `retry_after` beside it
+    "GoogleError": obj({"error": obj({"code": {"type": "integer"}, "message": {"type": "string"},
+                                      "status": {"type": "string"}}, closed=True)}),
     "AnthropicError": obj({
         "type": {"const": "error"},
         "error": obj({"type": {"type": "string"}, "message": {"type": "string"}}, closed=True),
@@ -122,6 +125,8 @@ NO_CREDENTIAL: list = []
 SHAPES = {
     paths.ANTHROPIC: ["AnthropicError", "OpenAIError", "Message"],  # a 401 takes OpenAI's shape (spec 7.1.1)
     paths.OPENAI: ["OpenAIError", "Message"],
+    paths.GEMINI_V1: ["GoogleError", "OpenAIError", "Message"],  # a 401 takes OpenAI's shape (spec 7.1.1)
+    paths.GEMINI: ["GoogleError"],
     paths.NATIVE_AUTH: ["AuthError", "Message", "ValidationError", "GeneralLimit"],
     paths.NATIVE_STATUS: ["StatusError", "Message", "ValidationError", "GeneralLimit"],
     paths.NATIVE_COLLECTIONS: ["CollectionError", "Message", "ValidationError", "GeneralLimit"],

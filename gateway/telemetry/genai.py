@@ -94,7 +94,7 @@ def answered(span, seconds: float) -> Reply:
 
 class Reply:
     """What the chunks of the answering model tell its span: the model that answered, the token
-    counts and the finish reasons (chat chunks, or an Anthropic server's own events)."""
+    counts and the finish reasons (chat chunks, an Anthropic or a Gemini server's own events)."""
 
     __slots__ = ("span", "model", "response_id", "input_tokens", "output_tokens", "finish_reasons", "ended")
 
@@ -107,16 +107,16 @@ class Reply:
 
     def saw(self, chunk: dict[str, Any]) -> None:
         kind = chunk.get("type")
-        if kind is None:  # a chat chunk
+        if kind is None:  # a chat chunk, or a Gemini server's own (its names second)
             if self.model is None:
-                self.model, self.response_id = chunk.get("model"), chunk.get("id")
-            for choice in chunk.get("choices") or ():
-                if isinstance(choice, dict) and choice.get("finish_reason"):
-                    self.finish_reasons.append(str(choice["finish_reason"]))
-            usage = chunk.get("usage")
-            if isinstance(usage, dict):
-                self.input_tokens = usage.get("prompt_tokens", self.input_tokens)
-                self.output_tokens = usage.get("completion_tokens", self.output_tokens)
+                self.model, self.response_id = chunk.get("model") or chunk.get("modelVersion"), chunk.get("id")
+            for choice in chunk.get("choices") or chunk.get("candidates") or ():
+                if isinstance(choice, dict) and (reason := choice.get("finish_reason") or choice.get("finishReason")):
+                    self.finish_reasons.append(str(reason))
+            if isinstance(usage := chunk.get("usage") or chunk.get("usageMetadata"), dict):
+                self.input_tokens = usage.get("prompt_tokens", usage.get("promptTokenCount", self.input_tokens))
+                self.output_tokens = usage.get("completion_tokens",
+                                               usage.get("candidatesTokenCount", self.output_tokens))
         elif kind == "message_start":
             message = chunk.get("message") or {}
             self.model, self.response_id = message.get("model"), message.get("id")

@@ -62,6 +62,9 @@ SURFACES = {
     "api/v1/agent/run": "native_agent_run",
     "api/v1/embeddings": "native_embeddings",
     "admin/playground/reply": "playground",  # the console's playground: a call of the signed-in staff account
+    # Google's Gemini API (compat/urls.py), on /v1 and /v1beta: its calls, embeddings as generation
+    **{f"{version}/models/<path:model>:{method}": "gemini" for version in ("v1", "v1beta")
+       for method in ("generateContent", "streamGenerateContent", "embedContent", "batchEmbedContents")},
 }
 # The model calls the gateway makes for an account outside a request of SURFACES (`own_call`), each
 # named like its usage records' surface: a routine run's answer, the MCP server's chat tool.

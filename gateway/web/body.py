@@ -21,7 +21,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 
 from gateway.web.errors import ApiError, ValidationFailed
-from gateway.web.paths import OPENAI, V1_SURFACES, surface_of
+from gateway.web.paths import COMPAT_SURFACES, OPENAI, surface_of
 
 # Only these escapes can put a lone surrogate or a NUL into a parsed string: a body that is valid
 # UTF-8 holds neither as raw characters (and JSON refuses raw control characters in strings).
@@ -125,7 +125,7 @@ def bad_value_error(request: HttpRequest, bad: BadJsonValue) -> ApiError:
     """The refusal of a bad value in the surface's shape: 400 with `param` on `/v1`, 422 with the
     field in `errors` on `/api`."""
     surface = surface_of(request.path)
-    if surface in V1_SURFACES:
+    if surface in COMPAT_SURFACES:
         where = bad.where("bracket" if surface == OPENAI else "dot")
         return ApiError(400, f"{where}: {bad.problem}", code="invalid_value", param=where)
     where = bad.where()
@@ -163,7 +163,7 @@ def read_json_object(request: HttpRequest) -> dict[str, Any]:
         raise ApiError(400, "The request body must be a JSON object.", code="invalid_json")
     if suspect:
         try:
-            check_values(data, nul_allowed=surface_of(request.path) in V1_SURFACES)
+            check_values(data, nul_allowed=surface_of(request.path) in COMPAT_SURFACES)
         except BadJsonValue as bad:
             raise bad_value_error(request, bad) from None
         except RecursionError:

@@ -11,6 +11,9 @@ table of paths: gateway/web/paths.py), and the surface the body:
 - `native-status`           `{status: 'error', message}`
 - `native-collections`      `{status: 'error', code, message}`
 - `native`                  `{detail}`
+- `gemini`, `gemini-v1`     Google's `{error: {code, message, status}}` (the Gemini API: /v1beta/ and
+                            `/v1/models/{model}:{method}`); on the latter a 401 and the framework's
+                            errors are every /v1 path's (rules 7.1.1, 7.1.2), on /v1beta/ Google's too
 
 Some errors have one shape whatever the endpoint: an authentication failure (401
 `Unauthenticated.` on `/api`, the OpenAI `invalid_api_key` object on all of `/v1`, rule 7.1.1),
@@ -28,7 +31,17 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 from gateway.telemetry import call_facts
-from gateway.web.paths import ANTHROPIC, NATIVE_AUTH, NATIVE_COLLECTIONS, NATIVE_STATUS, OPENAI, surface_of
+from gateway.web.paths import (
+    ANTHROPIC,
+    GEMINI,
+    GEMINI_V1,
+    NATIVE_AUTH,
+    NATIVE_COLLECTIONS,
+    NATIVE_STATUS,
+    OPENAI,
+    V1_SURFACES,
+    surface_of,
+)
 
 OPENAI_TYPES = {
     400: "invalid_request_error",
@@ -55,6 +68,25 @@ ANTHROPIC_TYPES = {
     429: "rate_limit_error",
     504: "timeout_error",
     529: "overloaded_error",
+}
+# Google's canonical codes (google.rpc.Code) by HTTP status, as the Gemini API names them.
+GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "INVALID_ARGUMENT",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    415: "INVALID_ARGUMENT",
+    422: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
 
 
@@ -184,7 +216,10 @@ def render_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
 
 def _render_body(request: HttpRequest, exc: ApiError, surface: str) -> HttpResponse:
     status = exc.status
-    on_v1 = surface in (OPENAI, ANTHROPIC)
+    on_v1 = surface in V1_SURFACES
+
+    if surface == GEMINI or (surface == GEMINI_V1 and not isinstance(exc, (FrameworkError, Unauthenticated))):
+        return JsonResponse(google_body(exc), status=status)
 
     if isinstance(exc, FrameworkError):
         if on_v1 and not accepts_json(request):
@@ -220,6 +255,14 @@ def _render_body(request: HttpRequest, exc: ApiError, surface: str) -> HttpRespo
         body = {"detail": exc.message}
     body.update(exc.extra)
     return JsonResponse(body, status=status)
+
+
+def google_body(exc: ApiError) -> dict[str, Any]:
+    """Google's error body; the spec's extra fields (`partial`, `retry_after`) beside `error`."""
+    status = GOOGLE_STATUS.get(exc.status, "INTERNAL" if exc.status >= 500 else "FAILED_PRECONDITION")
+    body: dict[str, Any] = {"error": {"code": exc.status, "message": exc.message, "status": status}}
+    body.update(exc.extra)
+    return body
 
 
 def _openai_body(exc: ApiError, status: int, error_type: str | None = None) -> dict[str, Any]:

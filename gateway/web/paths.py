@@ -25,7 +25,10 @@ NATIVE_AUTH = "native-auth"  # {status: 'error', message, errors}
 NATIVE_STATUS = "native-status"  # {status: 'error', message}
 NATIVE_COLLECTIONS = "native-collections"  # {status: 'error', code, message}
 NATIVE = "native"  # {detail}
-V1_SURFACES = frozenset({OPENAI, ANTHROPIC})  # the compatibility surfaces under /v1
+GEMINI = "gemini"  # Google's {error: {code, message, status}}, for every error (/v1beta/: not the spec's)
+GEMINI_V1 = "gemini-v1"  # Google's shape, but a 401 and the framework's errors as on every /v1 path (7.1)
+V1_SURFACES = frozenset({OPENAI, ANTHROPIC, GEMINI_V1})  # the compatibility surfaces under /v1
+COMPAT_SURFACES = V1_SURFACES | {GEMINI}  # the surfaces of other APIs' shapes, /v1 and Google's /v1beta
 
 # Stacks: the middleware a request goes through (gateway/web/surfaces.py).
 API = "api"  # the security middleware's redirect and headers inline, no console middleware
@@ -61,6 +64,10 @@ PATHS: tuple[Row, ...] = (
     under("/v1/messages", ANTHROPIC, API),
     exact("/v1/messages", ANTHROPIC, API, hot=True),
     exact("/v1/messages/count_tokens", ANTHROPIC, API, hot=True),
+    # Google's Gemini API (compat/urls.py): `/v1/models/{model}:{method}` on /v1, everything on /v1beta.
+    under("/v1/models/", GEMINI_V1, API),
+    exact("/v1beta", GEMINI, API),
+    under("/v1beta/", GEMINI, API),
     # The native API (native/, accounts/ and routines/ URLconfs, the OpenAPI document).
     under("/api/", NATIVE, API),
     under("/api/v1/auth/", NATIVE_AUTH, API),

@@ -72,8 +72,12 @@ class SurfaceFilter(admin.SimpleListFilter):
     parameter_name = "surface"
 
     def lookups(self, request, model_admin):
-        return [(surface, f"{surface} ({route})") for route, surface in SURFACES.items()] + \
-            [(surface, f"{surface} ({what})") for surface, what in OWN_SURFACES.items()]
+        routes: dict[str, list[str]] = {}  # a surface of several routes (Google's API) is one choice
+        for route, surface in SURFACES.items():
+            routes.setdefault(surface, []).append(route)
+        return [(surface, f"{surface} ({first}{', …' if more else ''})")
+                for surface, (first, *more) in routes.items()] + [
+            (surface, f"{surface} ({what})") for surface, what in OWN_SURFACES.items()]
 
     def queryset(self, request, queryset):
         return queryset.filter(surface=self.value()) if self.value() else queryset

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.formats.anthropic.replies import chat_usage
+from gateway.formats.anthropic.replies import chat_usage, messages_usage
 
 
 class MessageAccumulator:
@@ -79,8 +79,9 @@ class MessageAccumulator:
         texts += [json.dumps(b["input"]) for b in self.blocks.values() if isinstance(b.get("input"), dict)]
         return "".join(t for t in texts if isinstance(t, str))
 
-    def message(self, *, message_id: str, model: str) -> dict[str, Any]:
-        """The Message, `id` and `model` the gateway's; a tool input still arriving is left as {}."""
+    def message(self, *, message_id: str, model: str, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The Message, `id` and `model` the gateway's; a tool input still arriving is left as {}.
+        `usage`: the chat form's, as counted, for a server that gave none."""
         for index in list(self.partial_json):
             self._finish_json(index)
         message = {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
@@ -88,4 +89,6 @@ class MessageAccumulator:
         message.update(id=message_id, model=model, content=[self.blocks[i] for i in sorted(self.blocks)])
         if self.anthropic_usage:
             message["usage"] = {**(self.start.get("usage") or {}), **self.anthropic_usage}
+        elif "usage" not in message and usage is not None:
+            message["usage"] = messages_usage(usage)
         return message

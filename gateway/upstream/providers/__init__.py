@@ -8,13 +8,15 @@ Every kind's module has:
   `openai`-wire target;
 - `message_events(target, body, headers, query)`, for a kind whose targets may speak `anthropic`: the
   client's Messages request as it came, the server's own Messages events back;
+- `gemini_events(target, body)`, for a kind whose targets may speak `gemini`: the client's
+  generateContent request as it came, the server's own GenerateContentResponse chunks back;
 and may have `embeddings(target, texts)` (an OpenAI-shaped embeddings body) and
 `forward(target, path, ...)` (a plain OpenAI-style request: audio).
 
 `native` is the client's own request when its surface speaks a wire format (`/v1/messages`:
 Anthropic; `/v1/chat/completions`: OpenAI): a target that speaks it gets it as the client sent it, only
-the model name replaced (docs/compatibility.md). For an `anthropic` wire that means its own events come
-back (`speaks_natively`); every other case yields chat-completion chunks."""
+the model name replaced (docs/compatibility.md). For an `anthropic` or `gemini` wire that means its own
+events come back (`speaks_natively`); every other case yields chat-completion chunks."""
 
 from __future__ import annotations
 
@@ -30,13 +32,15 @@ from gateway.upstream.providers.google import gemini, vertex
 
 _BY_KIND: dict[str, ModuleType] = {"openai": openai, "anthropic": anthropic, "bedrock": bedrock, "azure": azure,
                                    "vertex": vertex, "gemini": gemini}
+# The wire formats whose replies come back in their own events, not as chat chunks.
+EVENT_WIRES = frozenset({"anthropic", "gemini"})
 
 
 @dataclass(frozen=True)
 class Native:
     """The client's request in its surface's own wire format."""
 
-    kind: str  # "openai" or "anthropic": the wire format it is in
+    kind: str  # "openai", "anthropic" or "gemini": the wire format it is in
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)  # beta and version headers, sent on as they came
     query: str = ""  # the request's query string (Claude Code sends ?beta=true)
@@ -53,7 +57,7 @@ def wire(target: Target) -> str:
 
 def speaks_natively(target: Target, native: Native | None) -> bool:
     """Whether the reply comes in the native request's own format rather than as chat chunks."""
-    return native is not None and native.kind == "anthropic" and wire(target) == "anthropic"
+    return native is not None and native.kind in EVENT_WIRES and wire(target) == native.kind
 
 
 def chat_stream(target: Target, body: dict, native: Native | None = None) -> AsyncIterator[dict[str, Any]]:
@@ -63,6 +67,8 @@ def chat_stream(target: Target, body: dict, native: Native | None = None) -> Asy
     if native.kind == module.wire(target):
         if native.kind == "anthropic":
             return module.message_events(target, native.body, native.headers, native.query)
+        if native.kind == "gemini":
+            return module.gemini_events(target, native.body)
         return module.chat_stream(target, body, headers=native.headers)
     if refusal := uncarried(target.server, native.uncarried):
         return _refused(refusal)

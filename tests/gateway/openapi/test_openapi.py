@@ -12,7 +12,7 @@ from tests.contract import ContractViolation, check_response, documented_path
 from tests.factories import AccountFactory
 
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
-DOCUMENTED_PREFIXES = ("api/", "v1/")
+DOCUMENTED_PREFIXES = ("api/", "v1/", "v1beta/")
 
 
 def _url_paths(patterns, prefix=""):

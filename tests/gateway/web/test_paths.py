@@ -33,7 +33,12 @@ BEFORE = [
     ("/v1/responses", "openai", True, "api"),
     ("/v1/responses/input_tokens", "openai", True, "api"),
     ("/v1/models", "openai", True, "api"),
-    ("/v1/models/x", "openai", False, "api"),
+    ("/v1/models/x", "gemini-v1", False, "api"),  # Google's `models/{model}:{method}` since its surface came
+    ("/v1/models/a/b:generateContent", "gemini-v1", False, "api"),
+    ("/v1beta", "gemini", False, "api"),
+    ("/v1beta/models", "gemini", False, "api"),
+    ("/v1beta/models/a/b:streamGenerateContent", "gemini", False, "api"),
+    ("/v1betax", "native", False, "console"),
     ("/v1/embeddings", "openai", False, "api"),
     ("/v1/audio/speech", "openai", False, "api"),
     ("/v1/nowhere", "openai", False, "api"),
@@ -164,7 +169,8 @@ def test_every_route_of_the_urlconfs_has_a_row_of_its_own():
     found = {route: row_for(route) for route in routes()}
     assert [route for route, row in found.items() if row == catch_all] == []
     for route, row in found.items():
-        expected = API if route.startswith(("/v1/", "/api/")) else PROBE if route in PROBE_PATHS else CONSOLE
+        on_api = route.startswith(("/v1/", "/v1beta/", "/api/"))
+        expected = API if on_api else PROBE if route in PROBE_PATHS else CONSOLE
         assert row.stack == expected, route
     assert {row.stack for row in found.values()} == {API, PROBE, CONSOLE}
 
@@ -179,12 +185,15 @@ LOGIN_BODY = {"status": "error", "message": "Refused.", "errors": {}}
 CONVERSATIONS_BODY = {"status": "error", "message": "Refused."}
 COLLECTIONS_BODY = {"status": "error", "code": "refused", "message": "Refused."}
 DETAIL_BODY = {"detail": "Refused."}
+GOOGLE_BODY = {"error": {"code": 400, "message": "Refused.", "status": "INVALID_ARGUMENT"}}  # beyond the spec
 
 
 def spec_body(path: str) -> dict:
     segments = path.strip("/").split("/")
     if segments[:2] == ["v1", "messages"]:
         return ANTHROPIC_BODY
+    if segments[0] == "v1beta" or segments[:2] == ["v1", "models"] and len(segments) > 2:
+        return GOOGLE_BODY
     if segments[0] == "v1":
         return OPENAI_BODY
     if segments[:3] == ["api", "v1", "auth"]:
@@ -206,4 +215,4 @@ def test_every_api_routes_error_has_spec_7_1s_shape():
         assert (response.status_code, response["Content-Type"]) == (400, "application/json"), route
         assert json.loads(response.content) == spec_body(route), route
         shapes.add(json.dumps(spec_body(route)))
-    assert len(shapes) == 6  # every surface has a route
+    assert len(shapes) == 7  # every surface has a route
