@@ -1,7 +1,9 @@
 """Gemini's generateContent format (the Gemini API's and Vertex AI's alike) and the neutral chat form:
 the request (`from_chat`, with its content parts in `parts` and its settings in `config`), the
 streamed reply read as chat chunks (`streams`), usage and finish reasons (`usage`), and the embedding
-calls (`embeddings`). Plain dict building: the transport (auth, SSE) is the provider's.
+calls (`embeddings`); and the Gemini surface's direction: a generateContent request in the chat form
+(`to_chat`), chat replies as Gemini's and a Gemini server's own chunks gathered (`replies`).
+Plain dict building: the transport (auth, SSE) is the provider's.
 
 May import: `gateway.formats`, `gateway.web`."""
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gateway.formats.gemini.usage import gemini_usage
+
 FINISH_TO_GEMINI = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP", "function_call": "STOP",
                     "content_filter": "SAFETY"}
 
@@ -139,24 +141,6 @@ class ChatToGeminiStream:
         return [self._response(candidates, usage)]
 
 
-def chat_usage_of(metadata: dict[str, Any]) -> dict[str, Any]:
-    """Gemini's `usageMetadata` in the chat form the metering reads: thoughts are output tokens,
-    tool-use prompt tokens input ones, cached content tokens the prompt's cached ones."""
-    def count(name: str) -> int:
-        value = metadata.get(name)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    prompt = count("promptTokenCount") + count("toolUsePromptTokenCount")
-    completion = count("candidatesTokenCount") + count("thoughtsTokenCount")
-    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
-                             "total_tokens": prompt + completion}
-    if count("cachedContentTokenCount"):
-        usage["prompt_tokens_details"] = {"cached_tokens": count("cachedContentTokenCount")}
-    if count("thoughtsTokenCount"):
-        usage["completion_tokens_details"] = {"reasoning_tokens": count("thoughtsTokenCount")}
-    return usage
-
-
 class GeminiAccumulator:
     """A Gemini server's own GenerateContentResponse chunks (a request passed through untranslated)
     gathered into the whole response: each candidate's parts (consecutive text of the same kind
@@ -172,7 +156,7 @@ class GeminiAccumulator:
     def feed(self, chunk: dict[str, Any]) -> None:
         for key, value in chunk.items():
             if key == "usageMetadata" and isinstance(value, dict):
-                self.metadata, self.usage = value, chat_usage_of(value)
+                self.metadata, self.usage = value, gemini_usage(value)
             elif key != "candidates":
                 self.fields[key] = value
         for candidate in chunk.get("candidates") or ():

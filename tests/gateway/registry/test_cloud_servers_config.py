@@ -97,7 +97,8 @@ def test_a_secret_the_file_leaves_out_is_kept_and_a_new_base_url_replaces_the_re
 
 
 @pytest.mark.parametrize("text, message", [
-    ("- {name: aws, kind: bedrock}", r"servers\[0\]: a server needs a base_url \(or, on AWS Bedrock or Google Vertex AI, a region\)"),
+    ("- {name: aws, kind: bedrock}",
+     r"servers\[0\]: a server needs a base_url \(or, on AWS Bedrock or Google Vertex AI, a region\)"),
     ("- {name: aws, kind: bedrock, region: us-east-1, aws_access_key_id_env: AWS_ACCESS_KEY_ID}",
      r"servers\[0\]\.aws_secret_access_key_env: Give the access key id and the secret access key together\."),
     ("- {name: aws, kind: bedrock, region: 'US East'}", r"servers\[0\]\.region: A region is lower-case"),
