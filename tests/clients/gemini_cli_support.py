@@ -16,6 +16,7 @@ How it is pointed and kept offline, from its source:
   allows one attempt per request (a refusal ends the run at once rather than after ten tries).
 - `--yolo` runs the tools without asking; `--skip-trust` trusts the fresh working folder (else Gemini CLI turns
   yolo back to asking, and a headless run cannot be asked).
+- TMPDIR is the run's own: Gemini CLI writes a report of each failed call there (gemini-client-error-*.json).
 - GEMINI_CLI_NO_RELAUNCH keeps it one process (it relaunches itself with a larger heap otherwise), and the run
   is its own process group, killed whole at the deadline.
 - Every connection beyond loopback goes to a proxy that refuses and records it (tests/clients/codex_support.py);
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -47,6 +49,9 @@ TOOL_NAME = "write_file"
 FILE_NAME = "greeting.txt"
 FILE_TEXT = "hello from Gemini CLI\n"
 TOOL_ARGUMENTS = {"file_path": FILE_NAME, "content": FILE_TEXT}
+
+_CALL_ID = re.compile(rf"{TOOL_NAME}_\d+_\d+")
+_TODAY = re.compile(r"Today's date is [^\n]*")
 
 SETTINGS: dict[str, Any] = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -81,15 +86,15 @@ def run_gemini(base_url: str, key: str, model: str, folder: Path, *, prompt: str
     """`gemini -p` with a fresh HOME and working folder under `folder`, its model server at `base_url` (a server
     of Gemini's API: the SDK appends /v1beta/models/...). The environment is built from nothing, so no GEMINI_*
     or GOOGLE_* setting of the machine reaches it."""
-    home, work, system = folder / "home", folder / "work", folder / "system"
-    for path in (home, work, system):
+    home, work, system, temp = folder / "home", folder / "work", folder / "system", folder / "tmp"
+    for path in (home, work, system, temp):
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
     (home / ".gemini").mkdir()
     (home / ".gemini" / "settings.json").write_text(json.dumps(SETTINGS, indent=2))
     with refusing_proxy() as (proxy, seen):
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "TZ": "UTC", "LANG": "C.UTF-8",
-               "NO_COLOR": "1", "GEMINI_CLI_NO_RELAUNCH": "true",
+               "TMPDIR": str(temp), "NO_COLOR": "1", "GEMINI_CLI_NO_RELAUNCH": "true",
                "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(system / "settings.json"),
                "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(system / "system-defaults.json"),
                "GEMINI_API_KEY": key, "GOOGLE_GEMINI_BASE_URL": base_url,
@@ -126,3 +131,17 @@ def declared(body: Any) -> list[str]:
     """The names of the functions a generateContent body declares, in order."""
     return [declaration["name"] for tool in body.get("tools") or []
             for declaration in tool.get("functionDeclarations") or []]
+
+
+def comparable(requests: list[Any]) -> list[dict[str, Any]]:
+    """What a Gemini server received, with the values that differ between two straight runs in the same folders
+    replaced, found by running it twice and diffing everything it sent: the id Gemini CLI makes for a call
+    (write_file_<milliseconds>_<n>), and the date it writes into the first turn (should a run straddle midnight)."""
+    def replace(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: replace(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [replace(v) for v in value]
+        return _TODAY.sub("<today>", _CALL_ID.sub("<call id>", value)) if isinstance(value, str) else value
+
+    return [{"request": f"{r.method} {r.path}", "query": r.query, "json": replace(r.json)} for r in requests]

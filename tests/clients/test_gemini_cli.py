@@ -7,6 +7,7 @@ offline: a proxy refuses, and records, every connection beyond loopback."""
 
 import pytest
 
+from tests.clients.claude_code_support import differences
 from tests.clients.gemini_cli_support import (
     FILE_NAME,
     FILE_TEXT,
@@ -14,6 +15,7 @@ from tests.clients.gemini_cli_support import (
     PROMPT,
     TOOL_ARGUMENTS,
     TOOL_NAME,
+    comparable,
     declared,
     run_gemini,
     tool_turns,
@@ -67,6 +69,19 @@ def test_gemini_cli_runs_its_write_file_tool_against_a_gemini_server(gemini, tmp
     output = results[0]["response"]["output"]
     assert output == f"{run.written()}\n{FILE_TEXT}"
     assert run.stdout == f"Tool said: {output}"
+
+
+def test_two_straight_runs_differ_only_where_the_comparison_allows(gemini, tmp_path):
+    """The comparison of what a Gemini server receives finds no difference between two runs in the same folders,
+    so a difference it finds through the gateway is the gateway's."""
+    first = run_gemini(gemini.url, KEY, MODEL, tmp_path)
+    first_requests = gemini.requests
+    gemini.reset().configure(key=KEY, tool_name=TOOL_NAME, tool_arguments=TOOL_ARGUMENTS)
+    second = run_gemini(gemini.url, KEY, MODEL, tmp_path)
+    assert (first.returncode, second.returncode) == (0, 0), second.stderr
+    assert len(first_requests) == len(gemini.requests) == 2
+    assert differences(comparable(first_requests), comparable(gemini.requests)) == []
+    assert second.stdout == first.stdout
 
 
 def test_gemini_cli_refused_ends_at_once_with_the_servers_message(gemini, tmp_path):
