@@ -47,7 +47,8 @@ def scripted(world):  # noqa: F811
     """The `world` with a Gemini server `gem` (the fake Gemini API, its key the gateway's own) beside `oa` and
     `an`; every server scripted to call write_file on the first round of a conversation."""
     with fake_gemini() as gemini:
-        gem = ModelServerFactory(name="gem", kind="gemini", base_url=gemini.url, api_key=SERVER_KEY, read_timeout=30.0)
+        gem = ModelServerFactory(name="gem", kind="gemini", base_url=gemini.url, api_key=SERVER_KEY, is_remote=True,
+                                 read_timeout=30.0)
         ModelFactory(server=gem, name=MODEL)
         gemini.configure(key=SERVER_KEY, tool_name=TOOL_NAME, tool_arguments=TOOL_ARGUMENTS)
         world.upstream.configure(tool_name=TOOL_NAME, tool_arguments=TOOL_ARGUMENTS)
