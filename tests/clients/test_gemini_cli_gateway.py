@@ -109,7 +109,8 @@ def test_gemini_cli_runs_its_tool_through_the_gateway(scripted, model, kind, met
         assert scripted.gemini.requests == []
         requests = list(scripted.upstream.requests)
         {"openai": assert_openai_round_trip, "anthropic": assert_anthropic_round_trip}[kind](run, requests)
-    assert [record.model for record in wait_for_usage(scripted.account, 2)] == [metered] * 2
+    records = wait_for_usage(scripted.account, 2)
+    assert [(record.model, record.surface) for record in records] == [(metered, "gemini")] * 2
 
 
 def test_a_gemini_server_receives_what_gemini_cli_sends(scripted, tmp_path):
