@@ -130,3 +130,13 @@ def test_a_gemini_server_receives_what_gemini_cli_sends(scripted, tmp_path):
     found = differences(comparable(sent), comparable(arrived))
     assert found == [], "what arrived differs from what Gemini CLI sent:\n" + "\n".join(found)
     assert through.stdout == straight.stdout
+
+
+def test_gemini_cli_refused_by_the_gateway_shows_googles_error(scripted, tmp_path):
+    """A key the gateway does not know: refused at once in Google's error shape, which Gemini CLI reports as it
+    came (`{"error": {"code", "message", "status"}}`); no model server is called."""
+    run = run_gemini(scripted.base, "AIza-not-a-gateway-key", "oa/echo-1", tmp_path)
+    assert run.returncode != 0 and run.outside == []
+    assert '{"error":{"code":401,' in run.stderr and '"status":"UNAUTHENTICATED"}}' in run.stderr, run.stderr
+    assert scripted.upstream.requests == [] and scripted.gemini.requests == []
+    assert not (run.work / FILE_NAME).exists()
