@@ -1,4 +1,4 @@
-"""Command-line clients from the npm registry (Claude Code, Codex CLI) for the client tests.
+"""Command-line clients from the npm registry (Claude Code, Codex CLI, Gemini CLI) for the client tests.
 
 Each pinned package is installed once per machine into GATEWAY_CLIENTS_DIR (default
 ~/.cache/gateway-clients/<package>@<version>), under a file lock so parallel test processes
