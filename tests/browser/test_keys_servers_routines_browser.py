@@ -141,6 +141,9 @@ def test_a_servers_health_is_of_its_address_of_now(live_gateway, operator, upstr
             failure = row.locator("td.field-last_failure")
             expect(failure).to_contain_text("Test connection: Chat call to oa/echo-1 failed")
             expect(failure).to_have_text(moment)
+            key = row.locator("td.field-key_set span")  # a local server's: whole, on one line beside the failure
+            expect(key).to_have_text("not needed")
+            assert key.evaluate("e => e.getClientRects().length") == 1
             assert page.evaluate(OVERFLOW) <= 0
             page.screenshot(path=screenshot_path("model-server-list-moved"), full_page=True)
             page.goto(f"{live_gateway}/admin/")
