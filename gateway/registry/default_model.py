@@ -19,9 +19,6 @@ from gateway.models import Model
 
 log = logging.getLogger("gateway.registry")
 
-NO_DEFAULT = ("No default model is set: a routine without a model of its own, and the native chat "
-              "without a model named, cannot run. Tick \"Is default\" on a chat model (console: Models).")
-
 
 def default_model() -> Model | None:
     return Model.objects.select_related("server").filter(is_default=True).first()
