@@ -110,6 +110,8 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     def discover_models(self, request, queryset):
         for report in discovery.discover_models(servers=queryset):
             self.message_user(request, report.summary(), messages.ERROR if report.error else messages.SUCCESS)
+            if report.default_chosen:
+                self.message_user(request, chosen_text(report.default_chosen), messages.INFO)
 
 
 class FallbackInline(TabularInline):
@@ -154,7 +156,7 @@ class ModelAdmin(ThemedModelAdmin):
             return
         chosen = choose_default([obj])
         if chosen is not None:
-            self.message_user(request, chosen_text(chosen), messages.INFO)
+            self.message_user(request, chosen_text(chosen.public_id), messages.INFO)
 
     @admin.display(description="Price per M tokens")
     def prices(self, model):

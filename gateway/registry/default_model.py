@@ -45,7 +45,7 @@ def choose_default(candidates: Iterable[Model] | None) -> Model | None:
     return chosen
 
 
-def chosen_text(model: Model) -> str:
-    """What the console says of a default chosen here."""
-    return (f"{model.public_id} is now the default model, chosen automatically as the first chat model. "
+def chosen_text(public_id: str) -> str:
+    """What the console says of a default chosen here (on the Models page, and after a server's discovery)."""
+    return (f"{public_id} is now the default model, chosen automatically as the first chat model. "
             "Change it on the Models page.")

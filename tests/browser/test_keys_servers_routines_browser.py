@@ -112,8 +112,9 @@ def test_test_connection_reports_a_base_url_without_v1(live_gateway, operator, u
 
 
 def test_a_servers_health_is_of_its_address_of_now(live_gateway, operator, upstream, closed_port):  # noqa: F811
-    """Added and discovered, its last success is known at once; moved to an address where nothing listens and
-    tested, the list and the home show the test's failure and nothing of the old address's success."""
+    """Added and discovered, its last success is known at once (and its model, the first, the default);
+    moved to an address where nothing listens and tested, the list and the home show the test's failure
+    and nothing of the old address's success."""
     upstream.configure(models=["echo-1"])
     servers = f"{live_gateway}/admin/gateway/modelserver/"
     moment = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
@@ -126,6 +127,7 @@ def test_a_servers_health_is_of_its_address_of_now(live_gateway, operator, upstr
             page.fill("#id_base_url", f"{upstream.url}/v1")
             page.click("[name=_save]")
             page.wait_for_url(servers)
+            expect(page.get_by_text("oa/echo-1 is now the default model, chosen automatically")).to_be_visible()
             row = page.locator("#result_list tbody tr", has_text="oa")
             expect(row.locator("td.field-last_success")).to_have_text(moment)
             expect(row.locator("td.field-last_failure")).to_have_text("none seen")
