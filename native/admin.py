@@ -7,7 +7,7 @@ from django.db.models import Count, F
 from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.console.audit_trail import audit_trail
-from gateway.console.fields.secret import WriteOnlySecretForm, clear_box, secret_input
+from gateway.console.fields.secret import WriteOnlySecretForm, clear_box, secret_input, without_clear_boxes
 from native.models import Collection, Conversation, Document, McpServer, Message, Profile
 
 # ---- profiles ----------------------------------------------------------------------------------
@@ -80,6 +80,9 @@ class McpServerAdmin(ModelAdmin):
     list_filter = ["enabled", "is_remote", "groups"]
     search_fields = ["name", "url"]
     filter_horizontal = ["groups"]
+
+    def get_fields(self, request, obj=None):
+        return without_clear_boxes(super().get_fields(request, obj), obj)
 
     @admin.display(boolean=True, description="Auth header set")
     def has_auth_header(self, server):
