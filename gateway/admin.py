@@ -17,7 +17,7 @@ from gateway.console.fields.money import (
     price_summary,
     prices_title,
 )
-from gateway.console.fields.secret import WriteOnlySecretForm, clear_box, secret_input
+from gateway.console.fields.secret import WriteOnlySecretForm, clear_box, secret_input, without_clear_boxes
 from gateway.console.server_admin import HEALTH_FIELDS, ServerHealthAdmin
 from gateway.console.server_test_admin import TEST_FIELD, ServerTestAdmin
 from gateway.console.theme import server_columns
@@ -98,7 +98,7 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     def get_fieldsets(self, request, obj=None):
         """Where the server is and its key first, then (a saved server) "Test connection" with its
         health, all within the first screen at 1366x768; its settings after."""
-        fields = self.get_fields(request, obj)
+        fields = without_clear_boxes(self.get_fields(request, obj), obj)
         first = [name for name in ("name", "kind", "base_url", "api_key", "clear_api_key", *CLOUD_FIELDS)
                  if name in fields]
         connection = [name for name in (TEST_FIELD, *HEALTH_FIELDS) if name in fields]
@@ -114,6 +114,8 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
     def discover_models(self, request, queryset):
         for report in discovery.discover_models(servers=queryset):
             self.message_user(request, report.summary(), messages.ERROR if report.error else messages.SUCCESS)
+            if report.default_chosen:
+                self.message_user(request, chosen_text(report.default_chosen), messages.INFO)
 
 
 class FallbackInline(TabularInline):
@@ -158,7 +160,7 @@ class ModelAdmin(ThemedModelAdmin):
             return
         chosen = choose_default([obj])
         if chosen is not None:
-            self.message_user(request, chosen_text(chosen), messages.INFO)
+            self.message_user(request, chosen_text(chosen.public_id), messages.INFO)
 
     @admin.display(description="Price per M tokens")
     def prices(self, model):

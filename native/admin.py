@@ -7,7 +7,8 @@ from django.db.models import Count, F
 from unfold.admin import ModelAdmin, TabularInline
 
 from gateway.console.audit_trail import audit_trail
-from gateway.console.fields.secret import WriteOnlySecretForm, clear_box, secret_input
+from gateway.console.fields.secret import WriteOnlySecretForm, clear_box, secret_input, without_clear_boxes
+from gateway.registry.snapshot import registry
 from native.models import Collection, Conversation, Document, McpServer, Message, Profile
 
 # ---- profiles ----------------------------------------------------------------------------------
@@ -17,6 +18,11 @@ class ProfileForm(forms.ModelForm):
     class Meta:
         model = Profile
         fields = "__all__"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if "model" in self.fields:  # which model "empty" means now, or that a chat with it cannot run
+            self.fields["model"].help_text = default_model_help()
 
     def clean_temperature(self):
         value = self.cleaned_data.get("temperature")
@@ -31,6 +37,14 @@ class ProfileForm(forms.ModelForm):
         if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
             raise forms.ValidationError('A JSON list of tool names, for example ["web_search"].')
         return value
+
+
+def default_model_help() -> str:
+    default = registry().default
+    if default is None:
+        return ("Empty: the default model. None is set, so a chat with this profile cannot run: tick \"Is default\" "
+                "on a chat model (Models).")
+    return f"Empty: the default model ({default.public_id})."
 
 
 @admin.register(Profile)
@@ -80,6 +94,9 @@ class McpServerAdmin(ModelAdmin):
     list_filter = ["enabled", "is_remote", "groups"]
     search_fields = ["name", "url"]
     filter_horizontal = ["groups"]
+
+    def get_fields(self, request, obj=None):
+        return without_clear_boxes(super().get_fields(request, obj), obj)
 
     @admin.display(boolean=True, description="Auth header set")
     def has_auth_header(self, server):

@@ -21,6 +21,7 @@ from unfold.admin import ModelAdmin
 
 from gateway.console.server_check import chat_route_problem
 from gateway.registry import discovery, server_health
+from gateway.registry.default_model import chosen_text
 
 logger = logging.getLogger(__name__)
 
@@ -126,4 +127,6 @@ def _discovered(server) -> list[tuple[int, str]]:
         said.append((messages.WARNING, f"{server.name} was saved, but {problem}"))
     if not report.error:
         said.insert(0, (messages.INFO if problem else messages.SUCCESS, f"Model discovery: {report.summary()}"))
+    if report.default_chosen:  # the operator learns where routines and the native chat now go
+        said.append((messages.INFO, chosen_text(report.default_chosen)))
     return said

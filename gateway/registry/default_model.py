@@ -19,9 +19,6 @@ from gateway.models import Model
 
 log = logging.getLogger("gateway.registry")
 
-NO_DEFAULT = ("No default model is set: a routine without a model of its own, and the native chat "
-              "without a model named, cannot run. Tick \"Is default\" on a chat model (console: Models).")
-
 
 def default_model() -> Model | None:
     return Model.objects.select_related("server").filter(is_default=True).first()
@@ -48,7 +45,7 @@ def choose_default(candidates: Iterable[Model] | None) -> Model | None:
     return chosen
 
 
-def chosen_text(model: Model) -> str:
-    """What the console says of a default chosen here."""
-    return (f"{model.public_id} is now the default model, chosen automatically as the first chat model. "
+def chosen_text(public_id: str) -> str:
+    """What the console says of a default chosen here (on the Models page, and after a server's discovery)."""
+    return (f"{public_id} is now the default model, chosen automatically as the first chat model. "
             "Change it on the Models page.")

@@ -1,9 +1,9 @@
 """The console's forms as an operator meets them in Chromium at 1366x768: a secret's field (a model
 server's API key, an MCP server's auth header value) is drawn like every other input and takes what is
-typed, on the add form and the change form; the server form shows "Test connection" without scrolling
-and a setting of one kind of server only for that kind; a group's ceilings read "no limit"; the console
-and its error pages have an icon. Screenshots of the server form, the group page and the MCP form are
-kept (tests/browser/support.py) and were looked at.
+typed, on the add form and the change form (a "clear" box only where something is stored); the server
+form shows "Test connection" without scrolling and a setting of one kind of server only for that kind; a
+group's ceilings read "no limit"; the console and its error pages have an icon. Screenshots of the server
+form, the group page and the MCP form are kept (tests/browser/support.py) and were looked at.
 
 Playwright's synchronous API runs an event loop in this thread, where Django refuses database
 queries: every row is made before the browser starts, and what the forms saved is read after it closed."""
@@ -49,6 +49,8 @@ def test_a_model_servers_api_key_is_seen_and_typed_into_on_the_add_and_change_fo
         try:
             page.goto(f"{live_gateway}/admin/gateway/modelserver/add/")
             assert_drawn(page, "#id_api_key")
+            expect(page.locator(".field-api_key")).to_contain_text("Never shown again once saved")
+            expect(page.locator("#id_clear_api_key")).to_have_count(0)  # nothing stored yet: nothing to clear
             page.fill("#id_name", "cloud")
             page.fill("#id_base_url", f"http://127.0.0.1:{closed_port}/v1")
             type_into(page, "#id_api_key", "sk-typed-on-add")
@@ -66,6 +68,8 @@ def test_a_model_servers_api_key_is_seen_and_typed_into_on_the_add_and_change_fo
             expect(page.locator("#test-connection")).to_be_in_viewport()  # no scrolling to find it
             expect(page.locator(".field-structured_output")).to_be_hidden()
             assert_drawn(page, "#id_api_key")
+            expect(page.locator(".field-api_key")).to_contain_text("Leave empty to keep the stored API key")
+            expect(page.locator("#id_clear_api_key")).to_be_visible()
             assert page.evaluate(OVERFLOW) <= 0
             page.screenshot(path=screenshot_path("model-server-change"))
             type_into(page, "#id_api_key", "sk-typed-on-change")
@@ -101,6 +105,7 @@ def test_an_mcp_servers_auth_header_value_is_seen_and_typed_into(live_gateway, o
         try:
             page.goto(f"{live_gateway}/admin/native/mcpserver/add/")
             assert_drawn(page, "#id_auth_header_value")
+            expect(page.locator("#id_clear_auth_header_value")).to_have_count(0)
             page.fill("#id_name", "files")
             page.fill("#id_url", "http://127.0.0.1:9000/mcp")
             page.fill("#id_auth_header_name", "Authorization")
@@ -112,6 +117,7 @@ def test_an_mcp_servers_auth_header_value_is_seen_and_typed_into(live_gateway, o
 
             page.goto(f"{live_gateway}/admin/native/mcpserver/{saved.pk}/change/")
             assert_drawn(page, "#id_auth_header_value")
+            expect(page.locator("#id_clear_auth_header_value")).to_be_visible()
             assert page.evaluate(OVERFLOW) <= 0
             page.screenshot(path=screenshot_path("mcp-server-change"), full_page=True)
             type_into(page, "#id_auth_header_value", "Bearer typed-on-change")

@@ -1,6 +1,7 @@
 """Every page of the console, walked as staff in Chromium at 1366x768: none scrolls sideways, none
 logs an error (Playwright's `console` messages of type error and its `pageerror` events), and none
-cites an issue number to the operator (the product's history is not theirs to read).
+cites an issue number to the operator (the product's history is not theirs to read). A screenshot of
+each page is kept (tests/browser/support.py, "walk-" and the page's path), so every page can be looked at.
 
 The pages are read from the console itself, so that a page added later is walked without a change
 here: the sidebar's links (the home, the usage console, the API contract and every admin list, from
@@ -21,7 +22,7 @@ from django.urls import NoReverseMatch, reverse
 from playwright.sync_api import sync_playwright
 
 from gateway.console.home.sidebar import navigation
-from tests.browser.support import OVERFLOW
+from tests.browser.support import OVERFLOW, screenshot_path
 from tests.browser.test_keys_servers_routines_browser import browse, pytestmark  # noqa: F401 — its database marker
 from tests.factories import (
     AliasDeploymentFactory,
@@ -42,10 +43,6 @@ from tests.factories import (
     UsageRecordFactory,
 )
 
-# Pages whose faults are known and being fixed in another branch: a page's path and the fault. The walk
-# still visits them, and an entry whose page no longer shows a fault fails the test: empty this list as
-# those fixes land.
-
 ISSUE_NUMBER = re.compile(r"\bissue \d+", re.IGNORECASE)
 
 
@@ -65,6 +62,12 @@ def one_of_each(operator) -> None:
     RunFactory(routine=routine, status="succeeded", output="Three commits.\nAll green.")
     InboxMessageFactory(account=operator, title="Digest", body="Three commits.")
     LinkedChannelFactory(account=operator)
+
+
+def shot_name(path: str) -> str:
+    """A screenshot's name for a page: its path in words, "/admin/gateway/model/3/change/" becoming
+    "walk-gateway-model-3-change"."""
+    return "walk-" + (re.sub(r"[^a-z0-9]+", "-", path.removeprefix("/admin/").lower()).strip("-") or "home")
 
 
 def reversed_or_none(name: str, *args) -> str | None:
@@ -121,6 +124,7 @@ def test_no_console_page_scrolls_sideways_or_logs_an_error(live_gateway, operato
                     faults.append(f"cites {cited}")
                 if faults:
                     found[path] = faults
+                page.screenshot(path=screenshot_path(shot_name(path)), full_page=True)
         finally:
             browser.close()
 

@@ -1,14 +1,16 @@
 """Keys, model servers and routines in the console, as an operator does them in Chromium at 1366x768
 against a running gateway:
 a key generated on an account's page works once shown and the old one is refused; "Test connection"
-on a server saved without /v1 reports the server's 404; a routine's page shows its last runs, copies
-its whole webhook URL and runs it now. Screenshots of the server page and the routine page are kept
-(tests/browser/support.py) and were looked at.
+on a server saved without /v1 reports the server's 404; a server's health is about its address of now
+(a success seen right after its discovery, nothing of its old address once it moved); a routine's page
+shows its last runs, copies its whole webhook URL and runs it now. Screenshots of the server page, the
+server list after a move and the routine page are kept (tests/browser/support.py) and were looked at.
 
 Playwright's synchronous API runs an event loop in this thread, where Django refuses database
 queries: every row is made, and every expectation worked out, before the browser starts."""
 
 import json
+import re
 
 import httpx
 import pytest
@@ -105,6 +107,51 @@ def test_test_connection_reports_a_base_url_without_v1(live_gateway, operator, u
             page.click("#test-connection")
             expect(page.get_by_text("Chat call to gpu-box-v1/llama3.1:8b answered: “Connected and answering.”"))\
                 .to_be_visible()
+        finally:
+            browser.close()
+
+
+def test_a_servers_health_is_of_its_address_of_now(live_gateway, operator, upstream, closed_port):  # noqa: F811
+    """Added and discovered, its last success is known at once (and its model, the first, the default);
+    moved to an address where nothing listens and tested, the list and the home show the test's failure
+    and nothing of the old address's success."""
+    upstream.configure(models=["echo-1"])
+    servers = f"{live_gateway}/admin/gateway/modelserver/"
+    moment = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC")
+
+    with sync_playwright() as p:
+        browser, page = browse(p, live_gateway)
+        try:
+            page.goto(f"{servers}add/")
+            page.fill("#id_name", "oa")
+            page.fill("#id_base_url", f"{upstream.url}/v1")
+            page.click("[name=_save]")
+            page.wait_for_url(servers)
+            expect(page.get_by_text("oa/echo-1 is now the default model, chosen automatically")).to_be_visible()
+            row = page.locator("#result_list tbody tr", has_text="oa")
+            expect(row.locator("td.field-last_success")).to_have_text(moment)
+            expect(row.locator("td.field-last_failure")).to_have_text("none seen")
+
+            row.locator("a", has_text="oa").first.click()
+            page.fill("#id_base_url", f"http://127.0.0.1:{closed_port}/v1")
+            with page.expect_navigation():
+                page.click("[name=_continue]")
+            page.click("#test-connection")
+            expect(page.get_by_text("Chat call to oa/echo-1 failed: 503", exact=False).first).to_be_visible()
+            page.goto(servers)
+            expect(row.locator("td.field-last_success")).to_have_text("never seen")
+            failure = row.locator("td.field-last_failure")
+            expect(failure).to_contain_text("Test connection: Chat call to oa/echo-1 failed")
+            expect(failure).to_have_text(moment)
+            key = row.locator("td.field-key_set span")  # a local server's: whole, on one line beside the failure
+            expect(key).to_have_text("not needed")
+            assert key.evaluate("e => e.getClientRects().length") == 1
+            assert page.evaluate(OVERFLOW) <= 0
+            page.screenshot(path=screenshot_path("model-server-list-moved"), full_page=True)
+            page.goto(f"{live_gateway}/admin/")
+            home = page.locator('#home-servers tr[data-server="oa"] td')
+            expect(home.nth(2)).to_have_text("never seen")
+            expect(home.nth(3)).to_contain_text("Test connection: Chat call to oa/echo-1 failed")
         finally:
             browser.close()
 

@@ -3,6 +3,7 @@ and whether their model can answer, a refresh against two reference upstreams (o
 `/v1/models`, one Ollama `/api/tags` only) and one that is down, the 60-per-minute ceiling on the
 shared counter, and the error shapes."""
 
+import html
 import re
 import time
 from types import SimpleNamespace
@@ -308,3 +309,20 @@ def test_operators_define_and_grant_profiles_in_the_admin(client, presets, group
                        "temperature": 0.2, "tools": ["web_search"], "collections": [presets.docs.pk],
                        "available": True}
     assert client.get(f"/admin/gateway/modelserver/{presets.oa.pk}/change/").status_code == 200
+
+
+def test_the_profile_form_says_which_model_empty_means(db, client):
+    """A profile without a model chats with the default model: its form names it, or says that none is set."""
+    client.force_login(AccountFactory(is_staff=True, is_superuser=True, role="admin"))
+
+    assert labels_help(client.get("/admin/native/profile/add/")) == (
+        'Empty: the default model. None is set, so a chat with this profile cannot run: tick "Is default" on a chat '
+        "model (Models).")
+    ModelFactory(server=ModelServerFactory(name="oa"), name="echo-1", is_default=True)
+    assert labels_help(client.get("/admin/native/profile/add/")) == "Empty: the default model (oa/echo-1)."
+
+
+def labels_help(response) -> str:
+    """The help text under the profile form's model field."""
+    page = response.content.decode().split('id="id_model"')[1]  # the first help text after the field is its own
+    return html.unescape(re.search(r'<div class="leading-relaxed mt-2 text-xs">\s*(.*?)\s*</div>', page, re.S).group(1))

@@ -1,5 +1,6 @@
 """Admin forms with write-only secrets (a server's API key and cloud credentials, an MCP server's auth
 header): the stored value is never sent to the page, an empty entry keeps it, and a "clear" box removes it.
+A form adding a server has nothing stored: it offers no "clear" box and does not speak of keeping a value.
 
 A field declared on a form does not pass through the theme's choice of widgets (that happens only for
 the model's own fields), so these name the theme's password and checkbox widgets themselves: Django's
@@ -33,6 +34,8 @@ class WriteOnlySecretForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         for name in self.secret_fields:
             self.initial.pop(name, None)  # the stored value is never sent to the page
+            if self.instance.pk is None and name in self.fields:
+                self.fields[name].help_text = "Never shown again once saved: empty for none."
 
     def clean(self):
         cleaned = super().clean()
@@ -46,3 +49,8 @@ class WriteOnlySecretForm(forms.ModelForm):
             elif name in kept:
                 cleaned[name] = stored.get(name) or ""
         return cleaned
+
+
+def without_clear_boxes(fields, obj) -> list[str]:
+    """An admin's fields for `obj`; for a new one (None), without the "clear" boxes: nothing is stored yet."""
+    return [name for name in fields if obj is not None or not name.startswith("clear_")]

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from gateway.models import Model, ModelServer
+from gateway.registry.default_model import chosen_text
 from gateway.registry.discovery import discover_models
 from tests.factories import AccountFactory, ModelFactory, ModelServerFactory
 from tests.upstream import running_upstream
@@ -176,8 +177,8 @@ def test_saving_a_base_url_without_v1_warns_instead_of_reporting_success(admin_c
 def test_saving_a_right_base_url_reports_success_after_a_free_check(admin_client, upstream):  # noqa: F811
     said = saved_messages(admin_client, base_url=f"{upstream.url}/v1")
 
-    assert said[-1] == (messages.SUCCESS, "Model discovery: oa: 1 model(s) listed, 1 added, 0 no longer listed, "
-                                          "0 listed again.")
+    assert said[-2:] == [(messages.SUCCESS, "Model discovery: oa: 1 model(s) listed, 1 added, 0 no longer listed, "
+                                            "0 listed again."), (messages.INFO, chosen_text("oa/echo-1"))]
     checked = upstream.last
     assert (checked.method, checked.path, checked.json["model"]) == ("POST", "/v1/chat/completions", "echo-1")
     assert not isinstance(checked.json["messages"], list)  # refused before any model runs

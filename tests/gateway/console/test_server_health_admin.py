@@ -13,6 +13,7 @@ from django.test import AsyncClient
 
 from gateway.models import Model, ModelServer
 from gateway.registry import server_health
+from gateway.registry.default_model import chosen_text
 from tests import console_html
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.servers import wait_for_quiet_database, web_process
@@ -166,8 +167,9 @@ def test_adding_a_server_discovers_its_models(transactional_db, client, operator
 
     assert response.status_code == 200
     server = ModelServer.objects.get(name="oa")
-    assert shown_messages(response)[-1] == (
-        messages.SUCCESS, "Model discovery: oa: 2 model(s) listed, 2 added, 0 no longer listed, 0 listed again.")
+    assert shown_messages(response)[-2:] == [
+        (messages.SUCCESS, "Model discovery: oa: 2 model(s) listed, 2 added, 0 no longer listed, 0 listed again."),
+        (messages.INFO, chosen_text("oa/echo-1"))]  # the first chat model, there being no default
     assert set(Model.objects.filter(server=server).values_list("name", flat=True)) == {"echo-1", "llama3"}
     # the listing, then the chat path's check (a body refused before any model runs)
     assert [(r.method, r.path) for r in upstream.requests] == [("GET", "/v1/models"), ("POST", "/v1/chat/completions")]
@@ -183,8 +185,9 @@ def test_changing_a_server_discovers_again(transactional_db, client, operator, u
                                                                       read_timeout="45"), follow=True)
 
     assert response.status_code == 200
-    assert shown_messages(response)[-1] == (
-        messages.SUCCESS, "Model discovery: oa: 1 model(s) listed, 1 added, 1 no longer listed, 0 listed again.")
+    assert shown_messages(response)[-2:] == [
+        (messages.SUCCESS, "Model discovery: oa: 1 model(s) listed, 1 added, 1 no longer listed, 0 listed again."),
+        (messages.INFO, chosen_text("oa/echo-1"))]
     server.refresh_from_db()
     assert server.read_timeout == 45 and server.discovery_error == ""
     assert Model.objects.get(server=server, name="old-model").unlisted_since is not None

@@ -8,9 +8,11 @@ import pytest
 from django.core.management import call_command
 
 from gateway.models import Model
+from gateway.registry.default_model import chosen_text
 from gateway.registry.discovery import discover_models
 from gateway.registry.snapshot import registry
 from tests.factories import ModelFactory, ModelServerFactory
+from tests.gateway.console.test_server_health_admin import server_form
 from tests.upstream.fixtures import upstream  # noqa: F401 — the fixture
 
 pytestmark = pytest.mark.django_db
@@ -114,3 +116,29 @@ def test_a_price_changed_in_the_console_chooses_no_default(admin_client):
     form["enabled"] = "on"
     admin_client.post(f"/admin/gateway/model/{model.pk}/change/", form)  # on again: it appears as a chat model
     assert defaults() == ["srv/old"]
+
+
+def test_a_server_added_in_the_console_says_which_model_became_the_default(transactional_db, admin_client,
+                                                                         upstream):  # noqa: F811
+    """Discovery runs once the save has committed: a transaction of the test's own would hold it back."""
+    upstream.configure(models=["only-one"])
+
+    response = admin_client.post("/admin/gateway/modelserver/add/", server_form(base_url=f"{upstream.url}/v1"),
+                                 follow=True)
+
+    assert defaults() == ["oa/only-one"]
+    assert chosen_text("oa/only-one") in [str(m) for m in response.context["messages"]]
+    again = admin_client.post("/admin/gateway/modelserver/", {"action": "discover_models", "_selected_action":
+                                                                  Model.objects.get().server_id}, follow=True)
+    assert not any("default model" in str(m) for m in again.context["messages"])  # it was chosen already
+
+
+def test_the_discover_action_says_which_model_became_the_default(admin_client, upstream):  # noqa: F811
+    upstream.configure(models=["only-one"])
+    server = ModelServerFactory(name="oa", base_url=f"{upstream.url}/v1")
+
+    response = admin_client.post("/admin/gateway/modelserver/", {"action": "discover_models",
+                                                                 "_selected_action": server.pk}, follow=True)
+
+    assert defaults() == ["oa/only-one"]
+    assert chosen_text("oa/only-one") in [str(m) for m in response.context["messages"]]

@@ -4,6 +4,7 @@ Ollama `/api/tags`, Anthropic `/v1/models`; failures per server; what it writes 
 import pytest
 
 from gateway.models import Model, ModelServer
+from gateway.registry.default_model import chosen_text
 from gateway.registry.discovery import Found, capabilities_for, discover_models
 from gateway.registry.snapshot import registry
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory
@@ -201,6 +202,7 @@ def test_the_admin_action_discovers_the_selected_servers(db, client, upstream): 
 
     assert response.status_code == 200
     shown = [str(m) for m in response.context["messages"]]
-    assert shown == ["oa: 2 model(s) listed, 2 added, 0 no longer listed, 0 listed again."]
+    assert shown == ["oa: 2 model(s) listed, 2 added, 0 no longer listed, 0 listed again.",
+                     chosen_text("oa/echo-1")]  # the first chat model, there being no default
     assert set(rows(chosen)) == {"echo-1", "llama3"}
     assert not ModelServer.objects.get(name="other").discovered_at
