@@ -65,6 +65,8 @@ SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote"
 CLOUD_KEYS = ("region", "api_version", "azure_tenant_id", "azure_client_id", "azure_authority_host")
 CLOUD_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "azure_client_secret")
 CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
+# the clouds serving Claude, whose `anthropic_betas` replace their own list of the betas carried
+CLAUDE_CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.VERTEX)
 # Google Vertex AI's own (file key -> field): its project and the service account's key file
 VERTEX_KEYS = {"project": "gcp_project", "credentials_file": "gcp_credentials_file"}
 # where a server's address comes from its region when the file gives none
@@ -207,6 +209,8 @@ def _cloud_settings(entry: dict, kind: str, where: str, environ: Mapping[str, st
              if key in entry]
     if given and kind not in CLOUDS:
         raise ConfigError(f"{where}.{given[0]}", f"only for a server of kind {' or '.join(CLOUDS)}")
+    if "anthropic_betas" in entry and kind not in CLAUDE_CLOUDS:
+        raise ConfigError(f"{where}.anthropic_betas", f"only for a server of kind {' or '.join(CLAUDE_CLOUDS)}")
     google = [key for key in VERTEX_KEYS if key in entry]
     if google and kind != ModelServer.Kind.VERTEX:
         raise ConfigError(f"{where}.{google[0]}", f"only for a server of kind {ModelServer.Kind.VERTEX}")

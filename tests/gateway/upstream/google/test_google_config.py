@@ -81,6 +81,8 @@ def test_the_global_location_a_model_s_own_publisher_and_the_server_s_betas(tmp_
     ("- {name: gem, kind: gemini, api_key: k, models: [{name: gemini-2.5-flash, publisher: google}]}",
      r"servers\[0\]\.models\[0\]\.publisher: only for a model of a server of kind vertex"),
     ("- {name: gcp, kind: vertex, project: p, region: Us East}", r"servers\[0\]\.region: A region is lower-case"),
+    ("- {name: gem, kind: gemini, api_key: k, anthropic_betas: [context-1m-2025-08-07]}",
+     r"servers\[0\]\.anthropic_betas: only for a server of kind bedrock or vertex"),
 ])
 def test_a_google_setting_missing_or_misplaced_is_refused_by_its_place(tmp_path, text, message):
     with pytest.raises(CommandError, match=message):
