@@ -13,8 +13,7 @@ What Claude Code itself words differently in its Vertex mode is put back as it w
 before comparing (`VERTEX_WORDING`): no gateway could, nor should, rewrite a client's system prompt. And Claude
 Code on Vertex AI sends the web search beta on every call, for the web search it may ask for later, where the
 gateway sends it with the call that holds a web search tool (tests/gateway/upstream/google/test_vertex_betas.py):
-it is left out of the
-straight run's set when the body holds none."""
+it is left out of the straight run's set when the body holds none."""
 
 import re
 from types import SimpleNamespace
