@@ -29,11 +29,11 @@ from gateway.state import loads
 
 # each cloud's own settings, shown while the form's kind is that cloud (`conditional_fields`)
 BEDROCK_FIELDS = ("region", "aws_access_key_id", "aws_secret_access_key", "clear_aws_secret_access_key",
-                  "aws_session_token", "clear_aws_session_token", "bedrock_betas")
+                  "aws_session_token", "clear_aws_session_token")
 AZURE_FIELDS = ("api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret",
                 "clear_azure_client_secret", "azure_authority_host")
 VERTEX_FIELDS = ("gcp_project", "gcp_credentials_file")
-CLOUD_FIELDS = (*BEDROCK_FIELDS, *AZURE_FIELDS, *VERTEX_FIELDS)
+CLOUD_FIELDS = (*BEDROCK_FIELDS, *AZURE_FIELDS, *VERTEX_FIELDS, "anthropic_betas")
 
 # The console's "View site" link pointed at "/", which nothing answers: no link.
 admin.site.site_url = None
@@ -59,7 +59,7 @@ class ModelServerForm(WriteOnlySecretForm):
                   "connect_timeout", "read_timeout", "drop_unsupported_fields", "structured_output"]
         # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
-        widgets = {"bedrock_betas": UnfoldAdminTextareaWidget(attrs={"rows": 3})}
+        widgets = {"anthropic_betas": UnfoldAdminTextareaWidget(attrs={"rows": 3})}
 
 
 class ModelInline(TabularInline):
@@ -90,8 +90,9 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
                           # a cloud is always remote (ModelServer.clean)
                           "is_remote": f"['{ModelServer.Kind.OPENAI}', '{ModelServer.Kind.ANTHROPIC}'].includes(kind)",
                           **{name: f"kind == '{ModelServer.Kind.BEDROCK}'" for name in BEDROCK_FIELDS},
-                          # a region is Bedrock's and Vertex AI's (its location)
-                          "region": f"['{ModelServer.Kind.BEDROCK}', '{ModelServer.Kind.VERTEX}'].includes(kind)",
+                          # a region is Bedrock's and Vertex AI's (its location), and so are the betas carried to Claude
+                          **dict.fromkeys(("region", "anthropic_betas"), f"['{ModelServer.Kind.BEDROCK}', "
+                                                                         f"'{ModelServer.Kind.VERTEX}'].includes(kind)"),
                           **{name: f"kind == '{ModelServer.Kind.VERTEX}'" for name in VERTEX_FIELDS},
                           **{name: f"kind == '{ModelServer.Kind.AZURE}'" for name in AZURE_FIELDS}}
 

@@ -69,10 +69,10 @@ class ModelServer(models.Model):
                                          help_text="Empty: AWS's standard credential chain.")
     aws_secret_access_key = models.CharField("AWS secret access key", max_length=500, blank=True)
     aws_session_token = models.CharField("AWS session token", max_length=4000, blank=True)
-    bedrock_betas = models.TextField(
+    anthropic_betas = models.TextField(
         "Anthropic betas carried", blank=True,
-        help_text="AWS Bedrock: the anthropic-beta values sent on to Claude models, one per line; Bedrock refuses "
-        "others. Empty: the betas Bedrock documents (docs/compatibility.md).")
+        help_text="AWS Bedrock and Google Vertex AI: the anthropic-beta values sent on to Claude models, one per "
+        "line; the cloud refuses others. Empty: the cloud's own list (docs/compatibility.md).")
     # Azure OpenAI (gateway/upstream/providers/azure.py): its API version, and an API key or Microsoft Entra ID
     api_version = models.CharField(
         "API version", max_length=32, blank=True,

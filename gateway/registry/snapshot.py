@@ -39,14 +39,14 @@ CAPABILITIES = ("chat", "embeddings", "audio")
 
 @dataclass(frozen=True)
 class Cloud:
-    """A cloud server's own settings (gateway/models/registry.py ModelServer): AWS Bedrock's region, credentials and
-    betas; Azure OpenAI's API version and Entra ID client; Google Vertex AI's project, location (`region`), key file."""
+    """A cloud server's own settings (gateway/models/registry.py ModelServer): AWS Bedrock's region and credentials;
+    Azure OpenAI's API version and Entra ID client; Google Vertex AI's project, location (`region`), key file."""
 
     region: str = ""
     aws_access_key_id: str = ""
     aws_secret_access_key: str = ""
     aws_session_token: str = ""
-    bedrock_betas: tuple[str, ...] = ()  # empty: Bedrock's documented betas
+    anthropic_betas: tuple[str, ...] = ()  # to Claude on Bedrock or Vertex AI; empty: the cloud's list
     api_version: str = ""
     azure_tenant_id: str = ""
     azure_client_id: str = ""
@@ -80,7 +80,7 @@ def server_of(row: ModelServer) -> Server:
     cloud = NO_CLOUD
     if row.kind in CLOUD_KINDS:
         cloud = Cloud(row.region, row.aws_access_key_id, row.aws_secret_access_key, row.aws_session_token,
-                      tuple(line.strip() for line in row.bedrock_betas.splitlines() if line.strip()),
+                      tuple(line.strip() for line in row.anthropic_betas.splitlines() if line.strip()),
                       row.api_version, row.azure_tenant_id, row.azure_client_id, row.azure_client_secret,
                       row.azure_authority_host.rstrip("/"), row.gcp_project, row.gcp_credentials_file)
     return Server(row.id, row.name, row.kind, row.base_url.rstrip("/"), row.api_key, row.is_remote,

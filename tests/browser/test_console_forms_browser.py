@@ -188,7 +188,7 @@ def test_a_cloud_servers_own_settings_show_for_its_kind_and_its_secrets_are_writ
             assert_drawn(page, "#id_azure_client_secret")
             expect(page.locator(".field-region")).to_be_hidden()
             page.select_option("#id_kind", "bedrock")
-            for shown in (".field-region", ".field-aws_access_key_id", ".field-bedrock_betas",
+            for shown in (".field-region", ".field-aws_access_key_id", ".field-anthropic_betas",
                           ".field-structured_output"):
                 expect(page.locator(shown)).to_be_visible()
             expect(page.locator(".field-api_version")).to_be_hidden()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.clients.npm import npm_binary
+from tests.gateway.upstream.google.fake import PROJECT, REGION
 
 VERSION = "2.1.332"
 RUN_SECONDS = 120
@@ -46,14 +47,15 @@ class Run:
     days: tuple[str, ...]
 
 
-def run_claude(base_url: str, key: str, model: str, folder: Path, *, bedrock: bool = False,
+def run_claude(base_url: str, key: str, model: str, folder: Path, *, cloud: str = "",
                args: tuple[str, ...] = ()) -> Run:
     """Claude Code in print mode, offline, with a fresh HOME and working folder at the same paths every time.
 
     The paths are reused (emptied, not renamed) because Claude Code writes them into the system prompt and
     the memory folder's name, so two runs in one folder send the same text. Its environment is built from
-    nothing rather than inherited, so no ANTHROPIC_* setting of the machine reaches it. With `bedrock`, it
-    calls `base_url` as AWS Bedrock (its runtime and control plane), unauthenticated, and `key` is not used."""
+    nothing rather than inherited, so no ANTHROPIC_* setting of the machine reaches it. With a `cloud`
+    ("bedrock" or "vertex"), it calls `base_url` as that cloud (`cloud_settings`), unauthenticated, and `key`
+    is not used."""
     home, work = folder / "home", folder / "work"
     for path in (home, work):
         shutil.rmtree(path, ignore_errors=True)
@@ -74,15 +76,26 @@ def run_claude(base_url: str, key: str, model: str, folder: Path, *, bedrock: bo
         # and a refused request fails the run at once instead of after a minute of backing off
         "CLAUDE_CODE_MAX_RETRIES": "0",
         "API_TIMEOUT_MS": "60000",
-        **({"CLAUDE_CODE_USE_BEDROCK": "1", "ANTHROPIC_BEDROCK_BASE_URL": base_url,
-            "CLAUDE_CODE_SKIP_BEDROCK_AUTH": "1", "AWS_REGION": "us-east-1"} if bedrock
-           else {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": key}),
+        **(cloud_settings(cloud, base_url) if cloud else {"ANTHROPIC_BASE_URL": base_url, "ANTHROPIC_API_KEY": key}),
     }
     before = _today()
     done = subprocess.run([str(claude_binary()), "-p", PROMPT, "--model", model, "--allowedTools", TOOL_NAME,
                            "--output-format", "text", *args], cwd=work, env=env, capture_output=True, text=True,
                           timeout=RUN_SECONDS, stdin=subprocess.DEVNULL)
     return Run(done.returncode, done.stdout, done.stderr, tuple(sorted({before, _today()})))
+
+
+def cloud_settings(cloud: str, base_url: str) -> dict[str, str]:
+    """Claude Code's settings for calling `base_url` as AWS Bedrock (its runtime and control plane) or as
+    Google's Vertex AI (the `/v1` API root; the fake Google's project and region), its own auth skipped."""
+    if cloud == "bedrock":
+        return {"CLAUDE_CODE_USE_BEDROCK": "1", "ANTHROPIC_BEDROCK_BASE_URL": base_url,
+                "CLAUDE_CODE_SKIP_BEDROCK_AUTH": "1", "AWS_REGION": "us-east-1"}
+    if cloud == "vertex":
+        return {"CLAUDE_CODE_USE_VERTEX": "1", "ANTHROPIC_VERTEX_BASE_URL": f"{base_url}/v1",
+                "CLAUDE_CODE_SKIP_VERTEX_AUTH": "1", "ANTHROPIC_VERTEX_PROJECT_ID": PROJECT,
+                "CLOUD_ML_REGION": REGION}
+    raise ValueError(f"no such cloud: {cloud}")
 
 
 def _today() -> str:

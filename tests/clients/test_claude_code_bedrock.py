@@ -52,7 +52,7 @@ def invocations(fake) -> list:
 
 def test_bedrock_receives_from_the_gateway_what_claude_code_sends_it(world, tmp_path):
     scripted(world.bedrock)
-    straight = run_claude(world.bedrock.url, "", PROFILE, tmp_path, bedrock=True, args=SAME_TOOLS)
+    straight = run_claude(world.bedrock.url, "", PROFILE, tmp_path, cloud="bedrock", args=SAME_TOOLS)
     assert straight.returncode == 0, straight.stderr
     assert straight.stdout.splitlines()[0] == FINAL_TEXT
     sent = invocations(world.bedrock)

@@ -58,13 +58,15 @@ from gateway.registry.default_model import choose_default
 TOP_KEYS = ("servers", "default_model", "aliases", "groups")
 SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote", "enabled", "connect_timeout",
                "read_timeout", "drop_unsupported_fields", "structured_output", "models", "region",
-               "aws_access_key_id_env", "aws_secret_access_key_env", "aws_session_token_env", "bedrock_betas",
+               "aws_access_key_id_env", "aws_secret_access_key_env", "aws_session_token_env", "anthropic_betas",
                "api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret_env", "azure_authority_host",
                "project", "credentials_file")
 # a cloud's settings (the clouds only): plain ones, and secrets read from the environment variable the file names
 CLOUD_KEYS = ("region", "api_version", "azure_tenant_id", "azure_client_id", "azure_authority_host")
 CLOUD_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "azure_client_secret")
 CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
+# the clouds serving Claude, whose `anthropic_betas` replace their own list of the betas carried
+CLAUDE_CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.VERTEX)
 # Google Vertex AI's own (file key -> field): its project and the service account's key file
 VERTEX_KEYS = {"project": "gcp_project", "credentials_file": "gcp_credentials_file"}
 # where a server's address comes from its region when the file gives none
@@ -203,9 +205,12 @@ def _from_env(entry: dict, key: str, where: str, environ: Mapping[str, str]) -> 
 def _cloud_settings(entry: dict, kind: str, where: str, environ: Mapping[str, str]) -> dict:
     """A cloud server's own fields. A secret the file leaves out is kept as stored (like `api_key`), and a
     cloud's key on another kind of server is an error, not silently ignored."""
-    given = [key for key in (*CLOUD_KEYS, "bedrock_betas", *(f"{name}_env" for name in CLOUD_SECRETS)) if key in entry]
+    given = [key for key in (*CLOUD_KEYS, "anthropic_betas", *(f"{name}_env" for name in CLOUD_SECRETS))
+             if key in entry]
     if given and kind not in CLOUDS:
         raise ConfigError(f"{where}.{given[0]}", f"only for a server of kind {' or '.join(CLOUDS)}")
+    if "anthropic_betas" in entry and kind not in CLAUDE_CLOUDS:
+        raise ConfigError(f"{where}.anthropic_betas", f"only for a server of kind {' or '.join(CLAUDE_CLOUDS)}")
     google = [key for key in VERTEX_KEYS if key in entry]
     if google and kind != ModelServer.Kind.VERTEX:
         raise ConfigError(f"{where}.{google[0]}", f"only for a server of kind {ModelServer.Kind.VERTEX}")
@@ -214,9 +219,9 @@ def _cloud_settings(entry: dict, kind: str, where: str, environ: Mapping[str, st
     wanted = {key: string(entry[key], f"{where}.{key}") if key in entry else "" for key in CLOUD_KEYS}
     wanted.update({name: string(entry[key], f"{where}.{key}") if key in entry else ""
                    for key, name in VERTEX_KEYS.items()})
-    betas = [string(beta, f"{where}.bedrock_betas[{i}]")
-             for i, beta in enumerate(list_of(entry.get("bedrock_betas", []), f"{where}.bedrock_betas"))]
-    wanted["bedrock_betas"] = "\n".join(betas)
+    betas = [string(beta, f"{where}.anthropic_betas[{i}]")
+             for i, beta in enumerate(list_of(entry.get("anthropic_betas", []), f"{where}.anthropic_betas"))]
+    wanted["anthropic_betas"] = "\n".join(betas)
     for name in CLOUD_SECRETS:
         if f"{name}_env" in entry:
             wanted[name] = _from_env(entry, f"{name}_env", where, environ)

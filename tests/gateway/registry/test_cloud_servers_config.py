@@ -25,7 +25,7 @@ servers:
     aws_access_key_id_env: AWS_ACCESS_KEY_ID
     aws_secret_access_key_env: AWS_SECRET_ACCESS_KEY
     aws_session_token_env: AWS_SESSION_TOKEN
-    bedrock_betas: [interleaved-thinking-2025-05-14, context-1m-2025-08-07]
+    anthropic_betas: [interleaved-thinking-2025-05-14, context-1m-2025-08-07]
     models:
       - name: us.anthropic.claude-sonnet-4-5-20250929-v1:0
       - name: amazon.nova-pro-v1:0
@@ -66,7 +66,7 @@ def test_both_clouds_are_written_with_their_secrets_from_the_environment_and_app
         "bedrock", "us-east-1", "https://bedrock-runtime.us-east-1.amazonaws.com", True)
     assert (aws.aws_access_key_id, aws.aws_secret_access_key, aws.aws_session_token) == (
         "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "IQoJb3JpZ2luX2VjEXAMPLETOKEN")
-    assert aws.bedrock_betas == "interleaved-thinking-2025-05-14\ncontext-1m-2025-08-07"
+    assert aws.anthropic_betas == "interleaved-thinking-2025-05-14\ncontext-1m-2025-08-07"
     az = ModelServer.objects.get(name="az")
     assert (az.kind, az.api_version, az.azure_tenant_id, az.azure_client_secret, az.azure_authority_host,
             az.is_remote, az.api_key) == ("azure", "2024-10-21", "72f988bf-86f1-41af-91ab-2d7cd011db47",
@@ -75,7 +75,7 @@ def test_both_clouds_are_written_with_their_secrets_from_the_environment_and_app
 
     held = {t.public_id: t.server for t in registry().by_id.values()}
     bedrock = held["aws/amazon.nova-pro-v1:0"]
-    assert bedrock.cloud.bedrock_betas == ("interleaved-thinking-2025-05-14", "context-1m-2025-08-07")
+    assert bedrock.cloud.anthropic_betas == ("interleaved-thinking-2025-05-14", "context-1m-2025-08-07")
     assert bedrock.cloud.aws_secret_access_key == "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
     assert held["az/my-gpt-4o-deployment"].cloud.api_version == "2024-10-21"
 
@@ -93,7 +93,7 @@ def test_a_secret_the_file_leaves_out_is_kept_and_a_new_base_url_replaces_the_re
     assert aws.base_url == "https://vpce-0a1b2c3d-bedrock-runtime.eu-west-3.vpce.amazonaws.com"
     assert aws.region == "eu-west-3"
     assert aws.aws_secret_access_key == "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # kept: the file named none
-    assert aws.bedrock_betas == ""  # the file is authoritative for what it can say: Bedrock's documented betas
+    assert aws.anthropic_betas == ""  # the file is authoritative for what it can say: Bedrock's documented betas
 
 
 @pytest.mark.parametrize("text, message", [
@@ -104,8 +104,8 @@ def test_a_secret_the_file_leaves_out_is_kept_and_a_new_base_url_replaces_the_re
     ("- {name: aws, kind: bedrock, region: 'US East'}", r"servers\[0\]\.region: A region is lower-case"),
     ("- {name: aws, kind: bedrock, region: us-east-1, aws_session_token_env: NOT_SET_ANYWHERE}",
      r"servers\[0\]\.aws_session_token_env: environment variable NOT_SET_ANYWHERE is not set"),
-    ("- {name: aws, kind: bedrock, region: us-east-1, bedrock_betas: context-1m-2025-08-07}",
-     r"servers\[0\]\.bedrock_betas: must be a list"),
+    ("- {name: aws, kind: bedrock, region: us-east-1, anthropic_betas: context-1m-2025-08-07}",
+     r"servers\[0\]\.anthropic_betas: must be a list"),
     ("- {name: az, kind: azure, base_url: 'https://r.openai.azure.com', api_key: k}",
      r"servers\[0\]\.api_version: An Azure OpenAI server needs its API version"),
     ("- {name: az, kind: azure, base_url: 'https://r.openai.azure.com', api_version: v1}",

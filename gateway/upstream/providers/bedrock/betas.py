@@ -2,18 +2,17 @@
 itself: in the body's `anthropic_beta`, but for `claude-code-20250219`, which stays in the `anthropic-beta`
 header; tool search under Bedrock's name for it. Bedrock answers `invalid beta flag` (a 400) to one it does
 not take, so a client's beta that Bedrock does not carry (the first-party API's files, MCP connector, skills,
-web search or fetch, code execution, prompt-caching scopes, token counts of thinking) is dropped rather than
-failing the call, and with it the body field only that beta allows (`gated`); docs/compatibility.md
-("AWS Bedrock") lists both sides.
-
-The server's `bedrock_betas` (one per line in the admin, a list in the configuration file) replace the
-list below when given: an operator whose region takes a newer beta adds it without a release."""
+web search or fetch, code execution, prompt-caching scopes, token counts of thinking) is dropped, and with it
+the body field only that beta allows (gateway/upstream/providers/claude_betas.py, shared with Vertex AI);
+docs/compatibility.md ("AWS Bedrock") lists both sides. The server's `anthropic_betas` replace the list below
+when given."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from gateway.registry.snapshot import Server
+from gateway.upstream.providers import claude_betas
 
 # The betas Bedrock documents for Claude models (its Anthropic Claude Messages API reference and the
 # model pages), and those that AWS's SDK users and Claude Code send to Bedrock's runtime
@@ -40,38 +39,8 @@ DOCUMENTED = (
 
 # in the header, not the body (Claude Code on Bedrock); like every other, only when the client asked for it
 HEADER = ("claude-code-20250219",)
-# the first-party API's name of a beta -> Bedrock's (Claude Code and LiteLLM say tool search so there)
-RENAMED = {"advanced-tool-use-2025-11-20": "tool-search-tool-2025-10-19"}
-# a body field that only a beta allows: left out when that beta is not carried (Claude Code on Bedrock sends
-# neither context management nor a thinking display)
-GATED = {"context_management": "context-management-2025-06-27",
-         "thinking.display": "thinking-display-updates-2026-08-18"}
-
-
-def from_header(headers: Mapping[str, str]) -> list[str]:
-    """The values of the client's `anthropic-beta` header (comma-separated), in order."""
-    value = next((v for k, v in headers.items() if k.lower() == "anthropic-beta"), "")
-    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def carried(server: Server, asked: Iterable[str]) -> tuple[list[str], list[str]]:
     """Of `asked`, in order and once each, the betas `server` sends on: (in the body, in the header)."""
-    allowed = set(server.cloud.bedrock_betas or (*DOCUMENTED, *HEADER))
-    body: list[str] = []
-    header: list[str] = []
-    for beta in asked:
-        beta = RENAMED.get(beta, beta) if isinstance(beta, str) else None
-        kept = header if beta in HEADER else body
-        if beta in allowed and beta not in kept:
-            kept.append(beta)
-    return body, header
-
-
-def gated(body: dict, carried_betas: list[str]) -> dict:
-    """`body` without the fields whose beta is not carried."""
-    if GATED["context_management"] not in carried_betas:
-        body.pop("context_management", None)
-    thinking = body.get("thinking")
-    if isinstance(thinking, dict) and "display" in thinking and GATED["thinking.display"] not in carried_betas:
-        body["thinking"] = {key: value for key, value in thinking.items() if key != "display"}
-    return body
+    return claude_betas.carried(set(server.cloud.anthropic_betas or (*DOCUMENTED, *HEADER)), asked, HEADER)

@@ -27,6 +27,7 @@ from gateway.upstream.providers.anthropic_native import well_formed
 from gateway.upstream.providers.base import broken, uncarried
 from gateway.upstream.providers.bedrock import betas
 from gateway.upstream.providers.bedrock.transport import JSON, frame_failure, frames, secrets, signed_request
+from gateway.upstream.providers.claude_betas import from_header, gated
 from gateway.upstream.replies import chunk_problem
 
 BEDROCK_VERSION = "bedrock-2023-05-31"  # the `anthropic_version` Bedrock takes for the Messages API
@@ -42,9 +43,8 @@ def bedrock_body(target: Target, body: dict[str, Any], headers: dict[str, str]) 
     """The InvokeModel body of a Messages request and its headers, and the `anthropic-beta` header to send."""
     sent = {key: value for key, value in body.items() if key not in ("model", "stream", "anthropic_beta")}
     sent["anthropic_version"] = BEDROCK_VERSION
-    in_body, in_header = betas.carried(target.server, [*(body.get("anthropic_beta") or ()),
-                                                        *betas.from_header(headers)])
-    sent = betas.gated(sent, in_body)
+    in_body, in_header = betas.carried(target.server, [*(body.get("anthropic_beta") or ()), *from_header(headers)])
+    sent = gated(sent, in_body)
     if in_body:
         sent["anthropic_beta"] = in_body
     return sent, ({"anthropic-beta": ",".join(in_header)} if in_header else {})

@@ -3,8 +3,9 @@
 
 The request body is the Messages request without `model` (it is in the path), with `stream: true` and Vertex's
 `anthropic_version`; the client's `anthropic-beta` values go on as the `anthropic-beta` header, as the SDK sends
-them. The reply is the Messages API's own SSE stream, so `/v1/messages` is a same-format pass-through and the
-chat form is the Anthropic kind's own translation (gateway/formats/anthropic/). The client's query string
+them, only those the server carries (`betas`: as Claude Code sends Vertex AI its own). The reply is the
+Messages API's own SSE stream, so `/v1/messages` is a same-format pass-through and the chat form is the
+Anthropic kind's own translation (gateway/formats/anthropic/). The client's query string
 (Claude Code's `?beta=true`) is the Anthropic API's and is not sent: Vertex AI's path has none."""
 
 from __future__ import annotations
@@ -21,20 +22,21 @@ from gateway.formats.anthropic.streams import MessagesToChatStream
 from gateway.registry.snapshot import Target
 from gateway.upstream.providers.anthropic_native import well_formed
 from gateway.upstream.providers.base import broken, secrets_of, server_events, uncarried
-from gateway.upstream.providers.google import transport
+from gateway.upstream.providers.claude_betas import gated
+from gateway.upstream.providers.google import betas, transport
 from gateway.upstream.replies import chunk_problem
 
 VERTEX_VERSION = "vertex-2023-10-16"  # the `anthropic_version` Vertex AI takes for the Messages API
 STREAM = "streamRawPredict"
 
 
-def vertex_body(body: dict[str, Any], headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+def vertex_body(target: Target, body: dict[str, Any],
+                headers: dict[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The streamRawPredict body of a Messages request, and the `anthropic-beta` header to send with it."""
     sent = {key: value for key, value in body.items() if key != "model"}
     sent.update(stream=True, anthropic_version=VERTEX_VERSION)
-    betas = [value.strip() for name, values in headers.items() if name.lower() == "anthropic-beta"
-             for value in values.split(",") if value.strip()]
-    return sent, ({"anthropic-beta": ",".join(dict.fromkeys(betas))} if betas else {})
+    carried = betas.carried(target.server, sent, headers)
+    return gated(sent, carried), ({"anthropic-beta": ",".join(carried)} if carried else {})
 
 
 async def _events(target: Target, shaped: tuple[dict[str, Any], dict[str, str]]) -> AsyncIterator[dict[str, Any]]:
@@ -71,7 +73,7 @@ async def _events(target: Target, shaped: tuple[dict[str, Any], dict[str, str]])
 def message_events(target: Target, body: dict[str, Any], headers: dict[str, str],
                    query: str) -> AsyncIterator[dict[str, Any]]:
     """`/v1/messages` as the client sent it: the server's own Messages events."""
-    return _events(target, vertex_body(body, headers))
+    return _events(target, vertex_body(target, body, headers))
 
 
 async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
@@ -87,7 +89,7 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
         include_usage=True, output_tool=output_tool_name(body, structured),
     )
     started = False
-    async for event in _events(target, vertex_body(request, {})):
+    async for event in _events(target, vertex_body(target, request, {})):
         if translator.finished:
             continue
         try:

@@ -125,7 +125,7 @@ def test_a_field_comes_with_its_beta_when_the_server_carries_it(fake_bedrock):  
     body = {**BODY, "thinking": {"type": "enabled", "budget_tokens": 1024, "display": "omitted"},
             "context_management": {"edits": []}}
     _events, failure = collect(lambda: bedrock.message_events(
-        target(fake_bedrock, bedrock_betas=carried), body, {"anthropic-beta": ",".join(carried)}, ""))
+        target(fake_bedrock, anthropic_betas=carried), body, {"anthropic-beta": ",".join(carried)}, ""))
     assert failure is None and fake_bedrock.requests[-1].json == {
         **body, "anthropic_version": "bedrock-2023-05-31", "anthropic_beta": list(carried)}
 
@@ -133,7 +133,7 @@ def test_a_field_comes_with_its_beta_when_the_server_carries_it(fake_bedrock):  
 def test_the_server_s_own_beta_list_replaces_the_documented_one(fake_bedrock):  # noqa: F811
     server_betas = ("token-efficient-tools-2025-02-19",)
     _events, failure = collect(lambda: bedrock.message_events(
-        target(fake_bedrock, bedrock_betas=server_betas), BODY,
+        target(fake_bedrock, anthropic_betas=server_betas), BODY,
         {"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14,token-efficient-tools-2025-02-19"},
         ""))
     sent = fake_bedrock.requests[-1]

@@ -52,18 +52,20 @@ def test_the_documented_google_servers_apply_as_documented(tmp_path, monkeypatch
     assert claude.server.cloud.gcp_credentials_file == "/etc/gateway/sa.json"
 
 
-def test_the_global_location_and_a_model_s_own_publisher(tmp_path):
+def test_the_global_location_a_model_s_own_publisher_and_the_server_s_betas(tmp_path):
     apply(tmp_path, """
         servers:
           - name: gcp
             kind: vertex
             project: p-1
             region: global
+            anthropic_betas: [interleaved-thinking-2025-05-14, thinking-token-count-2026-05-13]
             models:
               - {name: llama-4-maverick-17b-128e-instruct-maas, publisher: meta}
         """)
     target = next(iter(registry().by_id.values()))
     assert target.server.base_url == "https://aiplatform.googleapis.com" and target.publisher == "meta"
+    assert target.server.cloud.anthropic_betas == ("interleaved-thinking-2025-05-14", "thinking-token-count-2026-05-13")
     assert transport.model_url(target, "streamGenerateContent").startswith(
         "https://aiplatform.googleapis.com/v1/projects/p-1/locations/global/publishers/meta/models/llama-4")
 
@@ -79,6 +81,8 @@ def test_the_global_location_and_a_model_s_own_publisher(tmp_path):
     ("- {name: gem, kind: gemini, api_key: k, models: [{name: gemini-2.5-flash, publisher: google}]}",
      r"servers\[0\]\.models\[0\]\.publisher: only for a model of a server of kind vertex"),
     ("- {name: gcp, kind: vertex, project: p, region: Us East}", r"servers\[0\]\.region: A region is lower-case"),
+    ("- {name: gem, kind: gemini, api_key: k, anthropic_betas: [context-1m-2025-08-07]}",
+     r"servers\[0\]\.anthropic_betas: only for a server of kind bedrock or vertex"),
 ])
 def test_a_google_setting_missing_or_misplaced_is_refused_by_its_place(tmp_path, text, message):
     with pytest.raises(CommandError, match=message):
