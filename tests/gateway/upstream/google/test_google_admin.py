@@ -8,6 +8,7 @@ import pytest
 from django.contrib import admin, messages
 
 from gateway.models import Model, ModelServer
+from gateway.registry.default_model import chosen_text
 from tests.factories import AccountFactory
 from tests.gateway.upstream.google.fake import PROJECT, REGION
 from tests.gateway.upstream.google.support import fake_google, key_file  # noqa: F401 — the fixtures
@@ -41,9 +42,10 @@ def test_a_vertex_server_added_in_the_console_discovers_its_models(transactional
     assert response.status_code == 200
     server = ModelServer.objects.get(name="gcp")
     assert (server.is_remote, server.gcp_project, server.gcp_credentials_file) == (True, PROJECT, key_file)
-    level, said = [(m.level, str(m)) for m in response.context["messages"]][-1]
-    assert (level, said) == (messages.SUCCESS, "Model discovery: gcp: 4 model(s) listed, 4 added, 0 no longer listed, "
-                                               "0 listed again.")
+    said = [(m.level, str(m)) for m in response.context["messages"]][-2:]
+    assert said == [(messages.SUCCESS, "Model discovery: gcp: 4 model(s) listed, 4 added, 0 no longer listed, "
+                                       "0 listed again."),
+                    (messages.INFO, chosen_text("gcp/gemini-2.5-pro"))]  # the first chat model, there being none
     assert "gemini-2.5-pro" in set(Model.objects.filter(server=server).values_list("name", flat=True))
 
 
