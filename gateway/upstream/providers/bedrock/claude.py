@@ -13,22 +13,16 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
 
-from gateway.formats import StreamError
-from gateway.formats.anthropic.from_chat import chat_to_messages_request, output_tool_name
-from gateway.formats.anthropic.streams import MessagesToChatStream
 from gateway.registry.snapshot import Target
-from gateway.upstream.providers.anthropic_native import well_formed
-from gateway.upstream.providers.base import broken, uncarried
+from gateway.upstream.providers.anthropic_native import chat_through_messages, well_formed
+from gateway.upstream.providers.base import broken
 from gateway.upstream.providers.bedrock import betas
 from gateway.upstream.providers.bedrock.transport import JSON, frame_failure, frames, secrets, signed_request
 from gateway.upstream.providers.claude_betas import from_header, gated
-from gateway.upstream.replies import chunk_problem
 
 BEDROCK_VERSION = "bedrock-2023-05-31"  # the `anthropic_version` Bedrock takes for the Messages API
 METRICS = "amazon-bedrock-invocationMetrics"
@@ -101,30 +95,6 @@ def message_events(target: Target, body: dict[str, Any], headers: dict[str, str]
     return _events(target, bedrock_body(target, body, headers))
 
 
-async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-    """The chat form to a Claude model on Bedrock, as the Anthropic kind translates it
-    (gateway/upstream/providers/anthropic.py), a field the Messages form cannot carry refused by name."""
-    structured = target.server.structured_output
-    lost: list[str] = []
-    request = chat_to_messages_request(body, structured_output=structured, lost=lost)
-    if refusal := uncarried(target.server, lost):
-        raise refusal
-    translator = MessagesToChatStream(
-        completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name, created=int(time.time()),
-        include_usage=True, output_tool=output_tool_name(body, structured),
-    )
-    started = False
-    async for event in _events(target, bedrock_body(target, request, {})):
-        if translator.finished:
-            continue
-        try:
-            chunks = translator.feed(event)
-        except StreamError as exc:
-            raise broken(started, exc.message or "The model server reported an error.", cut="upstream_error") from None
-        for chunk in chunks:
-            if problem := chunk_problem(chunk):
-                raise broken(started, f"The model server sent a malformed reply: {problem}.", cut="upstream_error")
-            started = True
-            yield chunk
-    if not translator.finished:
-        raise broken(started, "The model server ended the reply early.")
+def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """The chat form to a Claude model on Bedrock, as the Anthropic kind translates it."""
+    return chat_through_messages(target, body, lambda request: _events(target, bedrock_body(target, request, {})))

@@ -10,21 +10,14 @@ Anthropic kind's own translation (gateway/formats/anthropic/). The client's quer
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from gateway.formats import StreamError
-from gateway.formats.anthropic.from_chat import chat_to_messages_request, output_tool_name
-from gateway.formats.anthropic.streams import MessagesToChatStream
 from gateway.registry.snapshot import Target
-from gateway.upstream.providers.anthropic_native import well_formed
-from gateway.upstream.providers.base import broken, secrets_of, server_events, uncarried
+from gateway.upstream.providers.anthropic_native import chat_through_messages, read_events
+from gateway.upstream.providers.base import secrets_of, server_events
 from gateway.upstream.providers.claude_betas import gated
 from gateway.upstream.providers.google import betas, transport
-from gateway.upstream.replies import chunk_problem
 
 VERTEX_VERSION = "vertex-2023-10-16"  # the `anthropic_version` Vertex AI takes for the Messages API
 STREAM = "streamRawPredict"
@@ -40,34 +33,12 @@ def vertex_body(target: Target, body: dict[str, Any],
 
 
 async def _events(target: Target, shaped: tuple[dict[str, Any], dict[str, str]]) -> AsyncIterator[dict[str, Any]]:
-    """The model's Messages events for a `vertex_body`. Raises UpstreamError before the first one is passed on,
-    StreamCut after (an `error` event, a malformed or an unfinished stream)."""
+    """The model's Messages events for a `vertex_body`, read as Anthropic's own stream is."""
     payload, beta_header = shaped
     request = await transport.request(target, STREAM, payload, headers=beta_header)
-    secrets = secrets_of(request, target.server)
-    started = finished = False
-    async for _event, data in server_events(request, target.server, transport.answered_failure):
-        if finished:
-            continue  # read to the end of the body, so the connection is kept for the next call
-        try:
-            event = json.loads(data)
-        except ValueError:
-            raise broken(started, "The model server sent a malformed stream.") from None
-        kind = event.get("type") if isinstance(event, dict) else None
-        if not isinstance(kind, str) or not well_formed(event):
-            raise broken(started, "The model server sent a malformed stream.")
-        if kind == "error":
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
-            message = error.get("message") if isinstance(error.get("message"), str) else None
-            raise broken(started, message or "The model server reported an error.", cut="upstream_error",
-                         secrets=secrets)
-        if kind == "ping" and not started:
-            continue  # nothing of the reply yet: a failure after it can still fall through
-        finished = kind == "message_stop"
-        started = True
+    async for event in read_events(server_events(request, target.server, transport.answered_failure),
+                                   secrets_of(request, target.server)):
         yield event
-    if not finished:
-        raise broken(started, "The model server ended the reply early.")
 
 
 def message_events(target: Target, body: dict[str, Any], headers: dict[str, str],
@@ -76,30 +47,6 @@ def message_events(target: Target, body: dict[str, Any], headers: dict[str, str]
     return _events(target, vertex_body(target, body, headers))
 
 
-async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
-    """The chat form to a Claude model on Vertex AI, as the Anthropic kind translates it
-    (gateway/upstream/providers/anthropic.py), a field the Messages form cannot carry refused by name."""
-    structured = target.server.structured_output
-    lost: list[str] = []
-    request = chat_to_messages_request(body, structured_output=structured, lost=lost)
-    if refusal := uncarried(target.server, lost):
-        raise refusal
-    translator = MessagesToChatStream(
-        completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name, created=int(time.time()),
-        include_usage=True, output_tool=output_tool_name(body, structured),
-    )
-    started = False
-    async for event in _events(target, vertex_body(target, request, {})):
-        if translator.finished:
-            continue
-        try:
-            chunks = translator.feed(event)
-        except StreamError as exc:
-            raise broken(started, exc.message or "The model server reported an error.", cut="upstream_error") from None
-        for chunk in chunks:
-            if problem := chunk_problem(chunk):
-                raise broken(started, f"The model server sent a malformed reply: {problem}.", cut="upstream_error")
-            started = True
-            yield chunk
-    if not translator.finished:
-        raise broken(started, "The model server ended the reply early.")
+def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    """The chat form to a Claude model on Vertex AI, as the Anthropic kind translates it."""
+    return chat_through_messages(target, body, lambda request: _events(target, vertex_body(target, request, {})))
