@@ -124,3 +124,13 @@ def test_a_finish_chunk_that_carries_text_keeps_its_order():
     out = run(through(screen(REDACT, CHAT), chunks))
     assert_clean(chat_text(out))
     assert out[-1]["choices"][0]["finish_reason"] == "stop" and not out[-1]["choices"][0]["delta"].get("content")
+
+
+@pytest.mark.django_db
+def test_a_group_without_guardrails_has_no_screening():
+    from gateway.calls.screened import screening_for
+    from tests.factories import AccountGroupFactory
+
+    assert screening_for(AccountGroupFactory(), "r") is None
+    assert screening_for(None, "r") is None
+    assert isinstance(screening_for(AccountGroupFactory(name="careful", guardrails=REDACT), "r"), Screening)
