@@ -20,6 +20,7 @@ from tests.compat.guard_support import (
     guard,
     sent_texts,
 )
+from tests.factories import ModelFactory
 from tests.servers import wait_for_usage
 
 ASK = [{"role": "user", "content": PROMPT}]
@@ -132,3 +133,15 @@ def test_the_metrics_count_findings_by_check_and_action(world):
     with pytest.raises(openai.BadRequestError):
         world.openai.chat.completions.create(model="oa/echo-1", messages=ASK)
     assert scrape(world.base, httpx.get)[key] == before + 1
+
+
+def test_the_text_to_speak_passes_the_input_checks(world):
+    ModelFactory(server=world.oa, name="whisper-1", supports_chat=False, supports_audio=True)
+    guard(world.group, REDACT)
+    world.openai.audio.speech.create(model="oa/whisper-1", voice="alloy", input=PROMPT, response_format="wav").read()
+    assert_redacted(sent_texts(world.upstream.last))
+    guard(world.group, BLOCK)
+    with pytest.raises(openai.BadRequestError) as refused:
+        world.openai.audio.speech.create(model="oa/whisper-1", voice="alloy", input=PROMPT)
+    assert refused.value.body["code"] == "content_policy_violation"
+    assert len(world.upstream.requests) == 1
