@@ -24,11 +24,13 @@ because the client's body is kept as it came (the response cache's key is made f
 
 A reply's texts go through `ReplyScreen`, chunk by chunk in the reply's format (chat chunks, Anthropic
 events, Gemini chunks: gateway/cache/entry.py's kinds), one output filter (gateway/guard/stream.py) per
-stream of text in it (a choice's content, a tool call's arguments, an Anthropic content block, a Gemini
-candidate). A filter holds back at most WINDOW characters so that what is split across chunks is still
-caught: what it holds is released in later chunks, and the rest just before the chunk that ends its
-stream (chat's `finish_reason`, Anthropic's `content_block_stop`, Gemini's `finishReason`), or in a chunk
-of its own when a stream ends without one. Chunks are changed in place: the cache's recorder has
+stream of text in it (a choice's content, its reasoning, a tool call's arguments, an Anthropic content
+block, a Gemini candidate's answer and its thoughts; the reasoning's held text is released when the
+answer begins). An Anthropic thinking block is left as it came: its signature covers its text. A
+filter holds back at most WINDOW characters so that what is split across chunks is still caught: what
+it holds is released in later chunks, and the rest just before the chunk that ends its stream (chat's
+`finish_reason`, Anthropic's `content_block_stop`, Gemini's `finishReason`), or in a chunk of its own
+when a stream ends without one. Chunks are changed in place: the cache's recorder has
 copied each already, and a kept reply's chunks are read anew for each hit."""
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ ANTHROPIC = "anthropic"
 GEMINI = "gemini"
 
 Slot = tuple[Any, Any]  # (a dict or list, its key or index) holding a string
+REASONING = ("reasoning_content", "reasoning")  # a chat delta's reasoning text, as servers name it
 
 
 def texts_of(kind: str, body: dict[str, Any]) -> list[str]:
@@ -248,9 +251,12 @@ class ReplyScreen:
             events = [await self._block_rest(index) for (_, index) in list(self.filters)]
             return [e for e in events if e is not None]
         if self.kind == GEMINI:
-            parts = {index: await self.rest(("g", index)) for (_, index) in list(self.filters)}
-            candidates = [{"index": i, "content": {"role": "model", "parts": [{"text": t}]}}
-                          for i, t in parts.items() if t]
+            parts: dict[int, list] = {}
+            for kind, index in sorted(self.filters, key=lambda key: (key[1], key[0] != "gt")):
+                if text := await self.rest((kind, index)):
+                    part = {"text": text, "thought": True} if kind == "gt" else {"text": text}
+                    parts.setdefault(index, []).append(part)
+            candidates = [{"index": i, "content": {"role": "model", "parts": p}} for i, p in parts.items()]
             return [{"candidates": candidates}] if candidates else []
         choices = [await self._choice_rest(index) for index in sorted({key[1] for key in self.filters})]
         choices = [c for c in choices if c is not None]
@@ -266,7 +272,13 @@ class ReplyScreen:
             index = choice.get("index", 0)
             delta = choice.get("delta")
             if isinstance(delta, dict):
+                for field in REASONING:
+                    if isinstance(delta.get(field), str) and delta[field]:
+                        delta[field] = await self.feed((field, index), delta[field])
                 if isinstance(delta.get("content"), str) and delta["content"]:
+                    for field in REASONING:  # the answer begins: the reasoning's held text goes first
+                        if (field, index) in self.filters and (held := await self.rest((field, index))):
+                            delta[field] = delta.get(field, "") + held
                     delta["content"] = await self.feed(("c", index), delta["content"])
                 for call in delta.get("tool_calls") or ():
                     function = call.get("function") if isinstance(call, dict) else None
@@ -275,8 +287,9 @@ class ReplyScreen:
                         function["arguments"] = await self.feed(("t", index, call.get("index", 0)), arguments)
             if choice.get("finish_reason") and (rest := await self._choice_rest(index)) is not None:
                 if isinstance(delta, dict):  # what this chunk let through goes first, in the release
-                    if delta.get("content"):
-                        rest["delta"]["content"] = delta.pop("content") + rest["delta"].get("content", "")
+                    for field in (*REASONING, "content"):
+                        if delta.get(field):
+                            rest["delta"][field] = delta.pop(field) + rest["delta"].get(field, "")
                     if delta.get("tool_calls"):
                         rest["delta"]["tool_calls"] = delta.pop("tool_calls") + rest["delta"].get("tool_calls", [])
                 before.append(rest)
@@ -286,6 +299,9 @@ class ReplyScreen:
 
     async def _choice_rest(self, index: int) -> dict[str, Any] | None:
         delta: dict[str, Any] = {}
+        for field in REASONING:
+            if text := await self.rest((field, index)):
+                delta[field] = text
         if text := await self.rest(("c", index)):
             delta["content"] = text
         calls = [key for key in self.filters if key[0] == "t" and key[1] == index]
@@ -325,7 +341,7 @@ class ReplyScreen:
         field = "text" if kind == "text_delta" else "partial_json"
         return {"type": "content_block_delta", "index": index, "delta": {"type": kind, field: text}}
 
-    # Gemini's chunks: each candidate's text parts (thoughts aside), function calls' string arguments.
+    # Gemini's chunks: each candidate's text parts and thoughts, function calls' string arguments.
 
     async def _gemini(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
         for position, candidate in enumerate(chunk.get("candidates") or ()):
@@ -334,20 +350,29 @@ class ReplyScreen:
             index = candidate.get("index", position)
             content = candidate.get("content")
             parts = content.get("parts") if isinstance(content, dict) else None
+            kept: list = []
             for part in parts if isinstance(parts, list) else ():
-                if not isinstance(part, dict) or part.get("thought"):
-                    continue
-                if isinstance(part.get("text"), str) and part["text"]:
-                    part["text"] = await self.feed(("g", index), part["text"])
-                call = part.get("functionCall", part.get("function_call"))
+                if isinstance(part, dict) and isinstance(part.get("text"), str) and part["text"]:
+                    if part.get("thought"):
+                        part["text"] = await self.feed(("gt", index), part["text"])
+                    else:  # the answer begins: the thoughts' held text goes first
+                        if held := await self.rest(("gt", index)):
+                            kept.append({"text": held, "thought": True})
+                        part["text"] = await self.feed(("g", index), part["text"])
+                call = part.get("functionCall", part.get("function_call")) if isinstance(part, dict) else None
                 if isinstance(call, dict) and isinstance(call.get("args"), dict):
                     call["args"] = await self._whole_strings(call["args"])
+                kept.append(part)
             finished = candidate.get("finishReason", candidate.get("finish_reason"))
-            if finished and (rest := await self.rest(("g", index))):
-                if not isinstance(content, dict) or not isinstance(parts, list):
-                    content = candidate["content"] = {"role": "model", "parts": []}
-                    parts = content["parts"]
-                parts.append({"text": rest})
+            if finished:
+                if held := await self.rest(("gt", index)):
+                    kept.append({"text": held, "thought": True})
+                if rest := await self.rest(("g", index)):
+                    kept.append({"text": rest})
+            if isinstance(parts, list) or kept:
+                if not isinstance(content, dict):
+                    content = candidate["content"] = {"role": "model"}
+                content["parts"] = kept
         return [chunk]
 
     async def _whole_strings(self, value: Any) -> Any:
