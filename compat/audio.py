@@ -15,6 +15,7 @@ from accounts.endpoints import endpoint
 from gateway.calls.chain import try_chain
 from gateway.calls.metering import AfterSendResponse, meter
 from gateway.calls.plan import call_plan
+from gateway.calls.screened import screened_texts, screening_for
 from gateway.calls.tokens import count_text
 from gateway.limits import ratelimit
 from gateway.registry.snapshot import Target
@@ -44,6 +45,9 @@ async def speech(request):
     text = body.get("input")
     if not isinstance(text, str) or not text:
         raise ApiError(400, "'input' must be a non-empty string.", code="invalid_request_error", param="input")
+    if (screening := screening_for(request.principal.account.group, request.request_id)) is not None:
+        [text] = await screened_texts(screening, [text])  # the text to speak passes the group's input checks
+        body = {**body, "input": text}
     target, response = await _forward(request, body.get("model"), "/audio/speech",
                                       lambda t: {"json": {**body, "model": t.name}})
     return _reply(request, target, response, "audio.speech", input_tokens=count_text(text), output_tokens=0)

@@ -143,3 +143,17 @@ def test_only_staff_who_may_view_calls_see_them(client, calls):
     assert client.get(LIST).status_code == 200
     assert client.get(f"{LIST}add/").status_code == 403
     assert client.post(f"{LIST}{calls['alice_ok'].pk}/delete/").status_code == 403
+
+
+def test_a_calls_page_shows_its_guardrails_findings(operator, calls):
+    call = calls["alice_ok"]
+    call.guard = [{"check": "pii", "entity": "EMAIL_ADDRESS", "action": "redact", "direction": "input", "index": 1,
+                   "offset": 9},
+                  {"check": "secrets", "entity": "AWS_ACCESS_KEY", "action": "block", "direction": "output",
+                   "index": 0, "offset": 120}]
+    call.save()
+    html = operator.get(f"{LIST}{call.pk}/change/").content.decode()
+    [shown] = re.findall(r"<span class='call-guard'[^>]*>(.*?)</span>", html, re.S)
+    assert shown.split("\n") == ["pii EMAIL_ADDRESS: redact, input (text 1, at 9)",
+                                 "secrets AWS_ACCESS_KEY: block, output (text 0, at 120)"]
+    assert "call-guard" not in operator.get(f"{LIST}{calls['bob_old'].pk}/change/").content.decode()  # none found
