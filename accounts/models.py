@@ -51,6 +51,11 @@ class AccountGroup(models.Model):
         help_text="The calls log keeps each call's prompt and reply text too, redacted and cut to "
         "CALL_CAPTURE_MAX_BYTES each, for CALL_CAPTURE_RETENTION_DAYS.",
     )
+    guardrails = models.JSONField(
+        default=list, blank=True,
+        help_text="Checks on what members send to a model and what comes back: a list of items such as "
+        '{"check": "pii", "on": "input", "action": "redact"} (see the guardrails guide); empty = none.',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

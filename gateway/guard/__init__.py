@@ -1,0 +1,30 @@
+"""Guardrails: what a group's members may send to a model and what may come back to them.
+
+A group's `guardrails` (accounts' AccountGroup, a JSON list) is read once into a `Policy`
+(`policy`: `parse_policy`, `policy_of`); a call's `Screening` runs its checks on the input before any
+model is called and on the reply as it streams. The room holds the engine; the call paths hand it
+their texts (`texts`: the texts of each wire format and their rewrite).
+
+Defaults, chosen here and written in the guide:
+- an item's `on` is `input`, its `action` is `block`;
+- a `model` or `webhook` check that fails (a timeout, an error, a non-200 answer, an answer that
+  does not parse) is *closed* by default: the call is refused, since an operator who set a guard up
+  would rather refuse than let through what it never saw; `fail: open` lets the call go on (the
+  failure is noted as a `log` finding of entity `GUARD_FAILED`);
+- `timeout` is 2 seconds (at most 30);
+- an injection check's `threshold` is 1.0 (one strong phrase, or two weaker signs);
+- a pii check without `entities` looks for e-mail addresses, phone numbers, card numbers
+  (Luhn-checked), IBANs, IP addresses, US social security numbers, UK NHS numbers and crypto wallets;
+- a streamed reply is held back by at most `WINDOW` (200) characters, so a finding (or a redaction's
+  placeholder) split across chunks is caught before any of it leaves.
+
+Presidio (and spaCy, which it imports) is imported only when a group has a pii check, so a process
+whose groups have none never pays for it; nothing here touches the network but a webhook check's
+own POST (tldextract, which Presidio's e-mail recogniser uses, reads its bundled suffix list).
+
+May import: `gateway.cache` and below (it sits below `calls`, which runs it; the model check asks
+a registry model through the caller `gateway/apps.py` hands `model_check.use` at start-up)."""
+
+from gateway.guard.policy import Check, Policy, PolicyError, parse_policy, policy_of
+
+__all__ = ["Check", "Policy", "PolicyError", "parse_policy", "policy_of"]
