@@ -25,6 +25,10 @@ own POST (tldextract, which Presidio's e-mail recogniser uses, reads its bundled
 May import: `gateway.cache` and below (it sits below `calls`, which runs it; the model check asks
 a registry model through the caller `gateway/apps.py` hands `model_check.use` at start-up)."""
 
+from gateway.guard.findings import Blocked, Finding
 from gateway.guard.policy import Check, Policy, PolicyError, parse_policy, policy_of
+from gateway.guard.screening import Screening
+from gateway.guard.stream import WINDOW, OutputFilter
 
-__all__ = ["Check", "Policy", "PolicyError", "parse_policy", "policy_of"]
+__all__ = ["WINDOW", "Blocked", "Check", "Finding", "OutputFilter", "Policy", "PolicyError", "Screening",
+           "parse_policy", "policy_of"]
