@@ -1,0 +1,110 @@
+"""POST /v1/moderations in OpenAI's shape, answered by the caller's group's guardrails run as input checks
+(docs/guardrails.md), so that a client that moderates before it calls can ask the gateway: what would the
+group's checks find in this text?
+
+- `input` is a string (one result), a list of strings (a result each, checked apart: a block in one does
+  not hide the others) or OpenAI's multimodal list of parts (one result over its text parts; an image is
+  not read). `model` is taken and not used: no model is called unless the group has a `model` check.
+- A result is `flagged` when any check found something, whatever its action (block, redact or log): the
+  client asked what the checks see, not what a call would do with it. As on a call, a `block` ends that
+  input's checks, so the checks after it may not have run.
+- `categories` and `category_scores` keep all of OpenAI's names (false and 0: the gateway does not judge
+  them) and add one key per kind of check (`pii`, `secrets`, `injection`, `words`, `model`, `webhook`), true
+  and 1 when it found something; the openai SDK's `ModerationCreateResponse` keeps extra keys. `findings`
+  (an extra field of each result) lists what was found: check, entity, action and offset, never the text.
+- A group without guardrails flags nothing. The call is authenticated and limited like every /v1 endpoint
+  and metered nowhere (no model answered it)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from accounts.endpoints import endpoint
+from gateway.guard import Blocked, Screening, policy_of
+from gateway.guard.policy import CHECKS
+from gateway.limits import ratelimit
+from gateway.web.body import read_json_object
+from gateway.web.errors import ApiError
+from gateway.web.output import respond
+from gateway.web.validation import check_field_types
+
+FIELDS = {"model": "string", "input": "string|array"}
+MAX_INPUTS = 64  # as /v1/embeddings takes
+MODEL = "guardrails"  # the answer's `model`: the group's checks answered, not a model
+# OpenAI's categories (the SDK's `Categories`), none of which the gateway judges
+OPENAI_CATEGORIES = ("harassment", "harassment/threatening", "hate", "hate/threatening", "illicit", "illicit/violent",
+                     "self-harm", "self-harm/instructions", "self-harm/intent", "sexual", "sexual/minors", "violence",
+                     "violence/graphic")
+
+
+def _refused(message: str) -> ApiError:
+    return ApiError(400, message, code="invalid_request_error", param="input")
+
+
+def moderation_inputs(body: dict[str, Any]) -> list[list[str]]:
+    """The texts of each result: `[[text]]` for a string, `[[a], [b]]` for strings, `[[part, part]]` for the
+    multimodal list; or a 400 naming `input`."""
+    check_field_types(body, FIELDS)
+    value = body.get("input")
+    if value is None:
+        raise _refused("input: required (a string, a list of strings, or a list of text and image parts).")
+    if isinstance(value, str):
+        return [[value]]
+    if not value:
+        raise _refused("input: must not be empty.")
+    if len(value) > MAX_INPUTS:
+        raise _refused(f"input: at most {MAX_INPUTS} items.")
+    if all(isinstance(item, str) for item in value):
+        return [[item] for item in value]
+    texts = []
+    for index, part in enumerate(value):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind != "image_url":
+            raise _refused(f"input[{index}]: must be a string, or a part of type text (with `text`) or image_url.")
+    return [texts]
+
+
+def _prepare(request):
+    """The inputs and the group's policy (None: no guardrails), before anything runs."""
+    inputs = moderation_inputs(read_json_object(request))
+    group = request.principal.account.group
+    return inputs, policy_of(group), group.name
+
+
+async def _findings(policy, texts: list[str], group_name: str, request_id: str) -> list:
+    """What the input checks find in `texts`, up to a block."""
+    screening = Screening(policy, group_name=group_name, request_id=request_id)
+    try:
+        await screening.input(texts)
+    except Blocked as blocked:
+        return [*screening.findings, *([blocked.finding] if blocked.finding not in screening.findings else [])]
+    return list(screening.findings)
+
+
+def moderation_result(findings: list) -> dict[str, Any]:
+    found = {finding.check for finding in findings}
+    categories = {**dict.fromkeys(OPENAI_CATEGORIES, False), **{check: check in found for check in CHECKS}}
+    return {
+        "flagged": bool(findings),
+        "categories": categories,
+        "category_scores": {name: 1.0 if flagged else 0.0 for name, flagged in categories.items()},
+        "category_applied_input_types": {**{name: [] for name in OPENAI_CATEGORIES},
+                                         **{check: ["text"] for check in CHECKS}},
+        "findings": [{key: value for key, value in finding.as_dict().items() if key != "direction"}
+                     for finding in findings],
+    }
+
+
+@endpoint("POST", limit=ratelimit.V1, prepare=_prepare, prepare_in_loop=True)
+async def moderations(request):
+    inputs, policy, group_name = request.prepared
+    if policy is None:
+        results = [moderation_result([]) for _ in inputs]
+    else:
+        found = await asyncio.gather(*(_findings(policy, texts, group_name, request.request_id) for texts in inputs))
+        results = [moderation_result(findings) for findings in found]
+    return respond({"id": f"modr-{uuid.uuid4().hex}", "model": MODEL, "results": results})
