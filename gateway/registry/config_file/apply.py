@@ -1,13 +1,14 @@
 """The operator's configuration file (`manage.py applyconfig FILE`, docs/configuration.md): model
 servers and their models (with their prices), fallbacks, the default model, aliases and account groups
-(with their token quotas and budgets), in one YAML file.
+(with their token quotas, budgets and guardrails), in one YAML file.
 
 Applying is idempotent and all-or-nothing: the whole file is checked and written in one
 transaction, and any error names its place in the file (`servers[1].models[0].fallbacks[0]`)
 and writes nothing. Objects are matched by name. For an object the file names, the file is
 authoritative: a field it leaves out takes its default (a group without `allowed_models` or
-`allowed_aliases` may use every model; a model without `fallbacks` has none) — except a server's API key, which is kept
-when the file gives neither `api_key` nor `api_key_env`. Objects the file does not name are left
+`allowed_aliases` may use every model; a model without `fallbacks` has none, a group without `guardrails` has
+none) — except a server's API key, which is kept when the file gives neither `api_key` nor `api_key_env`, and a
+guardrails webhook's secret, kept for its url when the item gives neither `secret` nor `secret_env` (`guardrails`). Objects the file does not name are left
 alone: applying never deletes anything.
 
 Account groups belong to the accounts app; their model is looked up through the app registry so
