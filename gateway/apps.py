@@ -1,3 +1,7 @@
+import asyncio
+import contextvars
+from types import SimpleNamespace
+
 from django.apps import AppConfig
 from django.core import checks
 
@@ -17,7 +21,7 @@ class GatewayConfig(AppConfig):
 
         from gateway.calls import attempt_observers, attempts
         from gateway.console import audit_trail
-        from gateway.guard import PolicyError, parse_policy
+        from gateway.guard import PolicyError, model_check, parse_policy
         from gateway.limits.quotas import quota_forget_unsure
         from gateway.registry import google_auth, signals
         from gateway.registry.config_file import guardrails as config_guardrails
@@ -41,6 +45,34 @@ class GatewayConfig(AppConfig):
         logjson.ended.append(call_log.record_call)
         usage_writer.after_cycle.append(call_log.drain)
         usage_writer.also_pending.append(call_log.call_log.pending)  # written at exit too
+        model_check.use(ask_guard_model)  # the guardrails' model check asks through the registry
+
+
+# Who a guard model's call is made for: the model the operator named for a group's guardrails, whatever
+# the group itself may use (the group is guarded by it, not its user).
+GUARD_CALLER = SimpleNamespace(id=None, all_models=True, remote_servers_allowed=True)
+
+
+async def ask_guard_model(model_id: str, messages: list[dict]) -> str:
+    """A guardrail's model check (gateway/guard/model_check.py): a whole completion through the
+    registry's routing and fallbacks, the guard's own call: never screened itself, not metered to
+    the account, and outside the request's calls log (its attempts are not the request's chain)."""
+    from gateway.calls.completion import complete
+    from gateway.registry.routing import plan_chain
+    from gateway.state.workers import in_worker
+    from gateway.telemetry import logjson
+
+    async def call() -> str:
+        chain = await in_worker(plan_chain)(model_id, group=GUARD_CALLER)
+        body = {"model": model_id, "messages": messages, "max_tokens": 20, "temperature": 0}
+        completion = await complete(chain, body, refusals_fall_through=True)
+        if completion.cut is not None:
+            raise RuntimeError("the guard model's reply stopped midway")
+        return completion.text
+
+    context = contextvars.copy_context()
+    context.run(logjson.current.set, None)
+    return await asyncio.get_running_loop().create_task(call(), context=context)
 
 
 def console_deploy_checks(app_configs, **kwargs):

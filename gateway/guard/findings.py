@@ -18,7 +18,7 @@ class Finding:
     action: str  # block, redact or log: what was done
     direction: str  # input or output
     index: int  # which text of the list (for output: 0)
-    offset: int  # characters into that text (for output: into the reply)
+    offset: int  # characters into that text as the check read it (after the checks before it), or into the reply
 
     def as_dict(self) -> dict:
         return {"check": self.check, "entity": self.entity, "action": self.action, "direction": self.direction,

@@ -63,7 +63,8 @@ def word_pattern(words: tuple[str, ...]) -> re.Pattern | None:
     folded = sorted({fold_word(w).strip() for w in words if fold_word(w).strip()}, key=len, reverse=True)
     if not folded:
         return None
-    return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(w) for w in folded) + r")(?!\w)")
+    alternatives = (r"\s+".join(re.escape(part) for part in w.split()) for w in folded)  # any spaces between
+    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)")
 
 
 def find(text: str, words: tuple[str, ...], patterns: tuple[re.Pattern, ...]) -> list[tuple[int, int, str]]:
