@@ -6,8 +6,10 @@ group's checks find in this text?
   not hide the others) or OpenAI's multimodal list of parts (one result over its text parts; an image is
   not read). `model` is taken and not used: no model is called unless the group has a `model` check.
 - A result is `flagged` when any check found something, whatever its action (block, redact or log): the
-  client asked what the checks see, not what a call would do with it. As on a call, a `block` ends that
-  input's checks, so the checks after it may not have run.
+  client asked what the checks see, not what a call would do with it. A `model` or `webhook` check that could
+  not answer flags the input only when it fails closed (a call would be refused); failing open, it is listed
+  in `findings` (entity GUARD_FAILED) and flags nothing. As on a call, a `block` ends that input's checks, so
+  the checks after it may not have run.
 - `categories` and `category_scores` keep all of OpenAI's names (false and 0: the gateway does not judge
   them) and add one key per kind of check (`pii`, `secrets`, `injection`, `words`, `model`, `webhook`), true
   and 1 when it found something; the openai SDK's `ModerationCreateResponse` keeps extra keys. `findings`
@@ -23,6 +25,7 @@ from typing import Any
 
 from accounts.endpoints import endpoint
 from gateway.guard import Blocked, Screening, policy_of
+from gateway.guard.findings import GUARD_FAILED
 from gateway.guard.policy import CHECKS
 from gateway.limits import ratelimit
 from gateway.web.body import read_json_object
@@ -85,11 +88,17 @@ async def _findings(policy, texts: list[str], group_name: str, request_id: str) 
     return list(screening.findings)
 
 
+def _counts(finding) -> bool:
+    """Whether a finding flags its input: anything found does, but a guard that could not answer (a model or
+    webhook check's failure) only when its fail mode is closed, as then the call would be refused."""
+    return finding.entity != GUARD_FAILED or finding.action == "block"
+
+
 def moderation_result(findings: list) -> dict[str, Any]:
-    found = {finding.check for finding in findings}
+    found = {finding.check for finding in findings if _counts(finding)}
     categories = {**dict.fromkeys(OPENAI_CATEGORIES, False), **{check: check in found for check in CHECKS}}
     return {
-        "flagged": bool(findings),
+        "flagged": bool(found),
         "categories": categories,
         "category_scores": {name: 1.0 if flagged else 0.0 for name, flagged in categories.items()},
         "category_applied_input_types": {**{name: [] for name in OPENAI_CATEGORIES},

@@ -94,3 +94,35 @@ def test_it_needs_a_key_of_a_group_with_api_access(world):
     for key in ("svc_usr_1_" + "x" * 32, api_key_for(other)):
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=f"{world.base}/v1", api_key=key, max_retries=0).moderations.create(input="hi")
+
+
+def guarded_by_model(world, **check):
+    world.group.guardrails = [{"check": "model", "on": "input", "model": "oa/echo-1", "style": "classifier",
+                               "timeout": 1, **check}]
+    world.group.save()
+
+
+@pytest.mark.parametrize("verdict, flagged", [("BLOCK", ["model"]), ("ALLOW", [])])
+def test_a_model_check_asks_its_model_once_per_input(world, verdict, flagged):
+    guarded_by_model(world)
+    world.upstream.configure(reply=verdict)
+
+    moderation = world.openai.moderations.create(input=["first text", "second text"])
+
+    assert [flagged_checks(r) for r in moderation.results] == [flagged, flagged]
+    asked = world.upstream.requests
+    assert len(asked) == 2 and {r.json["model"] for r in asked} == {"echo-1"}
+    assert sorted(r.json["messages"][-1]["content"] for r in asked) == [
+        "<text>\nfirst text\n</text>", "<text>\nsecond text\n</text>"]
+
+
+@pytest.mark.parametrize("fail, flagged, action", [("open", False, "log"), ("closed", True, "block")])
+def test_a_guard_model_that_does_not_answer_in_time_flags_only_when_it_fails_closed(world, fail, flagged, action):
+    guarded_by_model(world, fail=fail, timeout=0.2)
+    world.upstream.configure(reply="ALLOW", latency_ms=1500)
+
+    [result] = world.openai.moderations.create(input="a text").results
+
+    assert result.flagged is flagged and result.categories.model_dump()["model"] is flagged
+    assert result.model_extra["findings"] == [
+        {"check": "model", "entity": "GUARD_FAILED", "action": action, "index": 0, "offset": 0}]
