@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from gateway.models import Alias, Model
 from gateway.registry.config_file.checks import ConfigError, from_env, list_of
 
 SECRET = "secret"
@@ -108,9 +109,21 @@ def read_guardrails(value, where: str, environ: Mapping[str, str], stored: list)
         items.append(item)
     items = kept_secrets(items, stored)
     problems = [placed(message, where) for message in policy_problems(items)]
+    problems += [(f"{base}[{i}].model", f"unknown model {item['model']} (write it as server/model, a model's name "
+                                        "or an alias's)")
+                 for i, item in enumerate(items) if item.get("check") == "model" and not model_known(item["model"])]
     if problems:
         raise GuardrailsError(*problems[0], [f"{place}: {problem}" for place, problem in problems])
     return items
+
+
+def model_known(model_id: str) -> bool:
+    """Whether a model check's model is one the registry could route to: `server/model`, a model's bare name
+    or an alias (the database as written so far, so a file may name a model it creates)."""
+    model_id = model_id.strip()
+    server, sep, name = model_id.partition("/")
+    return ((bool(sep) and Model.objects.filter(server__name=server, name=name).exists())
+            or Model.objects.filter(name=model_id).exists() or Alias.objects.filter(name=model_id).exists())
 
 
 def placed(message: str, where: str) -> tuple[str, str]:

@@ -116,6 +116,9 @@ def test_a_webhook_without_a_secret_keeps_the_one_stored_for_its_url_and_an_empt
      "groups[0].guardrails[0].secret_env: give secret or secret_env, not both"),
     ("[{check: pii, secret_env: GUARD_SECRET}]", "groups[0].guardrails[0].secret_env: only for a webhook check"),
     ("[{check: secrets, on: input, 'on': output}]", "groups[0].guardrails[0].on: given twice"),
+    ("[{check: secrets}, {check: model, model: nowhere/guard}]",
+     "groups[0].guardrails[1].model: unknown model nowhere/guard (write it as server/model, a model's name or an "
+     "alias's)"),
 ])
 def test_a_mistake_is_named_by_its_place_and_writes_nothing(apply, monkeypatch, items, message):
     monkeypatch.delenv("GUARD_SECRET", raising=False)
@@ -127,3 +130,11 @@ def test_a_mistake_is_named_by_its_place_and_writes_nothing(apply, monkeypatch, 
     assert message in str(refused.value)
     group = AccountGroup.objects.get(name="careful")
     assert (group.guardrails, group.daily_tokens) == ([{"check": "secrets"}], -1)
+
+
+def test_a_model_check_may_name_a_model_by_its_bare_name_or_one_the_file_creates(apply):
+    apply("""
+    servers: [{name: guards, kind: openai, base_url: "http://127.0.0.1:9/v1", models: [{name: shield-1}]}]
+    groups: [{name: careful, guardrails: [{check: model, model: shield-1}, {check: model, model: guards/shield-1}]}]
+    """)
+    assert [item["model"] for item in guardrails()] == ["shield-1", "guards/shield-1"]
