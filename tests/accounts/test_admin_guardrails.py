@@ -139,3 +139,14 @@ def test_the_audit_trail_masks_the_webhooks_secret_and_keeps_the_rest(admin_clie
     for text in (table, trail.content.decode()):
         for secret in (SECRET, NEW_SECRET):
             assert secret not in text and secret[len(secret) // 2:] not in text
+
+
+def test_a_new_group_is_made_with_its_guardrails(admin_client):
+    url = reverse("admin:accounts_accountgroup_add")
+    assert 'name="guardrails"' in admin_client.get(url).content.decode()
+    data = group_form(AccountGroup(name="fresh"), f"- {{check: webhook, url: 'https://g.test/', secret: {SECRET}}}")
+
+    assert admin_client.post(url, data).status_code == 302
+
+    assert AccountGroup.objects.get(name="fresh").guardrails == [
+        {"check": "webhook", "url": "https://g.test/", "secret": SECRET}]
