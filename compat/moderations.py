@@ -13,7 +13,8 @@ group's checks find in this text?
 - `categories` and `category_scores` keep all of OpenAI's names (false and 0: the gateway does not judge
   them) and add one key per kind of check (`pii`, `secrets`, `injection`, `words`, `model`, `webhook`), true
   and 1 when it found something; the openai SDK's `ModerationCreateResponse` keeps extra keys. `findings`
-  (an extra field of each result) lists what was found: check, entity, action and offset, never the text.
+  (an extra field of each result) lists what was found: check, entity, action, `index` (the part of a
+  multimodal input) and offset, never the text.
 - A group without guardrails flags nothing. The call is authenticated and limited like every /v1 endpoint
   and metered nowhere (no model answered it)."""
 
@@ -46,29 +47,31 @@ def _refused(message: str) -> ApiError:
     return ApiError(400, message, code="invalid_request_error", param="input")
 
 
-def moderation_inputs(body: dict[str, Any]) -> list[list[str]]:
-    """The texts of each result: `[[text]]` for a string, `[[a], [b]]` for strings, `[[part, part]]` for the
-    multimodal list; or a 400 naming `input`."""
+def moderation_inputs(body: dict[str, Any]) -> list[tuple[list[str], list[int]]]:
+    """Each result's texts and where each text is in its input (a finding's `index`): `([text], [0])` for a
+    string, one of those per string of a list, `([text, text], [0, 2])` for the multimodal list (its text
+    parts, by their place among all its parts); or a 400 naming `input`."""
     check_field_types(body, FIELDS)
     value = body.get("input")
     if value is None:
         raise _refused("input: required (a string, a list of strings, or a list of text and image parts).")
     if isinstance(value, str):
-        return [[value]]
+        return [([value], [0])]
     if not value:
         raise _refused("input: must not be empty.")
     if len(value) > MAX_INPUTS:
         raise _refused(f"input: at most {MAX_INPUTS} items.")
     if all(isinstance(item, str) for item in value):
-        return [[item] for item in value]
-    texts = []
+        return [([item], [0]) for item in value]
+    texts, places = [], []
     for index, part in enumerate(value):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind == "text" and isinstance(part.get("text"), str):
             texts.append(part["text"])
+            places.append(index)
         elif kind != "image_url":
             raise _refused(f"input[{index}]: must be a string, or a part of type text (with `text`) or image_url.")
-    return [texts]
+    return [(texts, places)]
 
 
 def _prepare(request):
@@ -94,7 +97,7 @@ def _counts(finding) -> bool:
     return finding.entity != GUARD_FAILED or finding.action == "block"
 
 
-def moderation_result(findings: list) -> dict[str, Any]:
+def moderation_result(findings: list, places: list[int]) -> dict[str, Any]:
     found = {finding.check for finding in findings if _counts(finding)}
     categories = {**dict.fromkeys(OPENAI_CATEGORIES, False), **{check: check in found for check in CHECKS}}
     return {
@@ -103,8 +106,9 @@ def moderation_result(findings: list) -> dict[str, Any]:
         "category_scores": {name: 1.0 if flagged else 0.0 for name, flagged in categories.items()},
         "category_applied_input_types": {**{name: [] for name in OPENAI_CATEGORIES},
                                          **{check: ["text"] for check in CHECKS}},
-        "findings": [{key: value for key, value in finding.as_dict().items() if key != "direction"}
-                     for finding in findings],
+        "findings": [{"check": f.check, "entity": f.entity, "action": f.action,
+                      "index": places[f.index] if 0 <= f.index < len(places) else f.index, "offset": f.offset}
+                     for f in findings],
     }
 
 
@@ -112,8 +116,9 @@ def moderation_result(findings: list) -> dict[str, Any]:
 async def moderations(request):
     inputs, policy, group_name = request.prepared
     if policy is None:
-        results = [moderation_result([]) for _ in inputs]
+        results = [moderation_result([], places) for _, places in inputs]
     else:
-        found = await asyncio.gather(*(_findings(policy, texts, group_name, request.request_id) for texts in inputs))
-        results = [moderation_result(findings) for findings in found]
+        found = await asyncio.gather(*(_findings(policy, texts, group_name, request.request_id)
+                                       for texts, _ in inputs))
+        results = [moderation_result(findings, places) for findings, (_, places) in zip(found, inputs)]
     return respond({"id": f"modr-{uuid.uuid4().hex}", "model": MODEL, "results": results})

@@ -67,7 +67,7 @@ def test_each_input_gets_the_groups_input_checks_and_a_result_of_its_own(world):
     assert world.upstream.requests == []
 
 
-def test_the_multimodal_list_is_one_input_over_its_text_parts(world):
+def test_the_multimodal_list_is_one_input_over_its_text_parts_a_finding_naming_its_part(world):
     careful(world)
     parts = [{"type": "text", "text": "Here is a photo."},
              {"type": "image_url", "image_url": {"url": "https://images.example.test/cat.png"}},
@@ -78,7 +78,7 @@ def test_the_multimodal_list_is_one_input_over_its_text_parts(world):
     [result] = moderation.results
     assert result.flagged is True and flagged_checks(result) == ["secrets"]
     assert result.model_extra["findings"] == [
-        {"check": "secrets", "entity": "AWS_ACCESS_KEY", "action": "block", "index": 1, "offset": 4}]
+        {"check": "secrets", "entity": "AWS_ACCESS_KEY", "action": "block", "index": 2, "offset": 4}]
 
 
 @pytest.mark.parametrize("body", [{}, {"input": []}, {"input": 7}, {"input": [{"type": "audio"}]},
