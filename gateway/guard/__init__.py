@@ -2,8 +2,12 @@
 
 A group's `guardrails` (accounts' AccountGroup, a JSON list) is read once into a `Policy`
 (`policy`: `parse_policy`, `policy_of`); a call's `Screening` runs its checks on the input before any
-model is called and on the reply as it streams. The room holds the engine; the call paths hand it
-their texts (`texts`: the texts of each wire format and their rewrite).
+model is called and on the reply as it streams. The checks: personal data (`pii`, Presidio's pattern
+recognisers), credentials (`secrets`, detect-secrets' detectors), signs of prompt injection
+(`injection`), the operator's `words` and patterns, a registry model (`model_check`) and the
+operator's `webhook`; what they find (`findings`, never the text itself); the reply's sliding window
+(`stream`). The call paths hand the room their texts (`texts`: each wire format's texts and their
+rewrite).
 
 Defaults, chosen here and written in the guide:
 - an item's `on` is `input`, its `action` is `block`;
@@ -15,8 +19,11 @@ Defaults, chosen here and written in the guide:
 - an injection check's `threshold` is 1.0 (one strong phrase, or two weaker signs);
 - a pii check without `entities` looks for e-mail addresses, phone numbers, card numbers
   (Luhn-checked), IBANs, IP addresses, US social security numbers, UK NHS numbers and crypto wallets;
-- a streamed reply is held back by at most `WINDOW` (200) characters, so a finding (or a redaction's
-  placeholder) split across chunks is caught before any of it leaves.
+- a streamed reply under local output checks is held back by at most `WINDOW` (200) characters, so a
+  finding (or a redaction's placeholder) split across chunks is caught before any of it leaves; under
+  a model or webhook output check it leaves in segments of 1,000 characters, each asked about first
+  (`stream`);
+- a model check's style is `llama_guard` when its model's name holds "guard", else `classifier`.
 
 Presidio (and spaCy, which it imports) is imported only when a group has a pii check, so a process
 whose groups have none never pays for it; nothing here touches the network but a webhook check's

@@ -7,10 +7,12 @@
 
 The local checks run first, in the list's order, each on what the one before left (so a later
 check never sees a value an earlier one replaced); then the remote ones (model, webhook) together,
-on the texts as redacted. A redaction is consistent within the call: the same value is the same
-placeholder (`<EMAIL_ADDRESS_1>`) in every text of the request, and a pii check with `restore`
-keeps the map from placeholder to value so the reply gives the client its own data back, while
-the model never saw it. `findings` grows with every finding, log ones too."""
+on the texts as redacted. A credential cut in two across neighbouring texts (one message ends with
+half of it, the next begins with the rest) is found on their joined edges. A redaction is
+consistent within the call: the same value is the same placeholder (`<EMAIL_ADDRESS_1>`) in every
+text of the request, and a pii check with `restore` keeps the map from placeholder to value so the
+reply gives the client its own data back, while the model never saw it. `findings` grows with
+every finding, log ones too."""
 
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ from gateway.guard.policy import Check, Policy
 from gateway.guard.stream import OutputFilter
 
 log = logging.getLogger(__name__)
+
+INLINE_CHARS = 16_000  # longer input is scanned on a worker thread
+SEAM = 200  # how much of each side of two neighbouring texts is read for a credential cut between them
 
 
 def find(check: Check, text: str) -> list[tuple[int, int, str]]:
@@ -97,17 +102,11 @@ class Screening:
     async def input(self, texts: list[str]) -> list[str]:
         if self.policy.errors:
             self.note(Finding("policy", INVALID_POLICY, "block", "input", 0, 0))
-        texts = list(texts)
         checks = self.policy.on("input")
-        for check in checks:
-            if check.remote:
-                continue
-            for index, text in enumerate(texts):
-                spans = find(check, text) if text else []
-                for start, _end, entity in spans:
-                    self.note(Finding(check.kind, entity, check.action, "input", index, start))
-                if spans and check.action == "redact":
-                    texts[index] = self.redact(check, text, spans)
+        if sum(len(t) for t in texts) > INLINE_CHARS:  # a long prompt's scan would hold the event loop
+            texts = await asyncio.to_thread(self.local_input, checks, texts)
+        else:
+            texts = self.local_input(checks, texts)
         remote = [check for check in checks if check.remote]
         if remote:
             # asked together; a block (or a failure, failing closed) is raised in the list's order
@@ -119,6 +118,38 @@ class Screening:
                     texts = result
         self.prompt = texts[-1] if texts else ""
         return texts
+
+    def local_input(self, checks: tuple[Check, ...], texts: list[str]) -> list[str]:
+        texts = list(texts)
+        for check in checks:
+            if check.remote:
+                continue
+            for index, text in enumerate(texts):
+                spans = find(check, text) if text else []
+                for start, _end, entity in spans:
+                    self.note(Finding(check.kind, entity, check.action, "input", index, start))
+                if spans and check.action == "redact":
+                    texts[index] = self.redact(check, text, spans)
+            if check.kind == "secrets":
+                self.seams(check, texts)
+        return texts
+
+    def seams(self, check: Check, texts: list[str]) -> None:
+        """A credential cut in two across neighbouring texts (the end of one message, the start of
+        the next): found on their joined edges, noted in the first, redacted in both."""
+        for index in range(len(texts) - 1):
+            left, right = texts[index][-SEAM:], texts[index + 1][:SEAM]
+            if not left or not right:
+                continue
+            for start, end, entity in secrets.find(left + right):
+                if not start < len(left) < end:
+                    continue
+                offset = len(texts[index]) - len(left) + start
+                self.note(Finding(check.kind, entity, check.action, "input", index, offset))
+                if check.action == "redact":
+                    value = left[start:] + right[:end - len(left)]
+                    texts[index] = texts[index][:offset] + self.placeholder(entity, value, False)
+                    texts[index + 1] = texts[index + 1][end - len(left):]
 
     # -- the reply ------------------------------------------------------------------------------
 

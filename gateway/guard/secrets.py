@@ -11,16 +11,19 @@ detectors, which flag ordinary prose. detect-secrets is imported on the first se
 An entity is the plugin's secret type in capitals (`AWS_ACCESS_KEY`, `PRIVATE_KEY`); a private
 key's finding spans its whole PEM block when the block's end is there, and a match that stops
 inside a token (a JWT's lazy pattern stops before its signature) is carried to the token's end, so a
-redaction leaves none of it."""
+redaction leaves none of it. A credential base64'd (in an image's alt text, a data field) is found
+by decoding each long enough run of base64 and looking in it."""
 
 from __future__ import annotations
 
+import base64
 import re
 import threading
 from dataclasses import dataclass
 
 LEFT_OUT = {"Public IP (ipv4)"}
 TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-]*")
+BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
 PEM_END = re.compile(r"-----END [A-Z0-9 ]*PRIVATE KEY[A-Z ]*-----|---- END SSH2 ENCRYPTED PRIVATE KEY ----")
 
 
@@ -60,7 +63,25 @@ def detectors() -> tuple[Detector, ...]:
 
 
 def find(text: str) -> list[tuple[int, int, str]]:
-    """The spans of `text` holding a credential, without overlaps, in order."""
+    """The spans of `text` holding a credential, without overlaps, in order: the credentials
+    themselves, then a run of base64 whose decoded text holds one (the whole run is the span)."""
+    spans = find_plain(text)
+    for match in BASE64_RUN.finditer(text):
+        start, end = match.span()
+        if any(start < e and s < end for s, e, _ in spans):
+            continue
+        run = match.group()
+        try:
+            decoded = base64.b64decode(run.replace("-", "+").replace("_", "/") + "=" * (-len(run) % 4)).decode()
+        except ValueError:  # not base64, or not text once decoded
+            continue
+        inner = find_plain(decoded)
+        if inner:
+            spans.append((start, end, inner[0][2]))
+    return sorted(spans)
+
+
+def find_plain(text: str) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
     for detector in detectors():
         for match in detector.regex.finditer(text):

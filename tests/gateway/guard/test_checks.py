@@ -112,3 +112,13 @@ def test_words_and_patterns_of_several_words():
     spans = words.find(text, ("acme corp",), (re.compile(r"prj-\d{4}", re.IGNORECASE),))
     assert found(spans, text) == [("WORD", "Acme  Corp"), ("PATTERN", "PRJ-1234")]
     assert words.find("acmecorp and acme-corp", ("acme corp",), ()) == []
+
+
+def test_a_credential_base64d_is_found_as_its_whole_run():
+    import base64
+
+    encoded = base64.b64encode(f"aws_access_key_id={AWS_KEY}".encode()).decode()
+    text = f'<img alt="{encoded}" src="x.png">'
+    assert found(secrets.find(text), text) == [("AWS_ACCESS_KEY", encoded)]
+    harmless = base64.b64encode(b"just an ordinary sentence, nothing secret in it").decode()
+    assert secrets.find(f"data {harmless}") == []

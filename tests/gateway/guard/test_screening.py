@@ -95,3 +95,20 @@ def test_a_list_that_does_not_parse_refuses_every_call():
     with pytest.raises(Blocked) as raised:
         asyncio.run(screening.input(["hello"]))
     assert raised.value.message == "The request was refused: the group's guardrails are not valid."
+
+
+def test_a_secret_cut_across_two_messages_is_found_on_their_seam():
+    texts = [f"the key is {AWS_KEY[:8]}", f"{AWS_KEY[8:]} thanks", "unrelated"]
+    with pytest.raises(Blocked) as raised:
+        screen([{"check": "secrets"}], texts)
+    assert raised.value.finding == Finding("secrets", "AWS_ACCESS_KEY", "block", "input", 0, 11)
+    screening, redacted = screen([{"check": "secrets", "action": "redact"}], texts)
+    assert redacted == ["the key is <AWS_ACCESS_KEY_1>", " thanks", "unrelated"]
+
+
+def test_a_long_prompt_is_scanned_off_the_event_loop_with_the_same_result():
+    long_text = "word " * 5000 + "mail jane.doe@example.com"
+    screening, texts = screen([{"check": "pii", "action": "redact", "entities": ["email"]}], [long_text])
+    assert texts == ["word " * 5000 + "mail <EMAIL_ADDRESS_1>"]
+    with pytest.raises(Blocked):
+        screen([{"check": "pii", "entities": ["email"]}], [long_text])
