@@ -8,6 +8,7 @@ from typing import Any
 
 from accounts.endpoints import endpoint
 from compat.proxy import Call, WireFormat, chat_call
+from gateway.calls.cuts import GUARDED
 from gateway.limits import ratelimit
 from gateway.upstream.sse import SSE_DONE, sse_data
 from gateway.web.errors import ApiError
@@ -69,8 +70,8 @@ async def _frames(call: Call, completion_id: str, include_usage: bool) -> AsyncI
             chunk["usage"] = None
         yield sse_data(chunk)
     if call.cut:
-        yield sse_data({"error": {"message": call.cut.message, "type": "server_error", "param": None,
-                                  "code": call.cut.reason}})
+        kind = "invalid_request_error" if call.cut.reason == GUARDED else "server_error"
+        yield sse_data({"error": {"message": call.cut.message, "type": kind, "param": None, "code": call.cut.reason}})
     elif include_usage:
         yield sse_data({"id": completion_id, "object": "chat.completion.chunk", "created": call.created,
                         "model": model, "choices": [], "usage": call.reply_usage()})  # as a whole reply's

@@ -15,6 +15,7 @@ from typing import Any
 from accounts.endpoints import endpoint
 from gateway.calls.embeddings import embed, embedding_chain, float32_blobs, parse_input
 from gateway.calls.metering import AfterSendResponse, meter
+from gateway.calls.screened import screened_texts, screening_for
 from gateway.limits import ratelimit
 from gateway.web.body import read_json_object
 from gateway.web.errors import ApiError, ValidationFailed
@@ -71,6 +72,7 @@ def _prepare(request):
 @endpoint("POST", limit=ratelimit.V1, prepare=_prepare, idempotent=True)
 async def embeddings(request):
     texts, chain, encoding = request.prepared
+    texts = await screened_texts(screening_for(request.principal.account.group, request.request_id), texts)
     result = await embed(chain, texts, refusals_fall_through=True)  # /v1: spec 7.3
     account_id = request.principal.account.pk
     model = result.target.public_id

@@ -33,7 +33,8 @@ from gateway.web.output import respond
 from gateway.web.validation import check_tags
 
 SURFACE = "gemini"
-CUT_STATUS = {"read_timeout": 504}  # a reply cut midway, in its in-stream error; otherwise 502
+# A reply cut midway, in its in-stream error; otherwise 502. Stopped by the group's guardrails: 400.
+CUT_STATUS = {"read_timeout": 504, "content_policy_violation": 400}
 
 # To a server that speaks Gemini's format the request goes as it came (its model is the URL's);
 # to the other kinds, in the chat form.

@@ -20,7 +20,8 @@ from gateway.web.body import read_json_object
 from gateway.web.output import respond
 from gateway.web.validation import MAX_TAG_VALUE
 
-ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "disconnected": "api_error"}
+ERROR_TYPES = {"read_timeout": "timeout_error", "upstream_error": "api_error", "disconnected": "api_error",
+               "content_policy_violation": "invalid_request_error"}  # stopped by the group's guardrails
 
 
 # To an Anthropic server the request goes as it came, with these headers and the query string

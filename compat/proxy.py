@@ -22,6 +22,7 @@ from gateway.calls.cuts import cut_error
 from gateway.calls.metering import AfterSendResponse
 from gateway.calls.model_call import ModelCall
 from gateway.calls.plan import affinity_of, call_plan, check_chat_size
+from gateway.calls.screened import screening_for
 from gateway.registry.snapshot import Target
 from gateway.telemetry import call_facts
 from gateway.upstream.providers import Native
@@ -90,7 +91,8 @@ class Call(ModelCall):
         prepared: Prepared = request.prepared
         super().__init__(prepared.chain, prepared.chat, account_id=request.principal.account.pk, surface=surface,
                          request_id=request.request_id, cache=_cache_of(request, prepared, surface),
-                         native=prepared.native)
+                         native=prepared.native, screening=screening_for(request.principal.account.group,
+                                                                         request.request_id))
         self.request = request
         self.inference_id = uuid.uuid4().hex
         self.created = int(time.time())

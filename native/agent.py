@@ -28,6 +28,8 @@ from gateway.calls.completion import (
     completion_cut_error,
     meter_completion,
 )
+from gateway.calls.screened import screening_for
+from gateway.guard import Screening
 from gateway.limits.quotas import Used, quota_check
 from gateway.registry.snapshot import Target
 from gateway.web.errors import ApiError
@@ -90,6 +92,9 @@ async def tool_loop(state: LoopState, request: AgentRequest, *, toolbox: Toolbox
     error."""
     chain = list(request.chain)
     most = settings.AGENT_MAX_TOOL_CALLS_PER_ROUND
+    # One screening for every round: a value keeps its placeholder, and the tools' results that each
+    # round adds to the messages pass the input checks before the next model call reads them.
+    screening = screening_for(request.account.group, request.request_id)
     while state.calls_made < max_calls:
         if state.calls_made:
             request.check_quota(spent=state.ledger.usage["total_tokens"], spent_units=state.ledger.spent_units)
@@ -101,7 +106,7 @@ async def tool_loop(state: LoopState, request: AgentRequest, *, toolbox: Toolbox
             if not offer:
                 body["tool_choice"] = "none"
         try:
-            completion = await _ask(chain, body)
+            completion = await _ask(chain, body, screening)
         except asyncio.CancelledError as cancelled:  # the client went away mid-reply
             if getattr(cancelled, "partial", None) is not None:
                 await state.ledger.add(cancelled.partial)
@@ -128,11 +133,11 @@ async def tool_loop(state: LoopState, request: AgentRequest, *, toolbox: Toolbox
     return MAX_STEPS
 
 
-async def _ask(chain: list[Target], body: dict[str, Any]) -> Completion:
+async def _ask(chain: list[Target], body: dict[str, Any], screening: Screening | None) -> Completion:
     """One model call; every model failing retryably is 503 with `retry_after` in the body too
     (spec 7.3), whatever status the providers sent."""
     try:
-        return await complete(chain, body, refusals_fall_through=False)
+        return await complete(chain, body, refusals_fall_through=False, screening=screening)
     except ChainExhausted as failure:
         if failure.retry_after is not None:
             failure.extra["retry_after"] = failure.retry_after

@@ -21,7 +21,7 @@ from gateway.limits import ratelimit
 from gateway.upstream.sse import sse_event
 from gateway.web.errors import ApiError
 from gateway.web.output import respond
-from native.chat_reply import INTERRUPTED, ChatReply
+from native.chat_reply import GUARDED, INTERRUPTED, ChatReply
 from native.chat_turn import chat_turn_prepare
 from native.retrieval import retrieve
 
@@ -71,6 +71,8 @@ async def _whole(reply: ChatReply) -> HttpResponse:
         return respond(whole)
     found = {"codigo": error["codigo"], "request_id": reply.request_id, "conversation_id": reply.conversation_id}
     headers = {"X-Inference-Request-Id": reply.request_id, **reply.cache_headers()}
+    if error["codigo"] == GUARDED:  # the reply stopped by the group's guardrails: a refusal, nothing of it
+        raise ApiError(400, error["message"], code=GUARDED, headers=headers, extra=found)
     if error["codigo"] == INTERRUPTED:
         raise ApiError(cut_error(reply.cut).status, error["message"], headers=headers,
                        extra={**found, "partial": whole})

@@ -26,8 +26,9 @@ from typing import Any
 from django.db import close_old_connections
 
 from gateway.cache.reply_cache import reply_cache
-from gateway.calls.cuts import cut_error
+from gateway.calls.cuts import GUARDED, cut_error
 from gateway.calls.model_call import ModelCall
+from gateway.calls.screened import screening_for
 from gateway.state.workers import in_worker
 from gateway.telemetry import call_facts
 from gateway.upstream.providers.base import StreamCut
@@ -67,33 +68,41 @@ class ChatReply:
         return self.call.cut if self.call is not None else None
 
     async def start(self, hits: list[dict[str, Any]]) -> None:
-        """Build the model request and save the user's message (a used-up quota saves nothing); ask
-        the response cache, so that its headers go out with the reply."""
+        """Build the model request, pass it through the group's input checks (a block is raised, a 400
+        `{detail}`, before anything is saved), save the user's message (a used-up quota saves nothing);
+        ask the response cache, so that its headers go out with the reply."""
         if self.turn.refusal is None:
             self.citations = citations_of(hits)
-            body = await in_worker(self._start)(hits)
+            body = await in_worker(self._request)(hits)
             cache = reply_cache(group=self.turn.account.group, surface=SURFACE, requested_model=self.turn.model_id,
                                 chain=self.turn.chain, body=body,
                                 cache_control_header=self.request.headers.get("Cache-Control"))
+            screening = screening_for(self.turn.account.group, self.request.request_id)
             self.call = ModelCall(self.turn.chain, body, account_id=self.turn.account.pk, surface=SURFACE,
                                   request_id=self.request.request_id, cache=cache, refusals_fall_through=False,
-                                  cut_code=INTERRUPTED)
+                                  cut_code=INTERRUPTED, screening=screening)
+            await self.call.screen()
+            await in_worker(self._start)()
             await self.call.lookup()
 
     def cache_headers(self) -> dict[str, str]:
         """`X-Cache` when the group caches replies and the cache was asked."""
         return self.call.cache.headers() if self.call is not None and self.call.cache is not None else {}
 
-    def _start(self, hits: list[dict[str, Any]]) -> dict[str, Any]:
+    def _request(self, hits: list[dict[str, Any]]) -> dict[str, Any]:
         try:
-            body = chat_request(self.turn, hits)
+            return chat_request(self.turn, hits)
+        finally:
+            close_old_connections()
+
+    def _start(self) -> None:
+        try:
             message = user_message_save(
                 account=self.turn.account, conversation=self.turn.conversation, text=self.turn.message,
                 attachments=[a.stored() for a in self.turn.attachments], profile=self.turn.profile,
                 request_id=self.request_id,
             )
             self.conversation_id = message.conversation_id
-            return body
         finally:
             close_old_connections()
 
@@ -131,7 +140,8 @@ class ChatReply:
                         yield self._event("delta", text=text)
             await self._finish()
             if call.cut is not None:
-                yield self._event("error", codigo=INTERRUPTED, message=cut_error(call.cut).message)
+                codigo = GUARDED if call.cut.reason == GUARDED else INTERRUPTED
+                yield self._event("error", codigo=codigo, message=cut_error(call.cut).message)
             yield self._event("done", message_id=self.message.pk if self.message else None, usage=call.usage(),
                               citations=self.citations)
         finally:

@@ -118,7 +118,7 @@ def _prepare_write(request):
 async def document_write(request, collection_id: int):
     collection, document, target = request.prepared
     stored = await library.document_write(collection=collection, document=document, target=target,
-                                          request_id=request.request_id)
+                                          request_id=request.request_id, group=request.principal.account.group)
     return respond(library.document_json(stored), status=201)
 
 

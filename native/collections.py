@@ -12,7 +12,7 @@ answer 409 `reindex_required` (docs/decisions/0044-collections-one-model.md) unt
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import transaction
@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from gateway.calls.embeddings import embed_batched, embedding_model_for
 from gateway.calls.metering import meter
+from gateway.calls.screened import screened_texts, screening_for
 from gateway.registry.snapshot import Target
 from gateway.state.workers import in_worker
 from gateway.web.errors import ApiError
@@ -117,8 +118,13 @@ class NewDocument:
 
 
 async def document_write(*, collection: Collection, document: NewDocument, target: Target,
-                         request_id: str = "") -> Document:
-    """Chunk, embed (in batches, with `target` alone) and store a document; its tokens are metered."""
+                         request_id: str = "", group=None) -> Document:
+    """Chunk, embed (in batches, with `target` alone) and store a document; its tokens are metered.
+    `group`: the writer's, whose guardrails' input checks read the document first (a block refuses
+    it, a redaction is what is embedded and kept: the embedding model never sees what was found)."""
+    if (screening := screening_for(group, request_id)) is not None:
+        text = (await screened_texts(screening, [document.text]))[0]
+        document = replace(document, text=text)
     chunks = chunk_text(document.text)
     embedded = await embed_batched(target, chunks, pack=vector_store.to_blobs)
     stored = await in_worker(_document_store)(collection.pk, document, chunks, embedded.blobs, target.public_id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from accounts.endpoints import endpoint
 from gateway.calls.embeddings import embed, embedding_chain, parse_input
 from gateway.calls.metering import AfterSendResponse, meter
+from gateway.calls.screened import screened_texts, screening_for
 from gateway.limits import ratelimit
 from gateway.web.body import read_json_object
 from gateway.web.output import respond
@@ -23,6 +24,7 @@ def _prepare(request):
 @endpoint("POST", limit=ratelimit.EMBEDDINGS, prepare=_prepare)
 async def embeddings(request):
     texts, chain = request.prepared
+    texts = await screened_texts(screening_for(request.principal.account.group, request.request_id), texts)
     result = await embed(chain, texts)
     account_id = request.principal.account.pk
     model = result.target.public_id

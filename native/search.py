@@ -15,6 +15,7 @@ from __future__ import annotations
 from gateway.calls.embeddings import CAPABILITY, embed
 from gateway.calls.metering import meter
 from gateway.calls.plan import call_plan
+from gateway.calls.screened import screened_texts, screening_for
 from gateway.registry.routing import group_may_use
 from gateway.registry.snapshot import Target, registry
 from gateway.state.workers import in_worker
@@ -30,16 +31,19 @@ async def search_collection(collection: Collection, query: str, *, k: int = 5, a
 
     `account` is who searches (group limits, quota, metering): by default the collection's owner;
     pass the caller when a profile lends its collection to other accounts."""
-    target, matrix = await in_worker(_prepare)(collection, account, quota_used)
+    target, matrix, group = await in_worker(_prepare)(collection, account, quota_used)
     if not len(matrix.ids) or k <= 0:
         return []
+    if (screening := screening_for(group, request_id)) is not None:  # the searcher's guardrails read the query
+        query = (await screened_texts(screening, [query]))[0]
     embedded = await embed([target], [query])
     return await in_worker(_rank_and_meter)(
         collection, account, matrix, embedded.vectors[0], k, target, embedded.prompt_tokens, request_id)
 
 
-def _prepare(collection: Collection, account, quota_used) -> tuple[Target, vector_store.Matrix]:
-    return _query_model(collection, account, quota_used), vector_store.matrix_for(collection)
+def _prepare(collection: Collection, account, quota_used) -> tuple[Target, vector_store.Matrix, object]:
+    group = (account or collection.account).group
+    return _query_model(collection, account, quota_used), vector_store.matrix_for(collection), group
 
 
 def _query_model(collection: Collection, account, quota_used) -> Target:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 
 from gateway.calls.completion import Completion
-from gateway.calls.cuts import cut_error
+from gateway.calls.cuts import GUARDED, cut_error
 from gateway.calls.metering import meter
 from gateway.usage.call_log import cut_midway, own_call
 
@@ -37,7 +37,10 @@ def logged_call(run, ask: Callable[[], Completion]) -> Completion:
 
 def meter_answer(run, completion: Completion) -> None:
     """Count the answer (once, by its key). Never raises: an answered run does not fail, nor
-    count toward switching its routine off, because counting failed."""
+    count toward switching its routine off, because counting failed. An answer the group's
+    guardrails stopped is not billed."""
+    if completion.cut is not None and completion.cut.reason == GUARDED:
+        return
     try:
         usage = completion.usage
         meter(account_id=run.routine.account_id, model=completion.model, surface=SURFACE,

@@ -31,6 +31,7 @@ from django.utils import timezone
 from gateway.calls.completion import Completion, complete
 from gateway.calls.cuts import cut_error
 from gateway.calls.plan import call_plan
+from gateway.calls.screened import screening_for
 from gateway.models import UsageRecord
 from gateway.registry.snapshot import registry
 from gateway.state.counters import mark_once
@@ -180,7 +181,8 @@ def _ask_model(run: Run, model_id: str) -> Completion:
         raise ApiError(503, model_note(routine) or "No model named and no default model is configured.")
     chain = call_plan(account=routine.account, model_id=model_id)
     body = {"model": model_id, "messages": model_messages(run)}
-    return asyncio.run(complete(chain, body, refusals_fall_through=False))
+    screening = screening_for(routine.account.group, usage_key(run.pk))  # the routine owner's group's guardrails
+    return asyncio.run(complete(chain, body, refusals_fall_through=False, screening=screening))
 
 
 def _save_answer(run: Run, *, output: str, model: str, usage, error: str, deadline: float) -> bool:

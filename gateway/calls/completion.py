@@ -20,9 +20,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.calls.cuts import cut_error
+from gateway.calls.cuts import GUARDED, cut_error
 from gateway.calls.metering import cache_write_of, cached_input_of, cost_units_of, meter, usage_of
 from gateway.calls.model_call import ModelCall
+from gateway.guard import Screening
 from gateway.registry.snapshot import Target
 from gateway.state.workers import in_worker
 from gateway.upstream.providers.base import StreamCut
@@ -55,8 +56,11 @@ class Completion:
         return message
 
 
-async def complete(chain: list[Target], body: dict[str, Any], *, refusals_fall_through: bool) -> Completion:
-    call = ModelCall(chain, body, refusals_fall_through=refusals_fall_through)
+async def complete(chain: list[Target], body: dict[str, Any], *, refusals_fall_through: bool,
+                   screening: Screening | None = None) -> Completion:
+    """`screening`: the guardrails of the caller's group (gateway/calls/screened.py `screening_for`):
+    a blocked input raises ApiError 400, a blocked reply comes back cut (`content_policy_violation`)."""
+    call = ModelCall(chain, body, refusals_fall_through=refusals_fall_through, screening=screening)
     await call.open()
     try:
         async for _ in call.chunks():
@@ -80,7 +84,10 @@ def _completion(target: Target, reply: ReplyAccumulator, body: dict[str, Any], c
 async def meter_completion(completion: Completion, *, account_id: int, surface: str, request_id: str,
                            key: str | None = None) -> None:
     """Meter a completion's usage (in a worker thread), shielded from the caller's cancellation:
-    usage that happened is metered even when the client has gone. `key`: see `meter`."""
+    usage that happened is metered even when the client has gone. `key`: see `meter`. A reply the
+    group's guardrails stopped is not billed."""
+    if completion.cut is not None and completion.cut.reason == GUARDED:
+        return
     usage = completion.usage
 
     await asyncio.shield(in_worker(meter)(

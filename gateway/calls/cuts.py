@@ -13,10 +13,14 @@ from gateway.web.errors import ApiError
 READ_TIMEOUT = "read_timeout"  # the model stopped answering: 504
 UPSTREAM_ERROR = "upstream_error"  # the server reported an error, or sent what is not a reply: 502
 DISCONNECTED = "disconnected"  # the connection closed mid-reply: 502
+GUARDED = "content_policy_violation"  # an output check of the group's guardrails stopped it: 400
 
 
 def cut_error(cut: StreamCut, partial: Any = None) -> ApiError:
-    """The error of a reply cut by `cut`; `partial`, when given, is what had arrived."""
+    """The error of a reply cut by `cut`; `partial`, when given, is what had arrived. A reply an
+    output check stopped is a refusal like an input check's, without what had been let through."""
+    if cut.reason == GUARDED:
+        return ApiError(400, cut.message, code=GUARDED)
     if cut.reason == READ_TIMEOUT:
         error = ApiError(504, "The model stopped answering mid-reply.", code="read_timeout")
     elif cut.reason == UPSTREAM_ERROR:

@@ -6,13 +6,20 @@
     async for chunk in call.chunks():  # accumulated; a whole reply kept for the cache at its end
         ...                            # the surface shapes its frames
     call.cut                           # the StreamCut of a reply that stopped midway (gateway/calls/cuts.py)
+                                       # or that an output check stopped (gateway/calls/screened.py)
     call.usage()                       # counted once, when the reply has ended
     await call.meter_async()           # once, whatever asks again
 
 The surfaces (/v1/chat/completions, /v1/messages, /v1/responses through compat/proxy.py, native chat
 through native/chat_reply.py) only shape frames around it. Every failure before the first byte is
 raised by `open` as the chain raises it (gateway/calls/chain.py); after it, a stop midway ends the
-iteration and is kept in `cut`, and the calls log is told (`call_facts`)."""
+iteration and is kept in `cut`, and the calls log is told (`call_facts`).
+
+With a `screening` (its group's guardrails, gateway/calls/screened.py `screening_for`), the input
+checks run before the cache is asked or any model called (a block is a 400 `content_policy_violation`,
+a redaction rewrites the chat form and the client's own request alike), and the output checks over
+every chunk that carries text, a kept reply's too: the cache keeps the reply as the model gave it, and
+each group asking gets it through its own checks. A call blocked is recorded, never metered."""
 
 from __future__ import annotations
 
@@ -23,8 +30,10 @@ from gateway.cache.entry import ANTHROPIC, CHAT, GEMINI, Entry, Recorder, replay
 from gateway.cache.reply_cache import ReplyCache
 from gateway.calls.dispatch import open_reply
 from gateway.calls.metering import cache_write_of, cached_input_of, meter, meter_async, usage_of
+from gateway.calls.screened import CODE, Guard, guard_cut
 from gateway.formats.anthropic.events import MessageAccumulator
 from gateway.formats.gemini.replies import GeminiAccumulator
+from gateway.guard import Blocked, Screening
 from gateway.registry.snapshot import Target
 from gateway.telemetry import call_facts
 from gateway.upstream.providers import Native
@@ -39,12 +48,14 @@ NATIVE_REPLIES = {ANTHROPIC: MessageAccumulator, GEMINI: GeminiAccumulator}
 class ModelCall:
     def __init__(self, chain: list[Target], body: dict[str, Any], *, account_id: int | None = None, surface: str = "",
                  request_id: str = "", cache: ReplyCache | None = None, native: Native | None = None,
-                 refusals_fall_through: bool = True, cut_code: str | None = None) -> None:
+                 refusals_fall_through: bool = True, cut_code: str | None = None,
+                 screening: Screening | None = None) -> None:
         """`body`: the call in the chat form. `native`: the client's own request, for a server that
         speaks its format. `refusals_fall_through`: on /v1 a provider's refusal moves to the next
         model too (spec 7.3). `cut_code`: the error code the surface gives a reply cut midway, for the
         calls log (by default the cut's reason). `account_id`, `surface`, `request_id`: what `meter`
-        records; a call metered by its caller (gateway/calls/completion.py) goes without them."""
+        records; a call metered by its caller (gateway/calls/completion.py) goes without them.
+        `screening`: the guardrails of the caller's group, None when it has none."""
         self.chain = chain
         self.body = body
         self.account_id = account_id
@@ -65,6 +76,9 @@ class ModelCall:
         self._ended = False
         self._usage: dict[str, int] | None = None
         self._meter_done = False
+        self.guard = Guard(screening) if screening is not None else None
+        self._kind = CHAT
+        self._screened = False
 
     @property
     def model(self) -> str:
@@ -81,6 +95,7 @@ class ModelCall:
         """The kept reply that answers the call, when its group caches replies (asked once)."""
         if not self._looked_up:
             self._looked_up = True
+            await self.screen()
             if self.cache is not None and (entry := await self.cache.lookup()) is not None:
                 self.entry = entry
                 call_facts.replayed()
@@ -88,6 +103,7 @@ class ModelCall:
 
     async def open(self) -> None:
         """A kept reply, or the first chunk of the chain: every failure so far is raised."""
+        await self.screen()
         if await self.lookup() is not None:
             self._chunks, kind = replay(self.entry), self.entry.kind
             self._usage = self.entry.usage  # as metered when it was made
@@ -98,25 +114,44 @@ class ModelCall:
             kind = self.native_request.kind if opened.native else CHAT
             if self.cache is not None:
                 self.recorder = self.cache.record(kind)
+        self._kind = kind
         self.native = kind != CHAT
         if self.native:
             self.reply = NATIVE_REPLIES[kind]()
+
+    async def screen(self) -> None:
+        """The input checks, once, before anything else is asked (nothing without guardrails)."""
+        if self.guard is not None and not self._screened:
+            self._screened = True
+            self.body, self.native_request = await self.guard.request(self.body, self.native_request)
+
+    async def _recorded(self) -> AsyncIterator[dict[str, Any]]:
+        """The reply's chunks as they came, recorded for the cache before any check changes them."""
+        async for chunk in self._chunks:
+            if self.recorder is not None:
+                self.recorder.add(chunk)
+            yield chunk
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
         """The reply's chunks; a stop midway ends the iteration and is kept in `cut`. A reply that
         ended whole is kept for the cache before the surface's last frames go out, so a client that
         has the whole reply finds it there."""
         whole = False
+        chunks = self._recorded() if self.recorder is not None else self._chunks
+        if self.guard is not None and self.guard.policy.output_checks:
+            chunks = self.guard.reply(self._kind, chunks)
         try:
-            async for chunk in self._chunks:
+            async for chunk in chunks:
                 self.reply.feed(chunk)
-                if self.recorder is not None:
-                    self.recorder.add(chunk)
                 yield chunk
             whole = True
         except StreamCut as cut:
             self.cut = cut
             call_facts.failed_in_stream(self.cut_code or cut.reason, call_facts.CUT)
+        except Blocked as blocked:  # an output check: the model's stream is let go
+            self.cut = guard_cut(blocked)
+            call_facts.failed_in_stream(CODE, call_facts.CUT)
+            await self._chunks.aclose()
         finally:
             self._ended = True
             if not whole and self.cut is None:  # the client went away mid-reply
@@ -145,6 +180,9 @@ class ModelCall:
 
     def _meter_fields(self) -> dict[str, Any] | None:
         if self._meter_done or (self.target is None and self.entry is None):
+            return None
+        if self.guard is not None and self.guard.blocked is not None:  # recorded, never billed
+            self._meter_done = True
             return None
         if self.account_id is None:
             raise ValueError("this model call has no account to meter: its caller meters it")

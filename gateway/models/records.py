@@ -122,7 +122,9 @@ class IdempotentRequest(models.Model):
 
 class CallRecord(models.Model):
     """One call of a model surface, answered or refused (gateway/usage/call_log.py). `attempts`:
-    the chain tried, each {model, server, outcome, status, error, ttfb_ms}; `tags`: OpenAI's `metadata`."""
+    the chain tried, each {model, server, outcome, status, error, ttfb_ms}; `tags`: OpenAI's `metadata`;
+    `guard`: the findings of the group's guardrails, each {check, entity, action, direction, index, offset},
+    never the text found."""
 
     class Outcome(models.TextChoices):
         OK = "ok", "Answered"
@@ -152,6 +154,7 @@ class CallRecord(models.Model):
     request_id = models.CharField("request ID", max_length=64, blank=True, db_index=True)
     attempts = models.JSONField(default=list, blank=True)
     tags = models.JSONField(default=dict, db_default={}, blank=True)  # db_default: a writer of the release before
+    guard = models.JSONField(default=list, db_default=[], blank=True)  # db_default: as the tags'
 
     class Meta:
         verbose_name = "call"

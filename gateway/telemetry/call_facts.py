@@ -12,6 +12,7 @@ object of this request; outside a request (a Celery task, a test calling a funct
     tagged({"app": "billing"})                   # the request's tags, checked (compat/proxy.py)
     attempted(target, "ok", status=200, seconds=0.012)   # each model tried (gateway/calls/attempt_observers.py)
     failed_in_stream("read_timeout", CUT)        # an error inside a 200
+    guarded({"check": "pii", "entity": "EMAIL_ADDRESS", ...})   # a guardrail's finding (gateway/calls/screened.py)
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ CLIENT_CLOSED = "client_closed"  # the client went away before the reply ended
 
 
 class CallFacts:
-    __slots__ = ("model_asked", "first_byte", "attempts", "fall_throughs", "outcome", "error_code", "reply", "tags")
+    __slots__ = ("model_asked", "first_byte", "attempts", "fall_throughs", "outcome", "error_code", "reply", "tags",
+                 "guard")
 
     def __init__(self) -> None:
         self.model_asked: str | None = None
@@ -42,6 +44,7 @@ class CallFacts:
         self.error_code: str | None = None  # the first error the client was given
         self.reply: str | Callable[[], str] | None = None  # read only when the text is kept
         self.tags: dict[str, str] = {}  # the call's tags, kept with its row and its usage records
+        self.guard: list[dict[str, Any]] = []  # the guardrails' findings: check, entity, action, where (never the text)
 
 
 def facts_of(exchange: Exchange) -> CallFacts:
@@ -114,6 +117,13 @@ def error_given(code: str | None) -> None:
     exchange = current.get()
     if exchange is not None and code and (exchange.call is None or exchange.call.error_code is None):
         facts_of(exchange).error_code = code
+
+
+def guarded(finding: dict[str, Any]) -> None:
+    """A finding of the group's guardrails (gateway/calls/screened.py): which check, what it found, its
+    action, and where (input or output, which text, how far into it), never the matched text."""
+    if (facts := _facts()) is not None:
+        facts.guard.append(finding)
 
 
 def reply_text(text: str | Callable[[], str]) -> None:

@@ -156,6 +156,8 @@ def line_of(exchange: Exchange, surface: str, seconds: float, status: int) -> di
         line.update(q=facts.model_asked or "", e=facts.error_code or "", at=attempts, ft=facts.fall_throughs)
         if facts.tags:
             line["tg"] = facts.tags
+        if facts.guard:
+            line["gd"] = facts.guard
         if facts.first_byte is not None:
             line["f"] = round((facts.first_byte - exchange.started) * 1000, 2)
     if exchange.prompt is not None:  # the caller's group keeps its calls' text

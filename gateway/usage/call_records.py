@@ -33,10 +33,10 @@ logger = logging.getLogger(__name__)
 # The row of a call as the INSERT takes it, and its PostgreSQL types (read from one JSON array).
 COLUMNS = ("key", "created_at", "account_id", "group_id", "surface", "model_requested", "model", "status",
            "outcome", "error_code", "latency_ms", "ttft_ms", "input_tokens", "output_tokens", "cost_units", "cached",
-           "fall_throughs", "request_id", "attempts", "tags")
+           "fall_throughs", "request_id", "attempts", "tags", "guard")
 POSTGRESQL_TYPES = ("varchar", "epoch", "bigint", "bigint", "varchar", "varchar", "varchar", "integer",
                     "varchar", "varchar", "double precision", "double precision", "integer", "integer", "bigint",
-                    "boolean", "integer", "varchar", "jsonb", "jsonb")
+                    "boolean", "integer", "varchar", "jsonb", "jsonb", "jsonb")
 CAPTURE_COLUMNS = ("call_id", "prompt", "reply", "created_at")  # call_id: the call's key (to_field)
 CAPTURE_TYPES = ("varchar", "text", "text", "epoch")
 AT = 1  # created_at
@@ -53,11 +53,14 @@ def row_of(line: dict) -> tuple:
     tags = line.get("tg") or {}
     if not isinstance(tags, dict):
         raise TypeError("tags")
+    guard = line.get("gd") or []
+    if not isinstance(guard, list):
+        raise TypeError("guard")
     return (str(line["k"]), at, _id(line.get("a")), _id(line.get("g")), str(line["s"])[:40],
             str(line.get("q") or "")[:300], str(line.get("m") or "")[:300], int(line["st"]), str(line["o"])[:16],
             str(line.get("e") or "")[:64], float(line["l"]), _float(line.get("f")), int(line.get("i") or 0),
             int(line.get("ot") or 0), int(line.get("$") or 0), bool(line.get("c")), int(line.get("ft") or 0),
-            str(line.get("r") or "")[:64], attempts, tags)
+            str(line.get("r") or "")[:64], attempts, tags, guard)
 
 
 def capture_of(line: dict, row: tuple) -> tuple | None:

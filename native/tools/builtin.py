@@ -16,6 +16,8 @@ from typing import Any
 from gateway.calls.completion import complete, meter_completion
 from gateway.calls.cuts import cut_error
 from gateway.calls.plan import check_chat_size
+from gateway.calls.screened import screening_for
+from gateway.guard import Screening
 from gateway.registry.routing import usable_targets
 from gateway.registry.snapshot import registry
 from gateway.state.workers import in_worker
@@ -55,8 +57,9 @@ async def list_models(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
 # -- chat --------------------------------------------------------------------------------------
 
 
-def _chat_plan(account, arguments: dict[str, Any]) -> tuple[list, dict[str, Any]]:
-    """The chain and the chat body; ApiError for what the caller may not do."""
+def _chat_plan(account, arguments: dict[str, Any], request_id: str) -> tuple[list, dict[str, Any], Screening | None]:
+    """The chain, the chat body and the guardrails of the caller's group; ApiError for what the caller
+    may not do."""
     if ("prompt" in arguments) == ("messages" in arguments):
         raise ApiError(400, "Give either 'prompt' or 'messages', not both and not neither.")
     messages = list(arguments.get("messages") or [{"role": "user", "content": arguments["prompt"]}])
@@ -70,7 +73,7 @@ def _chat_plan(account, arguments: dict[str, Any]) -> tuple[list, dict[str, Any]
     # A name no model has is refused as on agent chat, not answered by the default model.
     chain = agent_chain(account=account, model_id=arguments.get("model"))
     body["model"] = arguments.get("model") or chain[0].public_id
-    return chain, body
+    return chain, body, screening_for(account.group, request_id)
 
 
 async def chat(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
@@ -78,9 +81,9 @@ async def chat(caller: Caller, arguments: dict[str, Any]) -> ToolResult:
     metered = {"account_id": caller.account.pk, "surface": SURFACE, "request_id": caller.request_id}
     with own_call(surface=SURFACE, account=caller.account, request_id=caller.request_id,
                   tags={"tool": "chat"}) as call:
-        chain, body = await in_worker(_chat_plan)(caller.account, arguments)
+        chain, body, screening = await in_worker(_chat_plan)(caller.account, arguments, caller.request_id)
         try:
-            completion = await complete(chain, body, refusals_fall_through=False)
+            completion = await complete(chain, body, refusals_fall_through=False, screening=screening)
         except asyncio.CancelledError as cancelled:  # the client went away mid-reply
             if getattr(cancelled, "partial", None) is not None:
                 await meter_completion(cancelled.partial, **metered)

@@ -131,8 +131,9 @@ class CallRecordAdmin(ModelAdmin):
         ("Answer", {"fields": ["status", "outcome", "error_code", "latency_ms", "ttft_ms"]}),
         ("Usage", {"fields": ["input_tokens", "output_tokens", "cost"]}),
         ("Chain tried", {"fields": ["chain"]}),
+        ("Guardrails", {"fields": ["guard_shown"]}),
     ]
-    readonly_fields = ["chain", "cost", "prompt", "reply", "tags_shown"]
+    readonly_fields = ["chain", "cost", "prompt", "reply", "tags_shown", "guard_shown"]
 
     def get_changelist(self, request, **kwargs):
         return CallList
@@ -180,6 +181,16 @@ class CallRecordAdmin(ModelAdmin):
             return "(none)"
         return format_html("<span class='call-tags' style='white-space: pre-line'>{}</span>",
                            _tags_text(call.tags, "\n"))
+
+    @admin.display(description="Findings")
+    def guard_shown(self, call):
+        """What the group's guardrails found, one finding a line: the check, what it found, what was done
+        and where (never the text found: the row does not hold it)."""
+        if not call.guard:
+            return "(none)"
+        lines = [f"{f.get('check')} {f.get('entity')}: {f.get('action')}, {f.get('direction')} "
+                 f"(text {f.get('index')}, at {f.get('offset')})" for f in call.guard if isinstance(f, dict)]
+        return format_html("<span class='call-guard' style='white-space: pre-line'>{}</span>", "\n".join(lines))
 
     @admin.display(description="Model")
     def answered_by(self, call):

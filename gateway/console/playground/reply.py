@@ -37,6 +37,7 @@ from gateway.calls.cuts import cut_error
 from gateway.calls.metering import cache_write_of, cached_input_of, cost_units_of
 from gateway.calls.model_call import ModelCall
 from gateway.calls.plan import call_plan
+from gateway.calls.screened import screening_for
 from gateway.console.fields.money import currency
 from gateway.console.playground.request import chat_of
 from gateway.limits import ratelimit
@@ -63,6 +64,7 @@ class StaffCaller:
 class Admitted:
     chain: list
     chat: dict[str, Any]
+    group: Any  # the staff account's group: its guardrails apply here as on the API
 
 
 @never_cache
@@ -79,7 +81,7 @@ async def playground_reply(request):
     try:
         admitted = await in_worker(_admit)(request, user.pk, headers)
         call = ModelCall(admitted.chain, admitted.chat, account_id=user.pk, surface=SURFACE,
-                         request_id=request.request_id)
+                         request_id=request.request_id, screening=screening_for(admitted.group, request.request_id))
         await call.open()
     except ApiError as exc:
         exc.headers = {**headers, **exc.headers}
@@ -97,7 +99,7 @@ def _admit(request, account_id: int, headers: dict[str, str]) -> Admitted:
     request.principal = StaffCaller(account)
     headers.update(ratelimit.limit_hit(ratelimit.V1, subject=f"acct:{account_tag(account.pk)}"))
     chat = chat_of(read_json_object(request))
-    return Admitted(chain=call_plan(account=account, model_id=chat["model"]), chat=chat)
+    return Admitted(chain=call_plan(account=account, model_id=chat["model"]), chat=chat, group=account.group)
 
 
 async def _events(call: ModelCall, request_id: str, started: float) -> AsyncIterator[bytes]:
