@@ -2,12 +2,17 @@
 `ModerationCreateResponse`), answered by the caller's group's guardrails run as input checks, one result per
 input, no model called, authenticated and limited like every /v1 endpoint."""
 
+import hashlib
+import hmac
+import json
+
 import httpx
 import openai
 import pytest
 from openai.types import ModerationCreateResponse
 
 from tests.factories import AccountFactory, AccountGroupFactory, api_key_for
+from tests.servers import serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,3 +131,32 @@ def test_a_guard_model_that_does_not_answer_in_time_flags_only_when_it_fails_clo
     assert result.flagged is flagged and result.categories.model_dump()["model"] is flagged
     assert result.model_extra["findings"] == [
         {"check": "model", "entity": "GUARD_FAILED", "action": action, "index": 0, "offset": 0}]
+
+
+def test_a_webhook_check_is_asked_signed_and_its_block_flags_the_input(world):
+    asked = []
+
+    async def guard(scope, receive, send):
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        asked.append((dict(scope["headers"]).get(b"x-svc-signature", b"").decode(), body))
+        verdict = "block" if any("forbidden" in t for t in json.loads(body)["texts"]) else "allow"
+        answer = json.dumps({"action": verdict, "reason": "test"}).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": answer})
+
+    with serving(guard) as url:
+        world.group.guardrails = [{"check": "webhook", "url": f"{url}/check", "secret": "hook-secret", "timeout": 2}]
+        world.group.save()
+        moderation = world.openai.moderations.create(input=["a forbidden text", "a fine one"])
+
+    assert [flagged_checks(r) for r in moderation.results] == [["webhook"], []]
+    assert sorted(json.loads(body)["texts"] for _, body in asked) == [["a fine one"], ["a forbidden text"]]
+    for signature, body in asked:
+        assert (json.loads(body)["direction"], json.loads(body)["group"]) == ("input", "team")
+        assert signature == "sha256=" + hmac.new(b"hook-secret", body, hashlib.sha256).hexdigest()
+    assert world.upstream.requests == []
