@@ -138,7 +138,7 @@ class ModelCall:
         has the whole reply finds it there."""
         whole = False
         chunks = self._recorded() if self.recorder is not None else self._chunks
-        if self.guard is not None and self.guard.policy.output_checks:
+        if self.guard is not None and (self.guard.policy.output_checks or self.guard.policy.restores):
             chunks = self.guard.reply(self._kind, chunks)
         try:
             async for chunk in chunks:

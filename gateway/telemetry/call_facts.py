@@ -1,8 +1,7 @@
-"""What the calls log keeps of a model call beyond the request's own record, noted on the
-call's way: the model asked, each model tried and how it went (the chain), when the first byte of a
-reply came, an error the client got inside a 200 stream, the call's tags (OpenAI's `metadata`, checked),
-and the reply's text (kept only for a group that keeps its calls' text: the request's record takes the
-prompt then, logjson.Exchange.answered).
+"""What the calls log keeps of a model call beyond the request's own record, noted on the call's way: the model asked,
+each model tried and how it went (the chain), when the first byte of a reply came, an error the client got inside a 200
+stream, the call's tags (OpenAI's `metadata`, checked), its guardrails' findings (`guard`, gateway/calls/screened.py),
+and the reply's text (kept only for a group that keeps its calls' text: the request's record takes the prompt then).
 
 The facts live in the request's record (`Exchange.call`, made at the first note) and are written
 with it when the request ends (gateway/usage/call_log.py). A note is a few attribute writes on an
@@ -11,9 +10,7 @@ object of this request; outside a request (a Celery task, a test calling a funct
     model_asked("oa/echo-1")                    # the chain is planned (gateway/registry/routing.py)
     tagged({"app": "billing"})                   # the request's tags, checked (compat/proxy.py)
     attempted(target, "ok", status=200, seconds=0.012)   # each model tried (gateway/calls/attempt_observers.py)
-    failed_in_stream("read_timeout", CUT)        # an error inside a 200
-    guarded({"check": "pii", "entity": "EMAIL_ADDRESS", ...})   # a guardrail's finding (gateway/calls/screened.py)
-"""
+    failed_in_stream("read_timeout", CUT)        # an error inside a 200"""
 
 from __future__ import annotations
 
@@ -44,7 +41,7 @@ class CallFacts:
         self.error_code: str | None = None  # the first error the client was given
         self.reply: str | Callable[[], str] | None = None  # read only when the text is kept
         self.tags: dict[str, str] = {}  # the call's tags, kept with its row and its usage records
-        self.guard: list[dict[str, Any]] = []  # the guardrails' findings: check, entity, action, where (never the text)
+        self.guard: list[dict[str, Any]] = []
 
 
 def facts_of(exchange: Exchange) -> CallFacts:
@@ -117,13 +114,6 @@ def error_given(code: str | None) -> None:
     exchange = current.get()
     if exchange is not None and code and (exchange.call is None or exchange.call.error_code is None):
         facts_of(exchange).error_code = code
-
-
-def guarded(finding: dict[str, Any]) -> None:
-    """A finding of the group's guardrails (gateway/calls/screened.py): which check, what it found, its
-    action, and where (input or output, which text, how far into it), never the matched text."""
-    if (facts := _facts()) is not None:
-        facts.guard.append(finding)
 
 
 def reply_text(text: str | Callable[[], str]) -> None:

@@ -71,9 +71,6 @@ ROUTINE_RUN_SECONDS = Histogram("gateway_routine_run_duration_seconds", "Time fr
 LOG_REDACTION_FAILURES = Counter("gateway_log_redaction_failures", "Log records whose redaction failed, each "
                                  "written as a fixed text instead, its message, arguments, fields and traceback left "
                                  "out (gateway/telemetry/logfilters.py).", registry=None)
-GUARD_FINDINGS = Counter("gateway_guard_findings", "Findings of the groups' guardrails, by check (pii, secrets, "
-                         "injection, words, model, webhook) and action (block, redact, log).", ["check", "action"],
-                         registry=None)
 PROCESSES = Gauge("gateway_processes", "Processes alive that count metrics, by kind (web, worker).", ["kind"],
                   multiprocess_mode="livesum", registry=None)
 
@@ -145,10 +142,6 @@ def routine_run_ended(outcome: str, seconds: float | None) -> None:
     _child(ROUTINE_RUNS, outcome).inc()
     if seconds is not None:
         ROUTINE_RUN_SECONDS.observe(max(seconds, 0.0))
-
-
-def guard_finding(check: str, action: str) -> None:
-    _child(GUARD_FINDINGS, check, action).inc()
 
 
 def log_redaction_failed() -> None:

@@ -17,6 +17,7 @@ from tests.compat.guard_support import (
     guard,
     sent_texts,
 )
+from tests.factories import ModelFactory
 from tests.native.chat_support import CHAT, assert_detail, chat_requests
 from tests.native.conftest import sse_events
 
@@ -52,6 +53,7 @@ def test_a_reply_stopped_by_an_output_check_is_native_chats_error_event(world):
 
 
 def test_embeddings_inputs_pass_the_input_checks(world):
+    ModelFactory(server=world.oa, name="embed-1", supports_chat=False, supports_embeddings=True)
     guard(world.group, BLOCK)
     detail = assert_detail(world.api.post("/api/v1/embeddings", {"input": ["fine", f"key {AWS_KEY}"]}), 400)
     assert AWS_KEY not in detail

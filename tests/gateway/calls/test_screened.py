@@ -9,8 +9,9 @@ import re
 
 import pytest
 
-from gateway.calls.screened import ANTHROPIC, CHAT, GEMINI, Guard, ReplyScreen
+from gateway.calls.screened import Guard
 from gateway.guard import Blocked, Screening, parse_policy
+from gateway.guard.texts import ANTHROPIC, CHAT, GEMINI, ReplyScreen
 
 PLACEHOLDER = re.compile(r"<[A-Z_]+_\d+>")
 PIECES = ["Your card ", "is 4111 ", "1111 11", "11 1111", " and that", " is all."]
