@@ -10,7 +10,7 @@ from django.utils.html import format_html
 from unfold.admin import ModelAdmin
 from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationForm
 
-from accounts.admin_guardrails import GuardrailsFormMixin
+from accounts.admin_guardrails import GuardrailsFormMixin, as_text
 from accounts.admin_keys import AccountKeyAdmin
 from accounts.models import Account, AccountGroup
 from gateway.console.audit_trail import audit_trail
@@ -41,7 +41,8 @@ class AccountGroupForm(MoneyFormMixin, GuardrailsFormMixin, forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name in TOKEN_FIELDS:
-            self.fields[name] = no_limit_field(self.fields[name], empty_is_no_limit=True, help_text=TOKENS_HELP)
+            if name in self.fields:  # not for staff who may only view: every field is read-only then
+                self.fields[name] = no_limit_field(self.fields[name], empty_is_no_limit=True, help_text=TOKENS_HELP)
 
 
 def tokens_column(name: str, title: str):
@@ -64,20 +65,29 @@ class AccountGroupAdmin(ModelAdmin):
     list_filter = ["api_access", "all_models", "remote_servers_allowed"]
     search_fields = ["name"]
     filter_horizontal = ["allowed_models", "allowed_aliases"]
+    readonly_fields = ["guardrails_shown"]
 
     def get_fieldsets(self, request, obj=None):
-        """The token quotas and the budgets side by side, in a section named with the currency."""
+        """The token quotas and the budgets side by side, in a section named with the currency; the guardrails
+        last, as text without the webhooks' secrets for staff who may only view them."""
         limits = [*TOKEN_FIELDS, *BUDGET_FIELDS]
-        others = [name for name in self.get_fields(request, obj) if name not in [*limits, "guardrails"]]
+        guardrails = "guardrails" if self.has_change_permission(request, obj) else "guardrails_shown"
+        others = [name for name in self.get_fields(request, obj)
+                  if name not in [*limits, "guardrails", "guardrails_shown"]]
         return [(None, {"fields": others}),
                 (f"Token quotas and budgets ({currency()})", {"fields": limits, "description": f"{WINDOWS_HELP} "
                  "Reaching one refuses the account's calls until its window ends; an account may have budgets of "
                  "its own."}),
-                ("Guardrails", {"fields": ["guardrails"], "description": GUARDRAILS_HELP})]
+                ("Guardrails", {"fields": [guardrails], "description": GUARDRAILS_HELP})]
 
     @admin.display(description="Budgets")
     def budgets(self, group):
         return budgets_summary(group)
+
+    @admin.display(description="Guardrails")
+    def guardrails_shown(self, group):
+        """The list as the editors' field shows it (YAML, without secrets), for staff who may only view."""
+        return format_html("<pre>{}</pre>", as_text(group.guardrails)) if group.guardrails else "none"
 
     @admin.display(description="Guardrails")
     def guardrails_checks(self, group):

@@ -150,3 +150,19 @@ def test_a_new_group_is_made_with_its_guardrails(admin_client):
 
     assert AccountGroup.objects.get(name="fresh").guardrails == [
         {"check": "webhook", "url": "https://g.test/", "secret": SECRET}]
+
+
+def test_staff_who_may_only_view_groups_see_the_checks_without_the_secret(client):
+    from django.contrib.auth.models import Permission
+
+    viewer = AccountFactory(is_staff=True, email="viewer@example.test")
+    viewer.user_permissions.add(Permission.objects.get(codename="view_accountgroup"))
+    client.force_login(viewer)
+    group = AccountGroupFactory(name="careful", guardrails=[{**HOOK, "secret": SECRET}, {"check": "secrets"}])
+
+    page = client.get(reverse("admin:accounts_accountgroup_change", args=[group.pk]))
+
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert SECRET not in text and 'name="guardrails"' not in text
+    assert "guard.internal/check" in html.unescape(text) and "check: secrets" in html.unescape(text)
