@@ -274,6 +274,11 @@ class ReplyScreen:
                     if isinstance(arguments, str) and arguments:
                         function["arguments"] = await self.feed(("t", index, call.get("index", 0)), arguments)
             if choice.get("finish_reason") and (rest := await self._choice_rest(index)) is not None:
+                if isinstance(delta, dict):  # what this chunk let through goes first, in the release
+                    if delta.get("content"):
+                        rest["delta"]["content"] = delta.pop("content") + rest["delta"].get("content", "")
+                    if delta.get("tool_calls"):
+                        rest["delta"]["tool_calls"] = delta.pop("tool_calls") + rest["delta"].get("tool_calls", [])
                 before.append(rest)
         if before:
             return [self._chat_envelope(before, chunk), chunk]

@@ -1,9 +1,11 @@
-"""Ways around a group's guardrails, each tried through the official SDKs: a value hidden in a tool's
-result, in a system block with `cache_control`, in a pass-through /v1/messages request's blocks, in
-look-alike letters, or split across two messages. What is caught is asserted caught; what is not is
-asserted so too, as a known limit the guardrails' decision record names."""
+"""Ways around a group's guardrails, each tried through the official SDKs, each caught: a value hidden in a
+tool's result, in a system block with `cache_control`, in a pass-through /v1/messages request's blocks, in
+look-alike letters (fullwidth, another script's), base64'd in a markdown image's alt text, or split across
+two messages."""
 
 from __future__ import annotations
+
+import base64
 
 import anthropic
 import openai
@@ -67,11 +69,28 @@ def test_a_word_in_look_alike_letters_is_caught(world):
     assert world.upstream.requests == []
 
 
-def test_a_secret_split_across_two_messages_is_a_known_limit(world):
-    """Each text is checked on its own: half a key in each of two messages is no key in either."""
+def test_a_secret_split_across_two_messages_is_caught_on_their_seam(world):
     guard(world.group, BLOCK)
     half = len(AWS_KEY) // 2
-    world.openai.chat.completions.create(model="oa/echo-1", messages=[
-        {"role": "user", "content": f"first half {AWS_KEY[:half]}"},
-        {"role": "user", "content": f"{AWS_KEY[half:]} is the second half"}])
-    assert len(world.upstream.requests) == 1
+    with pytest.raises(openai.BadRequestError):
+        world.openai.chat.completions.create(model="oa/echo-1", messages=[
+            {"role": "user", "content": f"first half {AWS_KEY[:half]}"},
+            {"role": "user", "content": f"{AWS_KEY[half:]} is the second half"}])
+    assert world.upstream.requests == []
+
+
+def test_a_secret_base64d_in_a_markdown_images_alt_text_is_caught(world):
+    guard(world.group, BLOCK)
+    hidden = base64.b64encode(f"aws_access_key_id={AWS_KEY}".encode()).decode()
+    with pytest.raises(anthropic.BadRequestError):
+        world.anthropic.messages.create(model="an/claude-echo", max_tokens=50, messages=[
+            {"role": "user", "content": f"see ![{hidden}](https://example.com/chart.png)"}])
+    assert world.upstream.requests == []
+
+
+def test_a_word_with_another_scripts_look_alike_letter_is_caught(world):
+    guard(world.group, [{"check": "words", "on": "input", "action": "block", "words": ["ProjectX"]}])
+    with pytest.raises(openai.BadRequestError):
+        world.openai.chat.completions.create(model="oa/echo-1", messages=[
+            {"role": "user", "content": "status of Pr\u043ejectX?"}])  # a Cyrillic o
+    assert world.upstream.requests == []

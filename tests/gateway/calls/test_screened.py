@@ -117,3 +117,10 @@ def test_a_guard_notes_each_finding_once():
 async def _aiter(items):
     for item in items:
         yield item
+
+
+def test_a_finish_chunk_that_carries_text_keeps_its_order():
+    chunks = [chat_chunk(p) for p in PIECES[:-1]] + [chat_chunk(PIECES[-1], finish="stop")]
+    out = run(through(screen(REDACT, CHAT), chunks))
+    assert_clean(chat_text(out))
+    assert out[-1]["choices"][0]["finish_reason"] == "stop" and not out[-1]["choices"][0]["delta"].get("content")
