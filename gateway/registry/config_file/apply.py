@@ -8,8 +8,8 @@ and writes nothing. Objects are matched by name. For an object the file names, t
 authoritative: a field it leaves out takes its default (a group without `allowed_models` or
 `allowed_aliases` may use every model; a model without `fallbacks` has none, a group without `guardrails` has
 none) — except a server's API key, which is kept when the file gives neither `api_key` nor `api_key_env`, and a
-guardrails webhook's secret, kept for its url when the item gives neither `secret` nor `secret_env` (`guardrails`). Objects the file does not name are left
-alone: applying never deletes anything.
+guardrails webhook's secret, kept for its url when the item gives neither `secret` nor `secret_env` (`guardrails`).
+Objects the file does not name are left alone: applying never deletes anything.
 
 Account groups belong to the accounts app; their model is looked up through the app registry so
 that gateway/ still imports no app above it.
