@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from unfold.admin import ModelAdmin
 from unfold.forms import AdminPasswordChangeForm, UserChangeForm, UserCreationForm
 
+from accounts.admin_guardrails import GuardrailsFormMixin, as_text
 from accounts.admin_keys import AccountKeyAdmin
 from accounts.models import Account, AccountGroup
 from gateway.console.audit_trail import audit_trail
@@ -27,9 +28,12 @@ from gateway.console.fields.no_limit import WORDS, no_limit_field, shown
 WINDOWS_HELP = "Per account, in windows of a UTC day, a week from Wednesday 14:00 UTC and a calendar month."
 TOKEN_FIELDS = ("daily_tokens", "weekly_tokens", "monthly_tokens")
 TOKENS_HELP = f"Tokens per account in the window; empty or “{WORDS}”: no ceiling."
+GUARDRAILS_HELP = ("Checks on what the group's members send to a model (input) and what comes back (output): "
+                   "pii, secrets, injection, words, model and webhook, each blocking, redacting or only noting "
+                   "what it finds, on every surface and every model (the guardrails guide, docs/guardrails.md).")
 
 
-class AccountGroupForm(MoneyFormMixin, forms.ModelForm):
+class AccountGroupForm(MoneyFormMixin, GuardrailsFormMixin, forms.ModelForm):
     class Meta:
         model = AccountGroup
         fields = "__all__"
@@ -37,7 +41,8 @@ class AccountGroupForm(MoneyFormMixin, forms.ModelForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         for name in TOKEN_FIELDS:
-            self.fields[name] = no_limit_field(self.fields[name], empty_is_no_limit=True, help_text=TOKENS_HELP)
+            if name in self.fields:  # not for staff who may only view: every field is read-only then
+                self.fields[name] = no_limit_field(self.fields[name], empty_is_no_limit=True, help_text=TOKENS_HELP)
 
 
 def tokens_column(name: str, title: str):
@@ -55,23 +60,40 @@ class AccountGroupAdmin(ModelAdmin):
     form = AccountGroupForm
     list_display = ["name", "api_access", "all_models", tokens_column("daily_tokens", "Daily tokens"),
                     tokens_column("weekly_tokens", "Weekly tokens"), tokens_column("monthly_tokens", "Monthly tokens"),
-                    "budgets", "remote_servers_allowed", "attachments_per_message", "response_cache_ttl"]
+                    "budgets", "remote_servers_allowed", "attachments_per_message", "response_cache_ttl",
+                    "guardrails_checks"]
     list_filter = ["api_access", "all_models", "remote_servers_allowed"]
     search_fields = ["name"]
     filter_horizontal = ["allowed_models", "allowed_aliases"]
+    readonly_fields = ["guardrails_shown"]
 
     def get_fieldsets(self, request, obj=None):
-        """The token quotas and the budgets side by side, in a section named with the currency."""
+        """The token quotas and the budgets side by side, in a section named with the currency; the guardrails
+        last, as text without the webhooks' secrets for staff who may only view them."""
         limits = [*TOKEN_FIELDS, *BUDGET_FIELDS]
-        others = [name for name in self.get_fields(request, obj) if name not in limits]
+        guardrails = "guardrails" if self.has_change_permission(request, obj) else "guardrails_shown"
+        others = [name for name in self.get_fields(request, obj)
+                  if name not in [*limits, "guardrails", "guardrails_shown"]]
         return [(None, {"fields": others}),
                 (f"Token quotas and budgets ({currency()})", {"fields": limits, "description": f"{WINDOWS_HELP} "
                  "Reaching one refuses the account's calls until its window ends; an account may have budgets of "
-                 "its own."})]
+                 "its own."}),
+                ("Guardrails", {"fields": [guardrails], "description": GUARDRAILS_HELP})]
 
     @admin.display(description="Budgets")
     def budgets(self, group):
         return budgets_summary(group)
+
+    @admin.display(description="Guardrails")
+    def guardrails_shown(self, group):
+        """The list as the editors' field shows it (YAML, without secrets), for staff who may only view."""
+        return format_html("<pre>{}</pre>", as_text(group.guardrails)) if group.guardrails else "none"
+
+    @admin.display(description="Guardrails")
+    def guardrails_checks(self, group):
+        """The checks' names in order ("pii, secrets"), or "none"."""
+        names = [str(item.get("check")) for item in group.guardrails or [] if isinstance(item, dict)]
+        return ", ".join(names) or "none"
 
 
 class LockedFilter(admin.SimpleListFilter):

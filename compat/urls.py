@@ -1,6 +1,16 @@
 from django.urls import path
 
-from compat import audio, chat_completions, embeddings, gemini, gemini_models, messages, responses, views
+from compat import (
+    audio,
+    chat_completions,
+    embeddings,
+    gemini,
+    gemini_models,
+    messages,
+    moderations,
+    responses,
+    views,
+)
 
 urlpatterns = [
     path("v1/models", views.models),
@@ -13,6 +23,7 @@ urlpatterns = [
     path("v1/audio/translations", audio.translations),
     path("v1/audio/speech", audio.speech),
     path("v1/embeddings", embeddings.embeddings),
+    path("v1/moderations", moderations.moderations),
 ]
 
 # Google's Gemini API: `models/{model}:{method}`, the model's id possibly holding a `/`. On /v1 only its

@@ -21,9 +21,10 @@ class GatewayConfig(AppConfig):
 
         from gateway.calls import attempt_observers, attempts
         from gateway.console import audit_trail
-        from gateway.guard import model_check
+        from gateway.guard import PolicyError, model_check, parse_policy
         from gateway.limits.quotas import quota_forget_unsure
         from gateway.registry import google_auth, signals
+        from gateway.registry.config_file import guardrails as config_guardrails
         from gateway.registry.snapshot import loaded_server_keys
         from gateway.telemetry import logjson, redact
         from gateway.usage import call_log
@@ -36,6 +37,8 @@ class GatewayConfig(AppConfig):
         signals.connect()  # a change to the registry moves its stamp (gateway/registry/snapshot.py)
         redact.secret_sources.append(loaded_server_keys)  # the servers' keys never reach a log line
         redact.secret_sources.append(google_auth.tokens)  # nor Google's access tokens (Vertex AI)
+        # a group's guardrails in applyconfig's file and the admin's page, checked by the guard's own parser
+        config_guardrails.use(parse_policy, PolicyError)
         # the usage drainer drops the quota counters an addition may have missed, after each write
         usage_writer.after_cycle.append(quota_forget_unsure)
         # the calls log: a call's line spooled when its request ends, drained by the same thread

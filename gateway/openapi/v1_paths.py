@@ -1,5 +1,5 @@
-"""Paths of the compatibility surfaces under /v1 (chat completions, responses, messages, embeddings, audio,
-models)."""
+"""Paths of the compatibility surfaces under /v1 (chat completions, responses, messages, embeddings, moderations,
+audio, models)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,26 @@ SCHEMAS = {
                               closed=True)},
                           "usage": obj({"prompt_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"}},
                                        closed=True)}, closed=True),
+    # answered by the caller's group's guardrails (docs/guardrails.md): OpenAI's categories all false, one more
+    # per kind of check; `findings` says what was found (never the text)
+    "ModerationRequest": obj({"input": {"oneOf": [
+        {"type": "string"},
+        {"type": "array", "minItems": 1, "maxItems": 64, "items": {"type": "string"}},
+        {"type": "array", "minItems": 1, "maxItems": 64, "items": {"oneOf": [
+            obj({"type": {"const": "text"}, "text": {"type": "string"}}),
+            obj({"type": {"const": "image_url"}, "image_url": ANY_OBJECT})]}}]}},
+        {"model": {"type": "string"}}),
+    "Moderation": obj({"id": {"type": "string", "pattern": "^modr-"}, "model": {"type": "string"},
+                       "results": {"type": "array", "minItems": 1, "items": obj({
+                           "flagged": {"type": "boolean"},
+                           "categories": {"type": "object", "additionalProperties": {"type": "boolean"}},
+                           "category_scores": {"type": "object", "additionalProperties": {"type": "number"}},
+                           "category_applied_input_types": {"type": "object", "additionalProperties": {
+                               "type": "array", "items": {"type": "string"}}},
+                           "findings": {"type": "array", "items": obj({
+                               "check": {"type": "string"}, "entity": {"type": "string"},
+                               "action": {"enum": ["block", "redact", "log"]}, "index": {"type": "integer"},
+                               "offset": {"type": "integer"}}, closed=True)}})}}, closed=True),
     "Transcription": obj({"text": {"type": "string"}}),
     # the audio as a file part; other fields (response_format, language, ...) go to the model server
     "AudioUpload": obj({"file": {"type": "string", "contentMediaType": "application/octet-stream"}},
@@ -110,6 +130,11 @@ def paths() -> dict:
     path = "/v1/embeddings"
     p[path] = {"post": operation(path, "Embeddings (float vectors, or base64 float32 with encoding_format base64)",
                                  _ok(ref("EmbeddingList")), body=ref("EmbeddingRequest"), tags=TAGS)}
+    path = "/v1/moderations"
+    p[path] = {"post": operation(path, "Moderations, answered by the group's guardrails (no model unless a check "
+                                       "names one)",
+                                 {"200": json_response("OK", ref("Moderation"))}, body=ref("ModerationRequest"),
+                                 tags=TAGS)}
     path = "/v1/audio/speech"
     p[path] = {"post": operation(path, "Speech synthesis: audio bytes",
                                  {"200": {"description": "Audio", "content": {"audio/*": {"schema": {

@@ -12,10 +12,13 @@ Part of gateway/settings/__init__.py, which puts what `from_env` returns beside 
 
 # Each followed model (registered with auditlog by gateway/console/audit_trail.py `follow`, at start-up): its
 # own columns are followed but its id and those left out (`leave_out`), or only those named (`only`); `mask`ed
-# ones are written as set or not; `m2m` are its many-to-many fields, whose additions and removals are written.
+# ones are written as set or not (or as its `mask_callable` writes them); `m2m` are its many-to-many fields, whose
+# additions and removals are written.
 # Relations from other models (a group's accounts, a server's models) are never part of an entry.
 AUDIT_TRAIL_MODELS = {
-    "accounts.AccountGroup": {"m2m": ["allowed_models", "allowed_aliases"]},
+    # a guardrails' webhook secret: the list is written with each item's `secret` masked, the rest as it is
+    "accounts.AccountGroup": {"m2m": ["allowed_models", "allowed_aliases"], "mask": ["guardrails"],
+                              "mask_callable": "gateway.console.audit_trail.mask_guardrails"},
     "accounts.Account": {"leave_out": ["password", "last_login", "failed_logins", "locked_until"],
                          "m2m": ["groups", "user_permissions"]},
     # never key_hash nor the last use; the preview is what the console shows of a key anyway

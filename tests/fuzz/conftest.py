@@ -130,6 +130,7 @@ WELL_FORMED = {
     "/api/v1/agent/chat": {"message": "hello"},
     "/api/v1/agent/run": {"task": "say hello"},
     "/api/v1/embeddings": {"input": "hello world"},
+    "/v1/moderations": {"input": "hello"},
     "/api/v1/routines": {"delivery_targets": ["inapp"], "schedule": "0 8 * * 1-5"},
     "/api/v1/routines/{routine_id}": {"delivery_targets": ["inapp"], "schedule": "0 8 * * 1-5"},
     "/api/v1/channels/whatsapp": {"number": "+5511999990001"},

@@ -1,14 +1,15 @@
 """The operator's configuration file (`manage.py applyconfig FILE`, docs/configuration.md): model
 servers and their models (with their prices), fallbacks, the default model, aliases and account groups
-(with their token quotas and budgets), in one YAML file.
+(with their token quotas, budgets and guardrails), in one YAML file.
 
 Applying is idempotent and all-or-nothing: the whole file is checked and written in one
 transaction, and any error names its place in the file (`servers[1].models[0].fallbacks[0]`)
 and writes nothing. Objects are matched by name. For an object the file names, the file is
 authoritative: a field it leaves out takes its default (a group without `allowed_models` or
-`allowed_aliases` may use every model; a model without `fallbacks` has none) — except a server's API key, which is kept
-when the file gives neither `api_key` nor `api_key_env`. Objects the file does not name are left
-alone: applying never deletes anything.
+`allowed_aliases` may use every model; a model without `fallbacks` has none, a group without `guardrails` has
+none) — except a server's API key, which is kept when the file gives neither `api_key` nor `api_key_env`, and a
+guardrails webhook's secret, kept for its url when the item gives neither `secret` nor `secret_env` (`guardrails`).
+Objects the file does not name are left alone: applying never deletes anything.
 
 Account groups belong to the accounts app; their model is looked up through the app registry so
 that gateway/ still imports no app above it.
@@ -43,6 +44,7 @@ from gateway.registry.config_file.checks import (
     budget,
     choice,
     default_of,
+    from_env,
     list_of,
     mapping,
     names_once,
@@ -53,6 +55,7 @@ from gateway.registry.config_file.checks import (
     string,
     whole,
 )
+from gateway.registry.config_file.guardrails import read_guardrails
 from gateway.registry.default_model import choose_default
 
 TOP_KEYS = ("servers", "default_model", "aliases", "groups")
@@ -77,7 +80,7 @@ MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window"
 BUDGET_KEYS = ("daily_budget", "weekly_budget", "monthly_budget")  # settings.CURRENCY; -1 = none
 GROUP_KEYS = ("name", "api_access", "allowed_models", "allowed_aliases", "daily_tokens", "weekly_tokens",
               "monthly_tokens", *BUDGET_KEYS, "remote_servers_allowed", "attachments_per_message",
-              "response_cache_ttl")
+              "response_cache_ttl", "guardrails")
 
 # file key → model field, where they differ
 MODEL_FIELDS = {"chat": "supports_chat", "embeddings": "supports_embeddings", "audio": "supports_audio"}
@@ -159,7 +162,7 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
             raise ConfigError(f"{where}.api_key", "must be a string")
         wanted["api_key"] = entry["api_key"]
     elif "api_key_env" in entry:
-        wanted["api_key"] = _from_env(entry, "api_key_env", where, environ)
+        wanted["api_key"] = from_env(entry, "api_key_env", where, environ)
 
     server = ModelServer.objects.filter(name=name).first() or ModelServer(name=name)
     summary.servers.add(save(server, wanted, where, {**{name: f"{name}_env" for name in CLOUD_SECRETS},
@@ -192,16 +195,6 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
     return written
 
 
-def _from_env(entry: dict, key: str, where: str, environ: Mapping[str, str]) -> str:
-    """The value of the environment variable `entry[key]` names (a secret the file does not hold)."""
-    variable = string(entry[key], f"{where}.{key}")
-    if variable not in environ:
-        raise ConfigError(f"{where}.{key}", f"environment variable {variable} is not set")
-    if not environ[variable]:
-        raise ConfigError(f"{where}.{key}", f"environment variable {variable} is empty")
-    return environ[variable]
-
-
 def _cloud_settings(entry: dict, kind: str, where: str, environ: Mapping[str, str]) -> dict:
     """A cloud server's own fields. A secret the file leaves out is kept as stored (like `api_key`), and a
     cloud's key on another kind of server is an error, not silently ignored."""
@@ -224,7 +217,7 @@ def _cloud_settings(entry: dict, kind: str, where: str, environ: Mapping[str, st
     wanted["anthropic_betas"] = "\n".join(betas)
     for name in CLOUD_SECRETS:
         if f"{name}_env" in entry:
-            wanted[name] = _from_env(entry, f"{name}_env", where, environ)
+            wanted[name] = from_env(entry, f"{name}_env", where, environ)
     return wanted
 
 
@@ -262,7 +255,7 @@ def _apply_default(model_id, known: KnownModels) -> tuple[str, str]:
     return model.public_id, "set"
 
 
-def _apply_group(entry, where: str, known: KnownModels, summary: Summary) -> None:
+def _apply_group(entry, where: str, known: KnownModels, environ: Mapping[str, str], summary: Summary) -> None:
     AccountGroup = apps.get_model("accounts", "AccountGroup")
     entry = mapping(entry, where, GROUP_KEYS)
     if "name" not in entry:
@@ -287,6 +280,8 @@ def _apply_group(entry, where: str, known: KnownModels, summary: Summary) -> Non
     wanted["all_models"] = "allowed_models" not in entry and "allowed_aliases" not in entry
 
     group = AccountGroup.objects.filter(name=name).first() or AccountGroup(name=name)
+    # left out: none (the file is authoritative); a webhook's secret comes from `secret_env`, or is kept
+    wanted["guardrails"] = read_guardrails(entry.get("guardrails", []), where, environ, group.guardrails or [])
     status = save(group, wanted, where, {"all_models": "allowed_models"})
     for field_name, ids in (("allowed_models", allowed), ("allowed_aliases", aliases)):
         related = getattr(group, field_name)
@@ -324,7 +319,7 @@ def apply_config(data: dict, *, environ: Mapping[str, str] | None = None, dry_ru
         if "aliases" in data:
             summary.aliases = apply_aliases(data["aliases"], known)
         for i, entry in enumerate(groups):
-            _apply_group(entry, f"groups[{i}]", known, summary)
+            _apply_group(entry, f"groups[{i}]", known, environ, summary)
         if dry_run:
             transaction.set_rollback(True)
     return summary

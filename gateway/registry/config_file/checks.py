@@ -185,6 +185,16 @@ def names_once(entries: list, where: str, what: str) -> None:
             seen.add(name.strip())
 
 
+def from_env(entry: dict, key: str, where: str, environ: Mapping[str, str]) -> str:
+    """The value of the environment variable `entry[key]` names (a secret the file does not hold)."""
+    variable = string(entry[key], f"{where}.{key}")
+    if variable not in environ:
+        raise ConfigError(f"{where}.{key}", f"environment variable {variable} is not set")
+    if not environ[variable]:
+        raise ConfigError(f"{where}.{key}", f"environment variable {variable} is empty")
+    return environ[variable]
+
+
 # ---------------------------------------------------------------------------------------- writing
 
 
