@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gateway', '0019_google_cloud_servers'),
+        ('gateway', '0020_carried_betas_for_every_cloud'),
     ]
 
     operations = [
