@@ -61,6 +61,12 @@ def recognizer(entity: str):
         return _recognizers[entity]
 
 
+def ready(entities: tuple[str, ...]) -> bool:
+    """Whether the recognisers of `entities` are made: the first use imports Presidio and spaCy (most of a
+    second), which the caller does on a worker thread rather than in the event loop."""
+    return all(entity in _recognizers for entity in entities)
+
+
 def find(text: str, entities: tuple[str, ...]) -> list[tuple[int, int, str]]:
     """The spans of `text` holding one of `entities`, without overlaps, in order."""
     results = []

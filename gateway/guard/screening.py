@@ -22,7 +22,7 @@ import logging
 from gateway.guard import injection, model_check, pii, secrets, webhook, words
 from gateway.guard.findings import GUARD_FAILED, INVALID_POLICY, Blocked, Finding, GuardFailure
 from gateway.guard.policy import Check, Policy
-from gateway.guard.stream import OutputFilter
+from gateway.guard.stream import OutputFilter, cold
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class Screening:
         if self.policy.errors:
             self.note(Finding("policy", INVALID_POLICY, "block", "input", 0, 0))
         checks = self.policy.on("input")
-        if sum(len(t) for t in texts) > INLINE_CHARS:  # a long prompt's scan would hold the event loop
+        if sum(len(t) for t in texts) > INLINE_CHARS or cold(checks):  # it would hold the event loop
             texts = await asyncio.to_thread(self.local_input, checks, texts)
         else:
             texts = self.local_input(checks, texts)

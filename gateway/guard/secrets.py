@@ -42,6 +42,11 @@ def entity_of(secret_type: str) -> str:
     return re.sub(r"[^A-Z0-9]+", "_", secret_type.upper()).strip("_")
 
 
+def ready() -> bool:
+    """Whether detect-secrets' plugins are read (their first use imports them)."""
+    return _detectors is not None
+
+
 def detectors() -> tuple[Detector, ...]:
     global _detectors
     if _detectors is None:

@@ -20,8 +20,10 @@ client's own values are never taken for findings of the reply. Offsets count the
 
 from __future__ import annotations
 
+import asyncio
 import re
 
+from gateway.guard import pii, secrets
 from gateway.guard.findings import Finding
 
 WINDOW = 200
@@ -60,6 +62,8 @@ class OutputFilter:
         return await self.end()
 
     async def release(self, cut: int, *, final: bool) -> str:
+        if cold(self.local):  # the libraries' first use in this process, on a worker thread
+            await asyncio.to_thread(lambda: [self.find(check, "") for check in self.local])
         buf = self.pending
         found: list[tuple] = []  # (check, start, end, entity), spans of redacting checks
         for check in self.local:
@@ -112,3 +116,9 @@ class OutputFilter:
             return text
         return PLACEHOLDER.sub(lambda m: values.get(m.group(0), m.group(0)), text)
 
+
+def cold(checks) -> bool:
+    """Whether a check's library is not imported yet in this process: its first use imports it (Presidio
+    and spaCy take most of a second), which is done on a worker thread rather than in the event loop."""
+    return any((check.kind == "pii" and not pii.ready(check.entities))
+               or (check.kind == "secrets" and not secrets.ready()) for check in checks)

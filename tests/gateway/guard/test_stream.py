@@ -129,3 +129,24 @@ def test_log_findings_are_noted_once_while_the_window_slides():
 def test_whole_checks_a_whole_reply():
     screening = screening_of([{"check": "secrets", "on": "both", "action": "redact"}])
     assert asyncio.run(screening.output().whole(f"k={AWS_KEY}")) == "k=<AWS_ACCESS_KEY_1>"
+
+
+def test_an_output_check_s_library_is_first_used_off_the_event_loop(monkeypatch):
+    from gateway.guard import pii, stream
+
+    monkeypatch.setattr(pii, "_recognizers", {})
+    checks = parse_policy([{"check": "pii", "on": "output", "action": "redact", "entities": ["email"]}]).checks
+    assert stream.cold(checks)
+    hops = []
+    real = asyncio.to_thread
+
+    async def counted(fn, *args):
+        hops.append(fn)
+        return await real(fn, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    screening = Screening(parse_policy([{"check": "pii", "on": "output", "action": "redact",
+                                         "entities": ["email"]}]), group_name="g", request_id="r")
+    out = asyncio.run(screening.output().whole("write to jane.doe@example.com"))
+    assert out == "write to <EMAIL_ADDRESS_1>"
+    assert len(hops) == 1 and not stream.cold(checks)
