@@ -104,12 +104,12 @@ def test_calls_to_a_bare_name_several_servers_hold_really_spread(pool):
     assert all(n >= 5 for n in reached(pool).values()), reached(pool)
 
 
-# Serial (tests/parallel.py): its bound holds while the fast deployments answer in milliseconds, as on a machine
-# to itself; beside the parallel stage's other process the gateway's own answers slowed towards the slow one's and
-# p3 got 11 of 90 calls (and as many with it 1.2 s late), though each policy still sent it the fewest.
+# Serial (tests/parallel.py): the share depends on how fast the fast deployments answer, which a busy machine
+# slows towards the slow one's. So the bound is against what each fast one got in the same run, not against a
+# fixed count: on a quiet machine p3 gets a handful of 90; beside other work it got 11 while p1 got 35.
 @pytest.mark.serial
 @pytest.mark.parametrize("policy, concurrency", [("least-busy", 4), ("latency", 2)])
-def test_a_slow_deployment_gets_at_most_a_third_of_its_weighted_share(pool, policy, concurrency):
+def test_a_slow_deployment_gets_at_most_a_third_of_a_fast_one_s_share(pool, policy, concurrency):
     pool.ups[2].configure(latency_ms=400)  # p3 answers its first byte 400 ms late
     alias("team", pool.models, policy=policy)
     calls = 90
@@ -117,7 +117,7 @@ def test_a_slow_deployment_gets_at_most_a_third_of_its_weighted_share(pool, poli
     assert statuses == {200: calls}
     counts = reached(pool)
     assert sum(counts.values()) == calls
-    assert counts["p3"] <= calls / 3 / 3, counts
+    assert counts["p3"] * 3 <= min(counts["p1"], counts["p2"]), counts  # at most a third of a fast one's
 
 
 def test_one_upstream_down_costs_no_call(pool, closed_port):
