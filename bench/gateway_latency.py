@@ -10,6 +10,7 @@ side by side with LiteLLM's proxy.
     .venv/bin/python bench/gateway_latency.py --price       # models priced, the group with budgets (issue 25)
     .venv/bin/python bench/gateway_latency.py --replay      # an Idempotency-Key replay, c=1 and 16 -> latest-replay.md
     .venv/bin/python bench/gateway_latency.py --otlp-sink   # traces on (issue 27), exported to a sink that discards
+    .venv/bin/python bench/gateway_latency.py --guardrails pii-redact --prompt-bytes 2048  # the group's guardrails
     .venv/bin/python bench/gateway_latency.py --help        # --stream, --client httpx, --env NAME=VALUE,
                                                             # --tag, --rounds
 
@@ -29,6 +30,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+import guard_cost
 import harness
 from harness import PY, RESULTS, git_commit, run_checked
 from loadgen import CLIENTS, measure, summarize
@@ -60,11 +62,15 @@ def run_benchmark(args, stack: Stack) -> None:
         plan = Plan(plan.name, args.rounds, plan.seconds, plan.warmup_seconds, plan.counts)
     if args.cache:
         plan = Plan(plan.name, plan.rounds, plan.seconds, plan.warmup_seconds, plan.counts, concurrencies=(1, 16))
+    if args.concurrency:
+        plan = Plan(plan.name, plan.rounds, plan.seconds, plan.warmup_seconds, plan.counts,
+                    concurrencies=args.concurrency)
     if args.replay:  # a replay is of a whole answer: streams are not kept
         plan = Plan(plan.name, plan.rounds, plan.seconds, plan.warmup_seconds, plan.counts, concurrencies=(1, 16),
                     modes=("non-stream",))
     require = ("X-Cache", "hit") if args.cache else ("Idempotent-Replayed", "true") if args.replay else None
     replay_headers = {"Idempotency-Key": f"bench-replay-{os.getpid()}"} if args.replay else None
+    messages = [{"role": "user", "content": guard_cost.prompt(args.prompt_bytes)}] if args.prompt_bytes else None
     stack.settings_line = stack.effective_settings()
     stack.start_gateway()
     if args.surface == "messages":  # an Anthropic server behind /v1/messages
@@ -98,7 +104,8 @@ def run_benchmark(args, stack: Stack) -> None:
                     run = asyncio.run(measure(args.client, base, model, key, stream, c, plan.counts[c],
                                               plan.seconds, plan.warmup_seconds, args.surface,
                                               require=require if gateway else None,
-                                              headers=replay_headers if gateway else None))
+                                              headers=replay_headers if gateway else None,
+                                              messages=messages))
                     if gateway:
                         time.sleep(0.2)  # let the last replies' metering finish
                     cpu_after = stack.cpu_snapshot()
@@ -199,6 +206,14 @@ def main() -> int:
     p.add_argument("--price", action="store_true",
                    help="price every model and give the bench group budgets it never reaches (issue 25; needs a "
                         "commit that has prices)")
+    p.add_argument("--guardrails", metavar="PRESET|FILE.json",
+                   help="the bench group's guardrails: a preset (" + ", ".join(guard_cost.PRESETS) + ") or a file "
+                        "holding the JSON list of checks; without it the group has none")
+    p.add_argument("--prompt-bytes", type=int, default=0, metavar="N",
+                   help="send a user message of about N bytes holding three e-mail addresses, a card number and a "
+                        "phone number (bench/guard_cost.py) instead of the one short message; the direct calls too")
+    p.add_argument("--concurrency", type=lambda v: tuple(int(c) for c in v.split(",")), metavar="C[,C...]",
+                   help="only these concurrencies (of 1, 16, 64), e.g. 1")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the gateway process (e.g. DB_CONN_MAX_AGE=60); repeatable")
     p.add_argument("--otlp-sink", action="store_true",
@@ -222,7 +237,7 @@ def main() -> int:
         extra_env = {**sink.env(), **extra_env}
         print(f"bench: OTLP sink on 127.0.0.1:{sink.port}; the gateway exports its traces there", flush=True)
     git_commit(args.commit)  # the code the run starts with
-    stack = Stack(extra_env, REDIS_URL, pool=args.pool)
+    stack = Stack(extra_env, REDIS_URL, pool=args.pool, guardrails=guard_cost.guardrails(args.guardrails))
     if args.server == "granian":
         stack.use_granian()
     try:

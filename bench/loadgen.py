@@ -237,14 +237,14 @@ SURFACES = {  # surface -> (path, the credential's header and prefix)
 
 async def measure(kind: str, base: str, model: str, key: str, stream: bool, concurrency: int, count: int,
                   seconds: float, warmup_seconds: float, surface: str = "chat", require: tuple[str, str] | None = None,
-                  headers: dict | None = None) -> RunResult:
+                  headers: dict | None = None, messages: list | None = None) -> RunResult:
     """One measured run of chat completions (or Anthropic messages) against one target: warm-up
     (discarded), then the run, on one client. Every run sends one request over and over, with
     `headers` added; with `require` (bench/gateway_latency.py --cache, --replay) a measured reply that
     lacks that header (`X-Cache: hit`, `Idempotent-Replayed: true`) is an error: the warm-up's first call
-    keeps the reply."""
+    keeps the reply. `messages` replaces the one short user message (gateway_latency.py --prompt-bytes)."""
     client = CLIENTS[kind](base, concurrency)
-    body = json.dumps({"model": model, "messages": MESSAGES, "stream": stream, "max_tokens": 64}).encode()
+    body = json.dumps({"model": model, "messages": messages or MESSAGES, "stream": stream, "max_tokens": 64}).encode()
     path, header, prefix = SURFACES[surface]
     payload = client.build(path, body, {header: prefix + key, **(headers or {})})
 

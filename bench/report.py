@@ -190,8 +190,12 @@ def write_report(args, plan, stack, rows, cells, costs, per_request, usage_writt
         f"{'asyncio + raw HTTP/1.1 keep-alive sockets' if args.client == 'raw' else 'httpx.AsyncClient'}), "
         f"one keep-alive connection per concurrent worker, closed loop, in the benchmark process; the same client for "
         f"every target. Latency is to the last byte of the reply; TTFT is to the first chunk carrying text.",
-        "- Request: `POST /v1/chat/completions`, one short user message; the upstream answers a fixed 20-word reply "
+        "- Request: `POST /v1/chat/completions`, "
+        + (f"one user message of {args.prompt_bytes} bytes at most (three e-mail addresses, a card number, a phone "
+           f"number; bench/guard_cost.py)" if getattr(args, "prompt_bytes", 0) else "one short user message")
+        + "; the upstream answers a fixed 20-word reply "
         "(`tokens_per_second` 0, no added latency), streamed as 22 SSE chunks or as one JSON body.",
+        *([f"- The bench group's guardrails: `{json.dumps(stack.guardrails)}`"] if stack.guardrails else []),
         f"- Gateway: one process, `{server}`, PostgreSQL database `{stack.db_name}` (fresh, migrated), Redis "
         f"`{stack.redis_url}`. API key auth, request ceilings ON (RATE_LIMIT_V1/GENERAL/CHAT={HUGE}: counted in Redis, "
         f"never reached), token quotas ON (group ceilings {TOKEN_CEILING:.0e} tokens per day/week/month: "

@@ -5,6 +5,7 @@ the product's own tools, and the gateway's processes."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -25,9 +26,10 @@ class Stack:
     """Everything a benchmark runs; `close()` undoes it all and is safe to call twice."""
 
     def __init__(self, extra_env: dict[str, str], redis_url: str, db_prefix: str = "bench_gateway_",
-                 redis_patterns: tuple[str, ...] = ("gw:*",), pool: int = 1):
+                 redis_patterns: tuple[str, ...] = ("gw:*",), pool: int = 1, guardrails: list | None = None):
         self.pid = os.getpid()
         self.pool = pool  # servers holding echo-1 on the one upstream: more than one makes the bare name a pool
+        self.guardrails = guardrails  # the bench group's checks (gateway/guard/); None: the group has none
         self.db_prefix = db_prefix
         self.db_name = f"{db_prefix}{self.pid}"
         self.db_url = harness.PG_URL_TEMPLATE.format(name=self.db_name)
@@ -130,6 +132,7 @@ class Stack:
             f"    daily_tokens: {TOKEN_CEILING}\n"
             f"    weekly_tokens: {TOKEN_CEILING}\n"
             f"    monthly_tokens: {TOKEN_CEILING}\n"
+            + (f"    guardrails: {json.dumps(self.guardrails)}\n" if self.guardrails else "")  # JSON is YAML
         )
         manage = [PY, "manage.py"]
         run_checked([*manage, "applyconfig", str(config)], self.env)
