@@ -116,23 +116,15 @@ def test_a_long_prompt_is_scanned_off_the_event_loop_with_the_same_result():
 
 @pytest.mark.parametrize("items", [[{"check": "pii", "entities": ["email"], "action": "redact"}],
                                    [{"check": "secrets", "action": "redact"}]])
-def test_a_library_s_first_use_in_the_process_is_off_the_event_loop_then_inline(monkeypatch, items):
+def test_a_library_s_first_use_in_the_process_is_off_the_event_loop_then_inline(monkeypatch, items, thread_hops):
     """Presidio with spaCy takes most of a second to import: the first screening that needs it runs on a
     worker thread, so the event loop keeps serving other calls; once it is in, a short prompt is inline."""
     from gateway.guard import pii, secrets
 
     monkeypatch.setattr(pii, "_recognizers", {})
     monkeypatch.setattr(secrets, "_detectors", None)
-    hops = []
-    real = asyncio.to_thread
-
-    async def counted(fn, *args):
-        hops.append(fn)
-        return await real(fn, *args)
-
-    monkeypatch.setattr(asyncio, "to_thread", counted)
     texts = [f"mail jane.doe@example.com, key {AWS_KEY}"]
     first = screen(items, texts)[1]
-    assert len(hops) == 1
+    assert len(thread_hops) == 1
     assert screen(items, texts)[1] == first
-    assert len(hops) == 1  # warm now: the second screening stays in the loop
+    assert len(thread_hops) == 1  # warm now: the second screening stays in the loop
