@@ -30,9 +30,16 @@ EXAMPLE = ("- {check: pii, on: input, action: redact, restore: true}\n"
 SECRET_PAIR = re.compile(r"""[ \t]*["']?secret["']?[ \t]*:[ \t]*(?:"[^"\n]*"|'[^'\n]*'|[^,}\n]*),?""")
 
 
+LEADING = ("check", "on", "action")  # shown first, as a check is written; PostgreSQL's jsonb keeps no key order
+
+
 def without_secrets(items) -> list:
-    return [{key: value for key, value in item.items() if key != SECRET} if isinstance(item, dict) else item
-            for item in items or []]
+    return [_ordered({key: value for key, value in item.items() if key != SECRET}) if isinstance(item, dict)
+            else item for item in items or []]
+
+
+def _ordered(item: dict) -> dict:
+    return {**{key: item[key] for key in LEADING if key in item}, **item}
 
 
 def as_text(items) -> str:
