@@ -60,7 +60,8 @@ def save_file(account, content: IO[bytes], *, filename: str, purpose: str, size:
     """Store `content` (`size` bytes) as a new file of `account`, after the group's quota allows it."""
     check_quota(account, size)
     file_id = new_id()
-    name = storage().save(f"{account.pk}/{file_id}", File(content, name=filename))
+    # an upload spooled to a temporary file is moved, not copied, by a folder storage
+    name = storage().save(f"{account.pk}/{file_id}", content if isinstance(content, File) else File(content))
     try:
         return StoredFile.objects.create(id=file_id, account=account, filename=filename[:255], purpose=purpose,
                                          bytes=size, storage_name=name)

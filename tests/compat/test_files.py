@@ -47,6 +47,14 @@ def test_a_file_is_stored_listed_read_back_and_deleted(world):
     assert not storages["files"].exists(row.storage_name)
 
 
+def test_a_file_larger_than_django_keeps_in_memory_is_spooled_and_stored_whole(world):
+    content = bytes(range(256)) * (3 * 1024 * 4)  # 3 MiB, over FILE_UPLOAD_MAX_MEMORY_SIZE (2.5 MB)
+    created = upload(world, content, name="big.bin", purpose="user_data")
+
+    assert created.bytes == len(content)
+    assert world.openai.files.content(created.id).content == content
+
+
 def test_a_user_data_file_keeps_its_purpose_and_type(world):
     created = upload(world, b"name,score\nana,3\n", name="scores.csv", purpose="user_data")
 

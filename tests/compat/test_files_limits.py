@@ -1,6 +1,7 @@
 """The size cap of /v1/files at its boundary (a gateway of its own with FILES_MAX_BYTES=1000: exactly the cap
-is stored, one byte more is the 413), a stored file never left without its row when the row cannot be written,
-and the settings that choose the files storage."""
+is stored, one byte more is the 413, whatever the cap of a JSON body), a stored file never left without its row
+when the row cannot be written, an account's deletion taking its files' bytes, and the settings that choose the
+files storage."""
 
 import openai
 import pytest
@@ -20,7 +21,9 @@ CAP = 1000
 
 @pytest.fixture(scope="module")
 def capped_gateway(django_db_setup, django_db_blocker):
-    with django_db_blocker.unblock(), web_process(FILES_MAX_BYTES=str(CAP), REGISTRY_TTL_SECONDS="0") as base:
+    # a JSON body's cap below the file's: a file is read by the upload handlers, never as a JSON body
+    with django_db_blocker.unblock(), web_process(FILES_MAX_BYTES=str(CAP), MAX_REQUEST_BODY_BYTES=str(CAP // 2),
+                                                  REGISTRY_TTL_SECONDS="0") as base:
         yield base
 
 
