@@ -6,7 +6,7 @@ Each file is its account's: another account's id is the 404 of an unknown one. A
 413 (a body announced larger than it and its form's few fields is refused before it is read); one that would pass
 the group's file storage quota a 403 naming it. The storing itself (bytes and row together) is
 gateway/files/store.py's. Django's upload handlers spool a large upload to a temporary file, so no file is held
-whole in memory, and its content is sent in chunks."""
+whole in memory, and its content is sent in chunks; both on worker threads of the shared executor."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from accounts.endpoints import endpoint
 from gateway.files import store
 from gateway.limits import ratelimit
 from gateway.models import StoredFile
+from gateway.state.workers import in_worker
 from gateway.web.errors import ApiError
 
 FORM_SLACK = 64 * 1024  # bytes a multipart body holds besides the file itself: boundaries, headers, `purpose`
@@ -41,7 +42,13 @@ def _too_large(limit: int) -> ApiError:
 
 
 @endpoint("POST", limit=ratelimit.V1)
-def create_file(request):
+async def create_file(request):
+    """Read and stored on a worker thread of the shared executor: a large file's copy to the storage (an object
+    storage's upload) holds no thread other requests wait for."""
+    return await in_worker(_create)(request)
+
+
+def _create(request):
     limit = settings.FILES_MAX_BYTES
     if int(request.META.get("CONTENT_LENGTH") or 0) > limit + FORM_SLACK:
         raise _too_large(limit)
@@ -114,11 +121,15 @@ def delete_file(request, file_id: str):
     return JsonResponse({"id": file_id, "object": "file", "deleted": True})
 
 
+def _opened(account, file_id: str):
+    stored = store.find_file(account, file_id)
+    return stored, store.open_file(stored)
+
+
 @endpoint("GET", limit=ratelimit.V1)
-def file_content(request, file_id: str):
+async def file_content(request, file_id: str):
     """The bytes as stored, in chunks; the type guessed from the file's name (JSON Lines for a batch's `.jsonl`)."""
-    stored = store.find_file(request.principal.account, file_id)
-    handle = store.open_file(stored)
+    stored, handle = await in_worker(_opened)(request.principal.account, file_id)
     kind = "application/jsonl" if stored.filename.endswith(".jsonl") else (
         mimetypes.guess_type(stored.filename)[0] or "application/octet-stream")
 
