@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.conf import global_settings
 from django.core.exceptions import ImproperlyConfigured
 
 from gateway.settings.environment import Environment, reader
@@ -35,6 +36,10 @@ def from_env(env: Environment = None, *, var_dir: Path) -> dict:
             "file_overwrite": False,
             "default_acl": None,
             "querystring_auth": True,
+            # a file read back is first downloaded whole into a spooled temporary file: past Django's in-memory
+            # upload size it goes to disk (django-storages' default, 0, never leaves memory, so a 200 MB file
+            # would be held in memory by every request reading it)
+            "max_memory_size": global_settings.FILE_UPLOAD_MAX_MEMORY_SIZE,
         }}
         if not files["OPTIONS"]["bucket_name"]:
             raise ImproperlyConfigured("FILES_STORAGE=s3 needs FILES_S3_BUCKET.")

@@ -88,6 +88,7 @@ def test_the_files_storage_is_a_folder_under_the_var_dir_unless_s3_is_asked(tmp_
     assert (options["bucket_name"], options["endpoint_url"], options["region_name"], options["location"]) == (
         "gw", "http://127.0.0.1:9000", "eu-west-1", "files")
     assert options["access_key"] is None and options["file_overwrite"] is False
+    assert options["max_memory_size"] == 2621440  # a file read back past 2.5 MB is spooled to disk
 
 
 @pytest.mark.parametrize(("environment", "message"), [
