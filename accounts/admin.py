@@ -43,6 +43,9 @@ class AccountGroupForm(MoneyFormMixin, GuardrailsFormMixin, forms.ModelForm):
         for name in TOKEN_FIELDS:
             if name in self.fields:  # not for staff who may only view: every field is read-only then
                 self.fields[name] = no_limit_field(self.fields[name], empty_is_no_limit=True, help_text=TOKENS_HELP)
+        if "file_storage_bytes" in self.fields:  # a ceiling as the token quotas are: empty or the words, none
+            self.fields["file_storage_bytes"] = no_limit_field(self.fields["file_storage_bytes"],
+                                                               empty_is_no_limit=True)
 
 
 def tokens_column(name: str, title: str):

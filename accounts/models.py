@@ -14,6 +14,8 @@ DEFAULT_GROUP = "default"
 
 
 BUDGET_HELP = "Spend per account in the window, in the installation's currency; -1 = no budget."
+# What each member of a group may keep in /v1/files by default: 10 GiB, fifty of the largest batch input files.
+FILE_STORAGE_DEFAULT = 10 * 1024 ** 3
 OVERRIDE_HELP = "This account's own budget, in place of its group's; empty = the group's; -1 = none."
 
 
@@ -55,6 +57,10 @@ class AccountGroup(models.Model):
         default=list, blank=True,
         help_text="Checks on what members send to a model and what comes back: a list of items such as "
         '{"check": "pii", "on": "input", "action": "redact"} (see the guardrails guide); empty = none.',
+    )
+    file_storage_bytes = models.BigIntegerField(
+        "file storage (bytes)", default=FILE_STORAGE_DEFAULT,
+        help_text="Bytes of files (/v1/files) each member may keep stored at once; -1 = no limit.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

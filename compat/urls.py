@@ -1,9 +1,11 @@
 from django.urls import path
 
+from accounts.endpoints import by_method
 from compat import (
     audio,
     chat_completions,
     embeddings,
+    files,
     gemini,
     gemini_models,
     messages,
@@ -24,6 +26,9 @@ urlpatterns = [
     path("v1/audio/speech", audio.speech),
     path("v1/embeddings", embeddings.embeddings),
     path("v1/moderations", moderations.moderations),
+    path("v1/files", by_method(GET=files.list_files, POST=files.create_file)),
+    path("v1/files/<str:file_id>", by_method(GET=files.retrieve_file, DELETE=files.delete_file)),
+    path("v1/files/<str:file_id>/content", files.file_content),
 ]
 
 # Google's Gemini API: `models/{model}:{method}`, the model's id possibly holding a `/`. On /v1 only its

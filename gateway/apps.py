@@ -21,6 +21,7 @@ class GatewayConfig(AppConfig):
 
         from gateway.calls import attempt_observers, attempts
         from gateway.console import audit_trail
+        from gateway.files import store as file_store
         from gateway.guard import PolicyError, model_check, parse_policy
         from gateway.limits.quotas import quota_forget_unsure
         from gateway.registry import google_auth, signals
@@ -34,6 +35,7 @@ class GatewayConfig(AppConfig):
             attempts.observe(observer)
         checks.register(console_deploy_checks, checks.Tags.security, deploy=True)
         audit_trail.follow(settings.AUDIT_TRAIL_MODELS)  # the console's audit trail (django-auditlog)
+        file_store.connect()  # a deleted file's bytes leave the files storage once its row is gone
         signals.connect()  # a change to the registry moves its stamp (gateway/registry/snapshot.py)
         redact.secret_sources.append(loaded_server_keys)  # the servers' keys never reach a log line
         redact.secret_sources.append(google_auth.tokens)  # nor Google's access tokens (Vertex AI)

@@ -59,7 +59,7 @@ GATEWAY = REPO / "gateway"
 SHELL = {"__init__.py", "settings", "urls.py", "asgi.py", "celery.py", "gunicorn_conf.py", "apps.py", "admin.py",
          "models", "migrations", "management"}
 ROOMS = {"web", "telemetry", "state", "registry", "usage", "limits", "upstream", "calls", "formats", "console",
-         "ops", "openapi", "cache", "guard"}
+         "ops", "openapi", "cache", "guard", "files"}
 ROOM_LINES, ROOM_MODULES = 1500, 12
 
 

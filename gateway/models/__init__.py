@@ -1,4 +1,5 @@
-"""The gateway's tables: the model registry (`registry`) and what its calls leave behind (`records`).
+"""The gateway's tables: the model registry (`registry`), what its calls leave behind (`records`) and the files
+accounts upload (`files`).
 
 The gateway's tables point at the accounts app's; its code reads those through its own models' relations
 (`account_model`, `account_group_model`), without importing the app above it.
@@ -6,6 +7,7 @@ The gateway's tables point at the accounts app's; its code reads those through i
 
 from django.db import models
 
+from gateway.models.files import StoredFile
 from gateway.models.records import (
     CallCapture,
     CallFailureDaily,
@@ -35,7 +37,7 @@ from gateway.models.registry import (
 __all__ = ["CLOUD_KINDS", "DEPLOYMENT_PRICE_HELP", "GEMINI_ENDPOINT", "PRICE_HELP", "Alias",
            "AliasDeployment", "AliasFallback", "CallCapture",
            "CallFailureDaily", "CallRecord", "IdempotentRequest", "Model", "ModelFallback", "ModelServer",
-           "UsageDaily", "UsageRecord", "account_group_model", "account_model", "bedrock_endpoint",
+           "StoredFile", "UsageDaily", "UsageRecord", "account_group_model", "account_model", "bedrock_endpoint",
            "validate_alias_name", "validate_region", "validate_server_url", "vertex_endpoint"]
 
 

@@ -12,13 +12,21 @@ import copy
 from functools import lru_cache
 from typing import Any
 
-from gateway.openapi import components, gemini_paths, idempotency, native_paths, routines_paths, v1_paths
+from gateway.openapi import (
+    components,
+    files_paths,
+    gemini_paths,
+    idempotency,
+    native_paths,
+    routines_paths,
+    v1_paths,
+)
 
 # Markdown (Swagger UI in the console renders it). No section numbers of documents a reader does not have.
 DESCRIPTION = """\
 Two kinds of surface behind one credential:
 
-- **`/v1`**: the OpenAI-compatible routes (chat completions, responses, embeddings, audio, models) and the
+- **`/v1`**: the OpenAI-compatible routes (chat completions, responses, embeddings, audio, models, files) and the
   Anthropic-compatible `/v1/messages`, for the official SDKs and the tools built on them.
 - **`/api/v1`**: the native API (chat, agent, conversations, collections, profiles, usage, routines, MCP).
 
@@ -44,7 +52,7 @@ def _build() -> dict[str, Any]:
     from django.conf import settings
 
     paths: dict[str, Any] = {}
-    for module in (routines_paths, native_paths, v1_paths, gemini_paths):
+    for module in (routines_paths, native_paths, v1_paths, files_paths, gemini_paths):
         paths.update(module.paths())
     idempotency.mark(paths)
     paths["/api/v1/openapi.json"] = {"get": {
@@ -70,6 +78,7 @@ def _build() -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": {**components.SCHEMAS, **routines_paths.SCHEMAS, **native_paths.SCHEMAS, **v1_paths.SCHEMAS,
+                        **files_paths.SCHEMAS,
                         **gemini_paths.SCHEMAS},
             "headers": {**components.HEADERS, **idempotency.HEADERS},
             "securitySchemes": components.SECURITY_SCHEMES,

@@ -23,6 +23,7 @@ from gateway.settings import (
     console,
     database,
     deployment,
+    files,
     native,
     redis,
     routines,
@@ -109,10 +110,6 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-}
 WHITENOISE_USE_FINDERS = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -145,6 +142,7 @@ def from_env(environment: Environment = None) -> dict:
     found.update(task_queue.from_env(env, var_dir=var_dir, redis=found))
     found.update(telemetry.from_env(env, var_dir=var_dir))
     found.update(usage.from_env(env, var_dir=var_dir))
+    found.update(files.from_env(env, var_dir=var_dir))  # /v1/files: the largest file, STORAGES
     for block in (service, accounts, audit, calls, console, native, routines, sign_in):
         found.update(block.from_env(env))
     return found

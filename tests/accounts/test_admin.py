@@ -223,6 +223,21 @@ def test_a_groups_budgets_are_set_beside_its_token_quotas_in_the_currency(admin_
     assert "day 2.75 · month 100 EUR" in list_cells(listing, "budgets")
 
 
+def test_a_groups_file_storage_quota_is_a_number_of_bytes_or_no_limit(admin_client):
+    group = AccountGroupFactory(name="research")
+    url = reverse("admin:accounts_accountgroup_change", args=[group.pk])
+    assert 'name="file_storage_bytes" value="10737418240"' in admin_client.get(url).content.decode()
+
+    response = admin_client.post(url, group_form(group, file_storage_bytes="1000"))
+    assert response.status_code == 302, response.content.decode()[:2000]
+    group.refresh_from_db()
+    assert group.file_storage_bytes == 1000
+    admin_client.post(url, group_form(group, file_storage_bytes="no limit"))
+    group.refresh_from_db()
+    assert group.file_storage_bytes == -1
+    assert 'name="file_storage_bytes" value="no limit"' in admin_client.get(url).content.decode()
+
+
 def test_no_limit_is_written_and_shown_as_words_and_stored_as_minus_one(admin_client):
     group = AccountGroupFactory(name="research", daily_tokens=1000)
     url = reverse("admin:accounts_accountgroup_change", args=[group.pk])

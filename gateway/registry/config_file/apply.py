@@ -80,7 +80,7 @@ MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window"
 BUDGET_KEYS = ("daily_budget", "weekly_budget", "monthly_budget")  # settings.CURRENCY; -1 = none
 GROUP_KEYS = ("name", "api_access", "allowed_models", "allowed_aliases", "daily_tokens", "weekly_tokens",
               "monthly_tokens", *BUDGET_KEYS, "remote_servers_allowed", "attachments_per_message",
-              "response_cache_ttl", "guardrails")
+              "response_cache_ttl", "guardrails", "file_storage_bytes")
 
 # file key → model field, where they differ
 MODEL_FIELDS = {"chat": "supports_chat", "embeddings": "supports_embeddings", "audio": "supports_audio"}
@@ -264,7 +264,7 @@ def _apply_group(entry, where: str, known: KnownModels, environ: Mapping[str, st
     wanted = {}
     for key in ("api_access", "remote_servers_allowed"):
         wanted[key] = boolean(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}")
-    for key in ("daily_tokens", "weekly_tokens", "monthly_tokens"):
+    for key in ("daily_tokens", "weekly_tokens", "monthly_tokens", "file_storage_bytes"):
         wanted[key] = whole(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}", -1)
     for key in BUDGET_KEYS:
         wanted[key] = budget(entry.get(key, default_of(AccountGroup, key)), f"{where}.{key}")

@@ -155,6 +155,15 @@ def test_fallbacks_keep_their_order(apply):
     assert "models: 1 updated, 2 unchanged" in out
 
 
+def test_a_groups_file_storage_quota_is_set_by_the_file_and_its_default_otherwise(apply):
+    apply(SAMPLE.replace("    daily_tokens: 200000\n", "    daily_tokens: 200000\n    file_storage_bytes: -1\n"))
+    staff, interns = AccountGroup.objects.get(name="staff"), AccountGroup.objects.get(name="interns")
+    assert (staff.file_storage_bytes, interns.file_storage_bytes) == (-1, 10 * 1024 ** 3)
+
+    with pytest.raises(CommandError, match="file_storage_bytes"):
+        apply(SAMPLE.replace("    daily_tokens: 200000\n", "    daily_tokens: 200000\n    file_storage_bytes: -2\n"))
+
+
 def test_things_not_in_the_file_are_left_alone(apply):
     other = ModelFactory(server=ModelServerFactory(name="other"), name="keep-me")
     AccountGroupFactory(name="default", daily_tokens=7)

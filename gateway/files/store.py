@@ -1,0 +1,97 @@
+"""Storing an account's files: a row and its bytes, never one without the other.
+
+- Writing: the bytes first, under a name made of the file's new id, then the row; a row that cannot be written
+  removes the bytes it would have pointed at. A crash between the two leaves bytes no row names (invisible,
+  and under a name no later file takes), never a row without its bytes.
+- Removing: the row first (in its transaction), then the bytes once that transaction commits (`_forget_bytes`, on
+  every deleted row, so an account deleted with its files removes their bytes too). A storage that fails then
+  leaves bytes without a row, never a row without bytes.
+- The storage is Django's, so an upload that Django's upload handlers spooled to a temporary file is copied to it
+  in chunks, never whole in memory; and reading gives a file object read in chunks.
+- The group's quota (`file_storage_bytes`, per member, -1 = none) counts the bytes the account keeps; two uploads
+  at the same instant may each pass it with what the other adds (the quota is a bound on what is kept, not a
+  lock).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import IO
+
+from django.core.files import File
+from django.core.files.storage import storages
+from django.db import transaction
+from django.db.models import Sum
+from django.db.models.signals import post_delete
+
+from gateway.models import StoredFile
+from gateway.web.errors import ApiError
+
+PURPOSES = ("batch", "user_data")
+ID_PREFIX = "file-"
+
+
+def storage():
+    return storages["files"]
+
+
+def new_id() -> str:
+    return ID_PREFIX + secrets.token_hex(12)
+
+
+def stored_bytes(account) -> int:
+    """What the account keeps now, in bytes."""
+    return StoredFile.objects.filter(account=account).aggregate(total=Sum("bytes"))["total"] or 0
+
+
+def check_quota(account, size: int) -> None:
+    """A 403 naming the group's file storage quota when `size` more bytes would pass it."""
+    allowed = account.group.file_storage_bytes
+    if allowed < 0:
+        return
+    kept = stored_bytes(account)
+    if kept + size > allowed:
+        raise ApiError(403, f"File storage quota exceeded: your group ({account.group.name}) allows {allowed} bytes "
+                            f"of files per account; {kept} are stored and this file has {size}. Delete files "
+                            "to make room.", code="file_storage_quota_exceeded", param="file")
+
+
+def save_file(account, content: IO[bytes], *, filename: str, purpose: str, size: int) -> StoredFile:
+    """Store `content` (`size` bytes) as a new file of `account`, after the group's quota allows it."""
+    check_quota(account, size)
+    file_id = new_id()
+    # an upload spooled to a temporary file is moved, not copied, by a folder storage
+    name = storage().save(f"{account.pk}/{file_id}", content if isinstance(content, File) else File(content))
+    try:
+        return StoredFile.objects.create(id=file_id, account=account, filename=filename[:255], purpose=purpose,
+                                         bytes=size, storage_name=name)
+    except BaseException:
+        storage().delete(name)
+        raise
+
+
+def find_file(account, file_id: str) -> StoredFile:
+    """The account's file `file_id`, or OpenAI's 404 (another account's file is not found either)."""
+    found = StoredFile.objects.filter(account=account, id=file_id).first()
+    if found is None:
+        raise ApiError(404, f"No such File object: {file_id}", param="id")
+    return found
+
+
+def open_file(stored: StoredFile) -> IO[bytes]:
+    return storage().open(stored.storage_name, "rb")
+
+
+def delete_file(stored: StoredFile) -> None:
+    with transaction.atomic():
+        stored.delete()
+
+
+def _forget_bytes(sender, instance: StoredFile, **kwargs) -> None:
+    name = instance.storage_name
+    transaction.on_commit(lambda: storage().delete(name))
+
+
+def connect() -> None:
+    """Every deleted row's bytes go once its deletion commits (gateway/apps.py connects it at start)."""
+    post_delete.connect(_forget_bytes, sender=StoredFile, dispatch_uid="stored-file-bytes")
