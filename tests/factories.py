@@ -22,6 +22,7 @@ from gateway.models import (
     Model,
     ModelFallback,
     ModelServer,
+    StoredFile,
     UsageDaily,
     UsageRecord,
 )
@@ -251,6 +252,20 @@ class MessageFactory(factory.django.DjangoModelFactory):
 
     conversation = factory.SubFactory(ConversationFactory)
     role = Message.Role.USER
+
+
+class StoredFileFactory(factory.django.DjangoModelFactory):
+    """A row of `/v1/files` without its bytes in the storage (tests that read the content upload through the API)."""
+
+    class Meta:
+        model = StoredFile
+
+    id = factory.Sequence(lambda n: f"file-{n:024x}")
+    account = factory.SubFactory(AccountFactory)
+    filename = factory.Sequence(lambda n: f"batch-{n}.jsonl")
+    purpose = "batch"
+    bytes = 100
+    storage_name = factory.LazyAttribute(lambda row: f"{row.account.pk}/{row.id}")
 
 
 class CollectionFactory(factory.django.DjangoModelFactory):
