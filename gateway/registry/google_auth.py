@@ -9,8 +9,8 @@ names its own token endpoint (`token_uri`), so a test's key file points it at a 
 
 The token is kept per credential (one per key file, one for the default credentials) in this process and used
 until REFRESH_MARGIN_SECONDS before it expires, so a call normally costs nothing here: no thread hop, no
-request. When it must be fetched, the blocking fetch runs in a worker thread (`asyncio.to_thread`) and every
-call that wants it meanwhile awaits that one fetch. A failure is `TokenFailed`, which the provider makes the
+request. When it must be fetched, the blocking fetch runs in a worker thread and every call that wants it
+meanwhile awaits that one fetch (gateway/state/kept_token.py, as for Entra ID's tokens). A failure is `TokenFailed`, which the provider makes the
 server's failure, 401 (as a key refused): the chain moves on, and the next call tries again.
 
 The tokens are credentials: `tokens()` gives them to the log filter (gateway/apps.py), so no log line shows
@@ -19,10 +19,8 @@ the servers: the environment's proxy and certificates (`HTTPS_PROXY`, `SSL_CERT_
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-import weakref
 from datetime import timezone
 from typing import Any
 
@@ -30,6 +28,7 @@ import httpx
 
 from gateway.registry.snapshot import Server
 from gateway.state import per_process
+from gateway.state.kept_token import KeptToken
 from gateway.telemetry.redact import redact
 
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -70,34 +69,20 @@ class _Answer:
 
 
 class _Source:
-    """One credential and its current token."""
+    """One credential (a key file, or the default credentials: "") and its kept token."""
 
-    def __init__(self, key_file: str) -> None:
+    def __init__(self, key_file: str, server: Server) -> None:
         self.key_file = key_file
-        self.token = ""
-        self.expires_at = 0.0  # seconds since the epoch
-        self.lock = threading.Lock()  # one fetch at a time, whichever event loop (or thread) asks
-        self.fetching: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = (
-            weakref.WeakKeyDictionary())
+        self.timeouts = (server.connect_timeout, server.read_timeout)  # the first server's to ask
+        self.kept = KeptToken(self._fetch, margin=REFRESH_MARGIN_SECONDS)
         self._credentials = None
 
-    def current(self) -> str | None:
-        if self.token and time.time() < self.expires_at - REFRESH_MARGIN_SECONDS:
-            return self.token
-        return None
-
-    def fetch(self, server: Server) -> str:
-        """The token, fetched unless another thread just did (blocking: run in a worker thread)."""
-        with self.lock:
-            if token := self.current():
-                return token
-            credentials = self.credentials()
-            credentials.refresh(_Transport(server.connect_timeout, server.read_timeout))
-            expiry = credentials.expiry
-            self.token = credentials.token
-            self.expires_at = (expiry.replace(tzinfo=timezone.utc).timestamp() if expiry is not None
-                               else time.time() + UNKNOWN_LIFETIME_SECONDS)
-            return self.token
+    def _fetch(self) -> tuple[str, float]:
+        credentials = self.credentials()
+        credentials.refresh(_Transport(*self.timeouts))
+        expiry = credentials.expiry
+        return credentials.token, (expiry.replace(tzinfo=timezone.utc).timestamp() if expiry is not None
+                                   else time.time() + UNKNOWN_LIFETIME_SECONDS)
 
     def credentials(self):
         if self._credentials is None:
@@ -128,56 +113,39 @@ def _source(server: Server) -> _Source:
     with _sources_lock:
         source = _sources.get(key_file)
         if source is None:
-            source = _sources[key_file] = _Source(key_file)
+            source = _sources[key_file] = _Source(key_file, server)
         return source
 
 
 def tokens() -> list[str]:
     """The tokens this process holds, for the log filter (no I/O)."""
-    return [source.token for source in list(_sources.values()) if source.token]
+    return [source.kept.token for source in list(_sources.values()) if source.kept.token]
 
 
 def cached(server: Server) -> str | None:
     """`server`'s token when it is good for a while yet (no I/O)."""
-    return _source(server).current()
+    return _source(server).kept.current()
 
 
 async def token(server: Server) -> str:
     """`server`'s access token for Vertex AI, or TokenFailed."""
     source = _source(server)
-    if current := source.current():
-        return current
-    loop = asyncio.get_running_loop()
-    task = source.fetching.get(loop)
-    if task is None or task.done():
-        task = source.fetching[loop] = loop.create_task(_fetched(server, source))
-        task.add_done_callback(_seen)
-    return await asyncio.shield(task)  # a caller that goes away leaves the fetch to the others
+    return await source.kept.get(lambda exc: _failure(server, source, exc))
 
 
 def token_now(server: Server) -> str:
     """The same, blocking (model discovery, in a thread of its own)."""
     source = _source(server)
     try:
-        return source.current() or source.fetch(server)
+        return source.kept.fetch_now()
     except Exception as exc:
         raise _failure(server, source, exc) from None
 
 
-def _seen(task: asyncio.Task) -> None:
-    if not task.cancelled():
-        task.exception()  # read, also when every caller went away: asyncio would log it as never retrieved
-
-
-async def _fetched(server: Server, source: _Source) -> str:
-    try:
-        return await asyncio.to_thread(source.fetch, server)
-    except Exception as exc:  # google-auth's RefreshError, DefaultCredentialsError, a missing or malformed key file
-        raise _failure(server, source, exc) from None
-
-
 def _failure(server: Server, source: _Source, exc: Exception) -> TokenFailed:
+    """google-auth's RefreshError, DefaultCredentialsError, a missing or malformed key file: in words without
+    the token."""
     text = str(exc).strip()
-    words = redact(text.splitlines()[0] if text else type(exc).__name__, [source.token])
+    words = redact(text.splitlines()[0] if text else type(exc).__name__, [source.kept.token])
     whose = f"the service account of {source.key_file}" if source.key_file else "Application Default Credentials"
     return TokenFailed(f"Google gave no access token for server '{server.name}' ({whose}): {words}")

@@ -6,8 +6,8 @@ sovereign cloud its address names (`.azure.us`, `.azure.cn`), whose authority th
 azure-identity's `ClientSecretCredential` asks the tenant's token endpoint (msal underneath, with its
 own checks of the answer and its own retries). The token is kept per server in this process and used
 until REFRESH_MARGIN_SECONDS before it expires, so a call normally costs nothing here: no thread hop,
-no request. When it must be fetched, the blocking fetch runs in a worker thread (`asyncio.to_thread`)
-and every call that wants it meanwhile awaits that one fetch. A failure is the server's failure, 401
+no request. When it must be fetched, the blocking fetch runs in a worker thread and every call that
+wants it meanwhile awaits that one fetch (gateway/state/kept_token.py, as for Google's tokens). A failure is the server's failure, 401
 (the key refused, as for a server with a wrong API key): the chain moves on, and the next call tries
 again.
 
@@ -20,16 +20,13 @@ changes nothing for Microsoft's own clouds and lets a private one (Azure Stack) 
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
-import time
-import weakref
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from gateway.registry.snapshot import Server
 from gateway.state import per_process
+from gateway.state.kept_token import KeptToken
 from gateway.telemetry.redact import redact
 from gateway.upstream.providers.base import UNAVAILABLE, UpstreamError
 
@@ -73,30 +70,16 @@ def configured(server: Server) -> bool:
 
 
 class _Source:
-    """One server's credential and its current token."""
+    """One server's credential and its kept token."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self.token = ""
-        self.expires_on = 0.0  # seconds since the epoch
-        self.lock = threading.Lock()  # one fetch at a time, whichever event loop (or thread) asks
-        self.fetching: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task] = (
-            weakref.WeakKeyDictionary())
+        self.kept = KeptToken(self._fetch, margin=REFRESH_MARGIN_SECONDS)
         self._credential = None
 
-    def current(self) -> str | None:
-        if self.token and time.time() < self.expires_on - REFRESH_MARGIN_SECONDS:
-            return self.token
-        return None
-
-    def fetch(self) -> str:
-        """The token, fetched unless another thread just did (blocking: run in a worker thread)."""
-        with self.lock:
-            if token := self.current():
-                return token
-            info = self.credential().get_token_info(self.client.scope)
-            self.token, self.expires_on = info.token, float(info.expires_on)
-            return self.token
+    def _fetch(self) -> tuple[str, float]:
+        info = self.credential().get_token_info(self.client.scope)
+        return info.token, float(info.expires_on)
 
     def credential(self):
         if self._credential is None:
@@ -126,26 +109,13 @@ async def token(server: Server) -> str:
     source = _sources.get(server.id)
     if source is None or source.client != client:
         source = _sources[server.id] = _Source(client)
-    if cached := source.current():
-        return cached
-    loop = asyncio.get_running_loop()
-    task = source.fetching.get(loop)
-    if task is None or task.done():
-        task = source.fetching[loop] = loop.create_task(_fetched(server, source))
-        task.add_done_callback(_seen)
-    return await asyncio.shield(task)  # a caller that goes away leaves the fetch to the others
+    return await source.kept.get(lambda exc: _failure(server, source, exc))
 
 
-def _seen(task: asyncio.Task) -> None:
-    if not task.cancelled():
-        task.exception()  # read, also when every caller went away: asyncio would log it as never retrieved
-
-
-async def _fetched(server: Server, source: _Source) -> str:
-    try:
-        return await asyncio.to_thread(source.fetch)
-    except Exception as exc:  # azure-identity's ClientAuthenticationError, a transport failure, a bad authority
-        words = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-                       [source.client.secret, source.token])
-        raise UpstreamError(UNAVAILABLE, 401, f"Microsoft Entra ID gave no token for server '{server.name}' "
-                                              f"(tenant {source.client.tenant}): {words}") from None
+def _failure(server: Server, source: _Source, exc: Exception) -> UpstreamError:
+    """azure-identity's ClientAuthenticationError, a transport failure, a bad authority: in words without the
+    secret or the token."""
+    words = redact(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                   [source.client.secret, source.kept.token])
+    return UpstreamError(UNAVAILABLE, 401, f"Microsoft Entra ID gave no token for server '{server.name}' "
+                                           f"(tenant {source.client.tenant}): {words}")
