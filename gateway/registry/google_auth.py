@@ -10,8 +10,9 @@ names its own token endpoint (`token_uri`), so a test's key file points it at a 
 The token is kept per credential (one per key file, one for the default credentials) in this process and used
 until REFRESH_MARGIN_SECONDS before it expires, so a call normally costs nothing here: no thread hop, no
 request. When it must be fetched, the blocking fetch runs in a worker thread and every call that wants it
-meanwhile awaits that one fetch (gateway/state/kept_token.py, as for Entra ID's tokens). A failure is `TokenFailed`, which the provider makes the
-server's failure, 401 (as a key refused): the chain moves on, and the next call tries again.
+meanwhile awaits that one fetch (gateway/state/kept_token.py, as for Entra ID's tokens). A failure is
+`TokenFailed`, which the provider makes the server's failure, 401 (as a key refused): the chain moves on, and
+the next call tries again.
 
 The tokens are credentials: `tokens()` gives them to the log filter (gateway/apps.py), so no log line shows
 one, and a failure's words are stripped of them. The token endpoint is asked through httpx, as discovery asks

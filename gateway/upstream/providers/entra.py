@@ -7,9 +7,9 @@ azure-identity's `ClientSecretCredential` asks the tenant's token endpoint (msal
 own checks of the answer and its own retries). The token is kept per server in this process and used
 until REFRESH_MARGIN_SECONDS before it expires, so a call normally costs nothing here: no thread hop,
 no request. When it must be fetched, the blocking fetch runs in a worker thread and every call that
-wants it meanwhile awaits that one fetch (gateway/state/kept_token.py, as for Google's tokens). A failure is the server's failure, 401
-(the key refused, as for a server with a wrong API key): the chain moves on, and the next call tries
-again.
+wants it meanwhile awaits that one fetch (gateway/state/kept_token.py, as for Google's tokens). A failure
+is the server's failure, 401 (the key refused, as for a server with a wrong API key): the chain moves on, and
+the next call tries again.
 
 The token and the client secret are credentials: they are never logged, and the words of a failure are
 stripped of them (gateway/telemetry/redact.py). The fetch goes through the environment's proxy
