@@ -4,9 +4,6 @@ number that passes Luhn, an AWS access key id), the policies that act on them, a
 from __future__ import annotations
 
 import re
-import time
-
-from gateway.models import CallRecord
 
 EMAIL = "jane.doe@example.com"
 CARD = "4111 1111 1111 1111"
@@ -38,12 +35,3 @@ def assert_redacted(body: str) -> None:
         assert value not in body
     assert "4111111111111111" not in body
     assert len(set(PLACEHOLDER.findall(body))) >= 3, body
-
-
-def call_of(request_id: str, timeout: float = 10.0) -> CallRecord:
-    """The call's row once the server's drainer wrote it."""
-    deadline = time.monotonic() + timeout
-    while not (rows := list(CallRecord.objects.filter(request_id=request_id))):
-        assert time.monotonic() < deadline, f"no call recorded for {request_id}"
-        time.sleep(0.02)
-    return rows[0]

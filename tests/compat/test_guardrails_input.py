@@ -16,11 +16,11 @@ from tests.compat.guard_support import (
     PROMPT,
     REDACT,
     assert_redacted,
-    call_of,
     guard,
     sent_texts,
 )
 from tests.factories import ModelFactory
+from tests.gateway.calls_log.conftest import call_of
 from tests.servers import wait_for_usage
 
 ASK = [{"role": "user", "content": PROMPT}]

@@ -10,7 +10,8 @@ import openai
 import pytest
 
 from tests.compat.cache_support import caching
-from tests.compat.guard_support import CARD, OUTPUT_BLOCK, OUTPUT_REDACT, PLACEHOLDER, call_of, guard
+from tests.compat.guard_support import CARD, OUTPUT_BLOCK, OUTPUT_REDACT, PLACEHOLDER, guard
+from tests.gateway.calls_log.conftest import call_of
 
 SAID = f"Sure, the card on file is {CARD} and that is all I know about it"
 DIGITS = ("4111", "1111 1111")
