@@ -115,8 +115,10 @@ def test_a_text_attachment_at_its_character_limit_is_taken_and_one_more_refused(
 
 def test_the_60th_call_in_a_minute_is_answered_and_the_61st_refused(world):
     now = int(time.time())
-    for i in range(59):
-        assert world.api.post(CHAT, {}).status_code == 422  # refused input counts too
+    assert world.api.post(CHAT, {}).status_code == 422  # refused input counts too
+    window_opened_by = int(time.time()) + 1  # the first call opens the minute, however long it took
+    for i in range(58):
+        assert world.api.post(CHAT, {}).status_code == 422
     r = world.api.post(CHAT, {"message": "hi", "stream": False})
     assert r.status_code == 200
     assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"]) == ("60", "0")
@@ -125,7 +127,7 @@ def test_the_60th_call_in_a_minute_is_answered_and_the_61st_refused(world):
     assert refused.json() == {"message": "Too Many Attempts."}
     assert (refused.headers["X-RateLimit-Limit"], refused.headers["X-RateLimit-Remaining"]) == ("60", "0")
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
-    assert now < int(refused.headers["X-RateLimit-Reset"]) <= now + 61
+    assert now < int(refused.headers["X-RateLimit-Reset"]) <= window_opened_by + 60
     wait_for_usage(world.account)
     # the limit is the account's: another account still chats
     assert world.outsider_api.post(CHAT, {"message": "hi", "stream": False}).status_code == 200
