@@ -129,6 +129,18 @@ def endpoint(
         request.quota_used = await in_worker(readings)() if rebuild else readings()
         return _admitted(request, principal, identity, result)
 
+    async def admit_batch_line(request: HttpRequest) -> dict[str, str]:
+        """A line of a batch (batches/line_call.py), made by a worker for the batch's account: no credential
+        (the account is the batch's, `batch_principal`, an attribute no client can set) and outside the
+        per-minute ceilings; its quotas and budgets are read by the call's plan, which reads the windows
+        itself when none were read with a ceiling (gateway/calls/plan.py)."""
+        check_method(request)
+        request.principal = request.batch_principal
+        request.quota_used = None
+        if prepare is not None:
+            await in_worker(_prepare)(request, {}, prepare)
+        return {}
+
     def _admitted(request: HttpRequest, principal, identity: Identity, result) -> dict[str, str]:
         request.principal = principal
         headers = ratelimit.limit_headers(result)  # raises the 429 of a refusing counter
@@ -191,7 +203,10 @@ def endpoint(
             async def async_wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
                 limit_headers: dict[str, str] = {}
                 try:
-                    admission = admit_from_loop(request) if loop_redis.available() else admit_async(request)
+                    if getattr(request, "batch_principal", None) is not None:
+                        admission = admit_batch_line(request)
+                    else:
+                        admission = admit_from_loop(request) if loop_redis.available() else admit_async(request)
                     if idempotent and META_KEY in request.META:
                         limit_headers = await admitted_once(request, admission)
                         response = await answered_once(request, partial(view, request, *args, **kwargs))

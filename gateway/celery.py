@@ -23,6 +23,10 @@ app.conf.beat_schedule = {
     "run-due-schedules": {"task": "routines.tasks.run_due_schedules", "schedule": crontab()},  # each minute, at :00
     # The calls log's rows past CALL_LOG_RETENTION_DAYS, and kept text past CALL_CAPTURE_RETENTION_DAYS; hourly.
     "sweep-call-log": {"task": "gateway.sweep_call_log", "schedule": crontab(minute=29)},
+    # Batches no worker holds (their worker died, their message was lost) are queued to run again, and the
+    # batch queue's depth is put in the metrics (batches/tasks.py).
+    "sweep-batches": {"task": "batches.tasks.sweep_batches", "schedule": settings.BATCH_SWEEP_SECONDS,
+                      "options": {"queue": "batches"}},
 }
 
 

@@ -27,7 +27,8 @@ from django.db.models.signals import post_delete
 from gateway.models import StoredFile
 from gateway.web.errors import ApiError
 
-PURPOSES = ("batch", "user_data")
+PURPOSES = ("batch", "user_data")  # what a client may upload
+BATCH_OUTPUT = "batch_output"  # what a finished batch writes (OpenAI's purpose for it)
 ID_PREFIX = "file-"
 
 
@@ -56,9 +57,12 @@ def check_quota(account, size: int) -> None:
                             "to make room.", code="file_storage_quota_exceeded", param="file")
 
 
-def save_file(account, content: IO[bytes], *, filename: str, purpose: str, size: int) -> StoredFile:
-    """Store `content` (`size` bytes) as a new file of `account`, after the group's quota allows it."""
-    check_quota(account, size)
+def save_file(account, content: IO[bytes], *, filename: str, purpose: str, size: int,
+              quota: bool = True) -> StoredFile:
+    """Store `content` (`size` bytes) as a new file of `account`, after the group's quota allows it. `quota`:
+    False for a file the gateway writes itself (a batch's output), which the account did not choose to keep."""
+    if quota:
+        check_quota(account, size)
     file_id = new_id()
     # an upload spooled to a temporary file is moved, not copied, by a folder storage
     name = storage().save(f"{account.pk}/{file_id}", content if isinstance(content, File) else File(content))
@@ -95,3 +99,9 @@ def _forget_bytes(sender, instance: StoredFile, **kwargs) -> None:
 def connect() -> None:
     """Every deleted row's bytes go once its deletion commits (gateway/apps.py connects it at start)."""
     post_delete.connect(_forget_bytes, sender=StoredFile, dispatch_uid="stored-file-bytes")
+
+
+def delete_file_id(file_id: str) -> None:
+    """Remove a file by its id, if it is still there (a batch's output file written again replaces it)."""
+    for stored in StoredFile.objects.filter(id=file_id):
+        delete_file(stored)

@@ -19,6 +19,7 @@ import environ
 from gateway.settings import (
     accounts,
     audit,
+    batches,
     calls,
     console,
     database,
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
     "accounts",
     "native",
     "routines",
+    "batches",  # bulk calls run by the batch queue's workers (batches/)
     "account_pages",  # the account holders' own pages at /account/ (no models)
 ]
 
@@ -143,7 +145,7 @@ def from_env(environment: Environment = None) -> dict:
     found.update(telemetry.from_env(env, var_dir=var_dir))
     found.update(usage.from_env(env, var_dir=var_dir))
     found.update(files.from_env(env, var_dir=var_dir))  # /v1/files: the largest file, STORAGES
-    for block in (service, accounts, audit, calls, console, native, routines, sign_in):
+    for block in (service, accounts, audit, batches, calls, console, native, routines, sign_in):
         found.update(block.from_env(env))
     return found
 

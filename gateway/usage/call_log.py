@@ -109,6 +109,7 @@ def own_call(*, surface: str, account, request_id: str, tags: dict[str, str] | N
     status = 200
     try:
         yield exchange
+        status = exchange.status or status  # a call answered with an error response says so (a batch line)
     except BaseException as exc:  # noqa: B036 — the call's row says how it ended, then the error goes on
         status = _status_of(exc)
         facts.error_code = facts.error_code or getattr(exc, "code", None)

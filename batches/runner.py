@@ -1,0 +1,283 @@
+"""Running a batch: one worker of the batch queue holds it at a time, claims its lines and makes each one's
+call (batches/line_call.py), a few at once.
+
+- The hold is a lease on the batch row (`runner`, `runner_until`), taken by a conditional update and renewed
+  while the worker runs; a worker killed mid-batch leaves a lease that lapses, and the next run of the batch
+  (its task delivered again, or the sweep) takes it. Lines the dead worker had in flight go back to the queue:
+  their answers had not been saved, and the usage record a line takes is keyed by the line, so a line
+  metered before its worker died and run again is one record.
+- A line is claimed by a conditional update (queued → running, with the worker's token), and its answer is
+  saved only while that claim holds: a line is answered once.
+- At most BATCH_CONCURRENCY lines are in flight, and BATCH_CONCURRENCY_PER_SERVER to any one model server,
+  so a batch takes a bounded share of a server; the batch queue's workers are not the live calls' (they
+  never wait behind a batch).
+- Before each round of claims the account's token quotas and budgets are read: a batch that reached one
+  waits (its lines stay queued, `waiting_for` says why) and is looked at again after BATCH_WAIT_SECONDS. The
+  per-minute ceilings do not apply to a batch.
+- A line refused by the server in a way worth trying again (429, 5xx) is retried after a doubling wait, up to
+  BATCH_LINE_ATTEMPTS tries; its last answer is kept.
+- A worker gives the batch back after BATCH_SLICE_SECONDS and queues its next slice, so batches share the
+  queue's workers; cancelled, expired or run to its last line, the batch is finalized (batches/finish.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from datetime import timedelta
+from enum import Enum
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from batches import finish
+from batches.line_call import Answer, call_line
+from batches.models import Batch, BatchLine
+from gateway.limits.quotas import quota_check
+from gateway.registry.routing import plan_chain
+from gateway.state.workers import in_worker
+from gateway.telemetry import metrics
+from gateway.web.errors import ApiError, outage_of
+from routines.durable import durably
+
+log = logging.getLogger(__name__)
+
+Status, Line = Batch.Status, BatchLine.Status
+RETRYABLE = {429, 500, 502, 503, 504, 529}
+OUTAGE_PAUSE_SECONDS = 2.0  # a round that met an outage of Redis or the database waits this long
+
+
+class Outcome(str, Enum):
+    ENDED = "ended"  # finalized
+    HELD = "held"  # another worker holds it, or it is not running
+    WAITING = "waiting"  # a quota or a budget reached: looked at again later
+    SLICED = "sliced"  # given back after its slice; its next slice is queued
+    LOST = "lost"  # the lease was taken by another worker meanwhile
+
+
+def take(batch_id: str, token: str) -> bool:
+    now = timezone.now()
+    lapsed = Q(runner_until__isnull=True) | Q(runner_until__lt=now)
+    return bool(Batch.objects.filter(lapsed, pk=batch_id, status__in=(Status.IN_PROGRESS, Status.CANCELLING))
+                .update(runner=token, runner_until=now + timedelta(seconds=settings.BATCH_LEASE_SECONDS)))
+
+
+def renew(batch_id: str, token: str) -> bool:
+    until = timezone.now() + timedelta(seconds=settings.BATCH_LEASE_SECONDS)
+    return bool(Batch.objects.filter(pk=batch_id, runner=token).update(runner_until=until))
+
+
+def release(batch_id: str, token: str) -> None:
+    Batch.objects.filter(pk=batch_id, runner=token).update(runner="", runner_until=None)
+
+
+def requeue_lost(batch_id: str, token: str) -> int:
+    """Lines left running by a worker that no longer holds the batch: their answers were never saved."""
+    return BatchLine.objects.filter(batch_id=batch_id, status=Line.RUNNING).exclude(claim=token).update(
+        status=Line.QUEUED, claim="")
+
+
+def run_batch(batch_id: str) -> Outcome:
+    """Run the batch for one slice, if no other worker holds it (see the module's docstring)."""
+    token = uuid.uuid4().hex
+    if not take(batch_id, token):
+        return Outcome.HELD
+    try:
+        requeue_lost(batch_id, token)
+        outcome = asyncio.run(Driver(batch_id, token).drive())
+    finally:
+        release(batch_id, token)
+    if outcome in (Outcome.SLICED, Outcome.WAITING):
+        from batches.queue import RUN, enqueue  # the next slice, or the next look at a waiting batch
+
+        enqueue(RUN, batch_id, countdown=settings.BATCH_WAIT_SECONDS if outcome == Outcome.WAITING else None)
+    return outcome
+
+
+class Driver:
+    def __init__(self, batch_id: str, token: str) -> None:
+        self.batch_id = batch_id
+        self.token = token
+        self.batch = Batch.objects.select_related("account", "account__group").get(pk=batch_id)
+        self.in_flight: set[asyncio.Task] = set()
+        self.servers: dict[str, asyncio.Semaphore] = {}
+        self.server_of_model: dict[str, str] = {}
+
+    async def drive(self) -> Outcome:
+        ends_at = time.monotonic() + settings.BATCH_SLICE_SECONDS
+        outcome = None
+        while outcome is None:
+            outcome = await self._round(ends_at)
+        await self._settle()
+        if outcome == Outcome.ENDED:
+            await in_worker(self._end)()
+        return outcome
+
+    async def _round(self, ends_at: float) -> Outcome | None:
+        """One round: the batch read again (a cancel, the window), the quota read, lines claimed up to the
+        room in flight, then a wait for one to end. An Outcome ends the slice."""
+        try:
+            held, status = await in_worker(self._refresh)()
+        except Exception as exc:
+            if outage_of(exc) is None:
+                raise
+            await self._pause()
+            return None
+        if not held:
+            return Outcome.LOST
+        if status == Status.CANCELLING or finish.expired(self.batch):
+            return Outcome.ENDED
+        if time.monotonic() >= ends_at:
+            return Outcome.SLICED
+        waiting = await self._quota_refusal()
+        if waiting is None:  # an outage: nothing claimed this round
+            await self._pause()
+            return None
+        if waiting:
+            await in_worker(self._wait_for)(waiting)
+            return Outcome.WAITING
+        room = settings.BATCH_CONCURRENCY - len(self.in_flight)
+        claimed = await in_worker(self._claim)(room) if room > 0 else []
+        for line in claimed:
+            task = asyncio.create_task(self._run_line(line))
+            self.in_flight.add(task)
+        if not self.in_flight:
+            next_try = await in_worker(self._next_try)()
+            if next_try is None:
+                return Outcome.ENDED
+            await asyncio.sleep(max(0.05, min(next_try, settings.BATCH_LEASE_SECONDS / 3)))
+            return None
+        done, _ = await asyncio.wait(self.in_flight, timeout=settings.BATCH_LEASE_SECONDS / 3,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        self.in_flight -= done
+        for task in done:
+            task.result()  # a line's own failure was kept on it; what escapes here is the driver's to raise
+        return None
+
+    async def _pause(self) -> None:
+        await asyncio.sleep(OUTAGE_PAUSE_SECONDS)
+
+    async def _settle(self) -> None:
+        """Wait for the lines in flight (a cancelled or expired batch bills what it had sent)."""
+        if self.in_flight:
+            await asyncio.gather(*self.in_flight, return_exceptions=True)
+            self.in_flight.clear()
+
+    def _refresh(self) -> tuple[bool, str]:
+        held = renew(self.batch_id, self.token)
+        self.batch.refresh_from_db(fields=["status", "expires_at", "waiting_for"])
+        return held, self.batch.status
+
+    async def _quota_refusal(self) -> str | None:
+        """The refusal of a token quota or a budget the account reached, '' when none, None on an outage."""
+        try:
+            await in_worker(quota_check)(account=self.batch.account)
+        except ApiError as refused:
+            return refused.message
+        except Exception as exc:
+            if outage_of(exc) is None:
+                raise
+            return None
+        if self.batch.waiting_for:
+            await in_worker(self._wait_for)("")
+        return ""
+
+    def _wait_for(self, reason: str) -> None:
+        Batch.objects.filter(pk=self.batch_id).update(waiting_for=reason)
+        self.batch.waiting_for = reason
+
+    def _claim(self, room: int) -> list[BatchLine]:
+        now = timezone.now()
+        ready = Q(next_try_at__isnull=True) | Q(next_try_at__lte=now)
+        ids = list(BatchLine.objects.filter(ready, batch_id=self.batch_id, status=Line.QUEUED)
+                   .order_by("index").values_list("id", flat=True)[:room])
+        if not ids:
+            return []
+        BatchLine.objects.filter(id__in=ids, status=Line.QUEUED).update(status=Line.RUNNING, claim=self.token)
+        return list(BatchLine.objects.filter(id__in=ids, claim=self.token, status=Line.RUNNING).order_by("index"))
+
+    def _next_try(self) -> float | None:
+        """Seconds until a waiting line may be tried again (0: one is ready), None when no line waits."""
+        line = (BatchLine.objects.filter(batch_id=self.batch_id, status__in=(Line.QUEUED, Line.RUNNING))
+                .order_by("next_try_at").first())
+        if line is None:
+            return None
+        if line.status == Line.RUNNING or line.next_try_at is None:
+            return 0.0
+        return max(0.0, (line.next_try_at - timezone.now()).total_seconds())
+
+    def _server(self, line: BatchLine) -> asyncio.Semaphore:
+        """The semaphore of the server the line's model is served by first (its chain's first target)."""
+        model = str(line.body.get("model", ""))
+        if model not in self.server_of_model:
+            try:
+                chain = plan_chain(model, group=self.batch.account.group,
+                                   capability="embeddings" if self.batch.endpoint.endswith("embeddings") else "chat")
+                self.server_of_model[model] = chain[0].server.name if chain else ""
+            except ApiError:  # the call itself answers why: its refusal is the line's answer
+                self.server_of_model[model] = ""
+        server = self.server_of_model[model]
+        if server not in self.servers:
+            self.servers[server] = asyncio.Semaphore(settings.BATCH_CONCURRENCY_PER_SERVER)
+        return self.servers[server]
+
+    async def _run_line(self, line: BatchLine) -> None:
+        try:
+            async with self._server(line):
+                answer = await call_line(path=self.batch.endpoint, body=line.body, account=self.batch.account,
+                                         batch_id=self.batch_id, custom_id=line.custom_id, usage_key=line.usage_key)
+        except Exception as exc:  # an outage, or a fault of ours: the line goes back, tried again later
+            log.warning("batch %s line %s: its call failed (%s); tried again", self.batch_id, line.index,
+                        exc.__class__.__name__, exc_info=outage_of(exc) is None)
+            await in_worker(self._back)(line, count=outage_of(exc) is None)
+            return
+        await in_worker(self._keep)(line, answer)
+
+    def _back(self, line: BatchLine, *, count: bool) -> None:
+        tries = line.tries + (1 if count else 0)
+        if count and tries >= settings.BATCH_LINE_ATTEMPTS:
+            self._keep(line, Answer(500, {"error": {"message": "The gateway could not make this request.",
+                                                    "type": "server_error", "code": "internal_error"}}, ""))
+            return
+        wait = settings.BATCH_RETRY_SECONDS * (2 ** max(tries - 1, 0))
+        durably(lambda: BatchLine.objects.filter(pk=line.pk, claim=self.token, status=Line.RUNNING).update(
+            status=Line.QUEUED, claim="", tries=tries, next_try_at=timezone.now() + timedelta(seconds=wait)),
+            what=f"batch {self.batch_id} line {line.index}: back to the queue")
+
+    def _keep(self, line: BatchLine, answer: Answer) -> None:
+        """Save the line's answer while its claim holds; a retryable one sends it back to wait instead."""
+        mine = BatchLine.objects.filter(pk=line.pk, claim=self.token, status=Line.RUNNING)
+        if answer.waits:  # a quota or a budget: not the line's fault, nor a try
+            durably(lambda: mine.update(status=Line.QUEUED, claim=""), what=f"batch {self.batch_id}: line back")
+            return
+        tries = line.tries + 1
+        if answer.status in RETRYABLE and tries < settings.BATCH_LINE_ATTEMPTS:
+            wait = settings.BATCH_RETRY_SECONDS * (2 ** (tries - 1))
+            durably(lambda: mine.update(status=Line.QUEUED, claim="", tries=tries,
+                                        next_try_at=timezone.now() + timedelta(seconds=wait)),
+                    what=f"batch {self.batch_id} line {line.index}: tried again later")
+            metrics.batch_line("retried")
+            return
+        status = Line.SUCCEEDED if 200 <= answer.status < 300 else Line.ERRORED
+        durably(lambda: mine.update(status=status, tries=tries, status_code=answer.status, result=answer.body,
+                                    request_id=answer.request_id, ended_at=timezone.now()),
+                what=f"batch {self.batch_id} line {line.index}: its answer")
+        metrics.batch_line(status)
+
+    def _end(self) -> None:
+        """Cancelled, expired or done: the lines not yet run end so, then the batch is finalized."""
+        self.batch.refresh_from_db(fields=["status", "expires_at"])
+        if self.batch.status == Status.CANCELLING:
+            finish.end_waiting(self.batch_id, Line.CANCELLED)
+            end_as = Status.CANCELLED
+        elif finish.expired(self.batch):
+            finish.end_waiting(self.batch_id, Line.EXPIRED)
+            end_as = Status.EXPIRED
+        else:
+            end_as = Status.COMPLETED
+        requeue_lost(self.batch_id, self.token)  # none should be left; a line still running is queued, then ended
+        if end_as != Status.COMPLETED:
+            finish.end_waiting(self.batch_id, Line.CANCELLED if end_as == Status.CANCELLED else Line.EXPIRED)
+        finish.finalize(self.batch_id, end_as=end_as)

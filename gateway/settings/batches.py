@@ -1,0 +1,30 @@
+"""Settings of batches (batches/, docs/batches.md): how many of a batch's lines run at once, how a failed
+line is tried again, how long a worker holds a batch.
+
+Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own.
+"""
+
+from gateway.settings.environment import Environment, reader
+
+
+def from_env(env: Environment = None) -> dict:
+    env = reader(env)
+    return {
+        # Lines of one batch in flight at once in its worker, and at most this many to any one model server
+        # from that worker: a batch never takes more of a server than this, whatever its size.
+        "BATCH_CONCURRENCY": env.int("BATCH_CONCURRENCY", default=8),
+        "BATCH_CONCURRENCY_PER_SERVER": env.int("BATCH_CONCURRENCY_PER_SERVER", default=4),
+        # Tries of a line whose call failed in a way worth trying again (the server's 429 or 5xx), the
+        # first wait between them (doubled at each), and the most lines a batch may hold.
+        "BATCH_LINE_ATTEMPTS": env.int("BATCH_LINE_ATTEMPTS", default=3),
+        "BATCH_RETRY_SECONDS": env.float("BATCH_RETRY_SECONDS", default=2.0),
+        "BATCH_MAX_LINES": env.int("BATCH_MAX_LINES", default=50_000),
+        # Internal (docs/configuration.md): a worker's hold on a batch, renewed while it runs; a batch whose
+        # hold lapsed (its worker died) is taken up by the next. A worker gives a batch back after a slice
+        # of this many seconds (so that batches share the queue's workers), and a batch held up by a quota
+        # or a budget is looked at again after the wait.
+        "BATCH_LEASE_SECONDS": env.float("BATCH_LEASE_SECONDS", default=30.0),
+        "BATCH_SLICE_SECONDS": env.float("BATCH_SLICE_SECONDS", default=300.0),
+        "BATCH_WAIT_SECONDS": env.float("BATCH_WAIT_SECONDS", default=60.0),
+        "BATCH_SWEEP_SECONDS": env.float("BATCH_SWEEP_SECONDS", default=60.0),
+    }
