@@ -16,18 +16,21 @@ call (batches/line_call.py), a few at once.
   per-minute ceilings do not apply to a batch.
 - A line refused by the server in a way worth trying again (429, 5xx) is retried after a doubling wait, up to
   BATCH_LINE_ATTEMPTS tries; its last answer is kept.
-- A worker gives the batch back after BATCH_SLICE_SECONDS and queues its next slice, so batches share the
-  queue's workers; cancelled, expired or run to its last line, the batch is finalized (batches/finish.py)."""
+- A worker gives the batch back after BATCH_SLICE_SECONDS, or at once when asked to stop, and queues its next
+  slice, so batches share the queue's workers and a deploy waits only for the lines in flight; cancelled,
+  expired or run to its last line, the batch is finalized (batches/finish.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from datetime import timedelta
 from enum import Enum
 
+from celery import signals
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
@@ -47,6 +50,15 @@ log = logging.getLogger(__name__)
 Status, Line = Batch.Status, BatchLine.Status
 RETRYABLE = {429, 500, 502, 503, 504, 529}
 OUTAGE_PAUSE_SECONDS = 2.0  # a round that met an outage of Redis or the database waits this long
+stopping = threading.Event()  # the worker was asked to stop: batches are given back at their next round
+
+
+@signals.worker_shutting_down.connect
+def _worker_stopping(**_kwargs) -> None:
+    """A batch's worker asked to stop (a deploy, Ctrl-C) gives its batch back at once, for the next worker to
+    go on with: its lines in flight end first, no new one starts. The batch queue's worker runs its tasks in
+    its own process (`--pool threads`), where this signal is sent."""
+    stopping.set()
 
 
 class Outcome(str, Enum):
@@ -129,7 +141,7 @@ class Driver:
             return Outcome.LOST
         if status == Status.CANCELLING or finish.expired(self.batch):
             return Outcome.ENDED
-        if time.monotonic() >= ends_at:
+        if time.monotonic() >= ends_at or stopping.is_set():
             return Outcome.SLICED
         waiting = await self._quota_refusal()
         if waiting is None:  # an outage: nothing claimed this round
@@ -208,16 +220,21 @@ class Driver:
             return 0.0
         return max(0.0, (line.next_try_at - timezone.now()).total_seconds())
 
-    def _server(self, line: BatchLine) -> asyncio.Semaphore:
-        """The semaphore of the server the line's model is served by first (its chain's first target)."""
+    def _server_of(self, model: str) -> str:
+        """The server the model is served by first (its chain's first target); '' when the group may not use
+        it (the call itself answers why)."""
+        try:
+            chain = plan_chain(model, group=self.batch.account.group,
+                               capability="embeddings" if self.batch.endpoint.endswith("embeddings") else "chat")
+        except ApiError:
+            return ""
+        return chain[0].server.name if chain else ""
+
+    async def _server(self, line: BatchLine) -> asyncio.Semaphore:
+        """The semaphore of the server the line's model goes to, at most BATCH_CONCURRENCY_PER_SERVER at once."""
         model = str(line.body.get("model", ""))
         if model not in self.server_of_model:
-            try:
-                chain = plan_chain(model, group=self.batch.account.group,
-                                   capability="embeddings" if self.batch.endpoint.endswith("embeddings") else "chat")
-                self.server_of_model[model] = chain[0].server.name if chain else ""
-            except ApiError:  # the call itself answers why: its refusal is the line's answer
-                self.server_of_model[model] = ""
+            self.server_of_model[model] = await in_worker(self._server_of)(model)
         server = self.server_of_model[model]
         if server not in self.servers:
             self.servers[server] = asyncio.Semaphore(settings.BATCH_CONCURRENCY_PER_SERVER)
@@ -225,7 +242,7 @@ class Driver:
 
     async def _run_line(self, line: BatchLine) -> None:
         try:
-            async with self._server(line):
+            async with await self._server(line):
                 answer = await call_line(path=self.batch.endpoint, body=line.body, account=self.batch.account,
                                          batch_id=self.batch_id, custom_id=line.custom_id, usage_key=line.usage_key)
         except Exception as exc:  # an outage, or a fault of ours: the line goes back, tried again later

@@ -10,6 +10,7 @@ from django.utils import timezone
 from accounts.keys import KEY_PREFIX, api_key_generate, api_key_preview
 from accounts.models import Account, AccountGroup, ApiKey, SessionToken
 from accounts.secrets import digest, random_alnum
+from batches.models import Batch, BatchLine
 from accounts.sessions import session_create
 from gateway.models import (
     Alias,
@@ -380,3 +381,29 @@ def session_for(account: Account, remember: bool = False) -> str:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+class BatchFactory(factory.django.DjangoModelFactory):
+    """A batch as the API leaves it once validated: in progress, its lines made by BatchLineFactory."""
+
+    class Meta:
+        model = Batch
+
+    id = factory.Sequence(lambda n: f"batch_{n:024x}")
+    account = factory.SubFactory(AccountFactory)
+    kind = Batch.Kind.OPENAI
+    endpoint = "/v1/chat/completions"
+    status = Batch.Status.IN_PROGRESS
+    in_progress_at = factory.LazyFunction(timezone.now)
+    expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(hours=24))
+
+
+class BatchLineFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = BatchLine
+
+    batch = factory.SubFactory(BatchFactory)
+    index = factory.Sequence(lambda n: n)
+    custom_id = factory.LazyAttribute(lambda line: f"req-{line.index}")
+    body = factory.LazyAttribute(lambda line: {"model": "echo-1", "messages": [{"role": "user",
+                                                                                 "content": f"line {line.index}"}]})
