@@ -8,9 +8,10 @@ call (batches/line_call.py), a few at once.
   metered before its worker died and run again is one record.
 - A line is claimed by a conditional update (queued → running, with the worker's token), and its answer is
   saved only while that claim holds: a line is answered once.
-- At most BATCH_CONCURRENCY lines are in flight, and BATCH_CONCURRENCY_PER_SERVER to any one model server,
-  so a batch takes a bounded share of a server; the batch queue's workers are not the live calls' (they
-  never wait behind a batch).
+- At most BATCH_CONCURRENCY lines of a batch are in flight, and BATCH_CONCURRENCY_PER_SERVER lines of all
+  batches to any one model server, across the batch workers (a slot each, gateway/state/slots.py), so the
+  batch queue takes a bounded share of a server; its workers are not the live calls' (they never wait
+  behind a batch).
 - Before each round of claims the account's token quotas and budgets are read: a batch that reached one
   waits (its lines stay queued, `waiting_for` says why) and is looked at again after BATCH_WAIT_SECONDS. The
   per-minute ceilings do not apply to a batch.
@@ -40,6 +41,7 @@ from batches.line_call import Answer, call_line
 from batches.models import Batch, BatchLine
 from gateway.limits.quotas import quota_check
 from gateway.registry.routing import plan_chain
+from gateway.state import slots
 from gateway.state.workers import in_worker
 from gateway.telemetry import metrics
 from gateway.web.errors import ApiError, outage_of
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 Status, Line = Batch.Status, BatchLine.Status
 RETRYABLE = {429, 500, 502, 503, 504, 529}
 OUTAGE_PAUSE_SECONDS = 2.0  # a round that met an outage of Redis or the database waits this long
+SLOT_FIRST_WAIT, SLOT_MOST_WAIT = 0.02, 0.5  # a line waiting for its server's slot looks again after these
 stopping = threading.Event()  # the worker was asked to stop: batches are given back at their next round
 
 
@@ -114,8 +117,8 @@ class Driver:
         self.token = token
         self.batch = Batch.objects.select_related("account", "account__group").get(pk=batch_id)
         self.in_flight: set[asyncio.Task] = set()
-        self.servers: dict[str, asyncio.Semaphore] = {}
         self.server_of_model: dict[str, str] = {}
+        self.held: dict[str, str] = {}  # the server slots the lines in flight hold: token -> slot name
 
     async def drive(self) -> Outcome:
         ends_at = time.monotonic() + settings.BATCH_SLICE_SECONDS
@@ -179,6 +182,7 @@ class Driver:
 
     def _refresh(self) -> tuple[bool, str]:
         held = renew(self.batch_id, self.token)
+        self._keep_slots()
         self.batch.refresh_from_db(fields=["status", "expires_at", "waiting_for"])
         return held, self.batch.status
 
@@ -222,7 +226,7 @@ class Driver:
 
     def _server_of(self, model: str) -> str:
         """The server the model is served by first (its chain's first target); '' when the group may not use
-        it (the call itself answers why)."""
+        it (the call itself answers why, and holds no server's slot)."""
         try:
             chain = plan_chain(model, group=self.batch.account.group,
                                capability="embeddings" if self.batch.endpoint.endswith("embeddings") else "chat")
@@ -230,21 +234,41 @@ class Driver:
             return ""
         return chain[0].server.name if chain else ""
 
-    async def _server(self, line: BatchLine) -> asyncio.Semaphore:
-        """The semaphore of the server the line's model goes to, at most BATCH_CONCURRENCY_PER_SERVER at once."""
+    async def _slot(self, line: BatchLine) -> str:
+        """Wait for a slot of the server the line's model goes to (at most BATCH_CONCURRENCY_PER_SERVER
+        lines of every batch at once, across the batch workers); the slot's name, '' when none is needed."""
         model = str(line.body.get("model", ""))
         if model not in self.server_of_model:
             self.server_of_model[model] = await in_worker(self._server_of)(model)
         server = self.server_of_model[model]
-        if server not in self.servers:
-            self.servers[server] = asyncio.Semaphore(settings.BATCH_CONCURRENCY_PER_SERVER)
-        return self.servers[server]
+        if not server:
+            return ""
+        name, token = f"batch-server:{server}", f"{self.token}:{line.pk}"
+        wait = SLOT_FIRST_WAIT
+        while not await in_worker(slots.take)(name, token, cap=settings.BATCH_CONCURRENCY_PER_SERVER,
+                                              ttl=settings.BATCH_LEASE_SECONDS):
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, SLOT_MOST_WAIT)
+        self.held[token] = name
+        return name
+
+    def _keep_slots(self) -> None:
+        by_name: dict[str, list[str]] = {}
+        for token, name in self.held.items():
+            by_name.setdefault(name, []).append(token)
+        for name, tokens in by_name.items():
+            slots.keep(name, tokens, ttl=settings.BATCH_LEASE_SECONDS)
 
     async def _run_line(self, line: BatchLine) -> None:
+        token = f"{self.token}:{line.pk}"
         try:
-            async with await self._server(line):
+            try:
+                name = await self._slot(line)
                 answer = await call_line(path=self.batch.endpoint, body=line.body, account=self.batch.account,
                                          batch_id=self.batch_id, custom_id=line.custom_id, usage_key=line.usage_key)
+            finally:
+                if (name := self.held.pop(token, "")):
+                    await in_worker(slots.give_back)(name, token)
         except Exception as exc:  # an outage, or a fault of ours: the line goes back, tried again later
             log.warning("batch %s line %s: its call failed (%s); tried again", self.batch_id, line.index,
                         exc.__class__.__name__, exc_info=outage_of(exc) is None)

@@ -2,6 +2,7 @@
 metered once under its line's key; retries of a retryable failure; a budget reached holds the batch; cancel
 and expiry end the lines not yet run; a worker that lost its hold leaves its lines to the next."""
 
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -163,3 +164,33 @@ def test_a_batch_gives_its_worker_back_after_its_slice(served, owner, settings):
     assert runner.run_batch(batch.pk) == Outcome.SLICED
     batch.refresh_from_db()
     assert batch.status == "in_progress" and batch.runner_until is None
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["in-process", "redis"])
+def test_lines_to_one_server_stay_within_its_cap_across_batches(served, owner, settings, monkeypatch, request, shared):
+    """Two batches run at once by two workers, eight lines in flight each: the server never has more than
+    BATCH_CONCURRENCY_PER_SERVER of them at a time."""
+    if shared:
+        request.getfixturevalue("redis_url")
+    settings.BATCH_CONCURRENCY = 8
+    settings.BATCH_CONCURRENCY_PER_SERVER = 3
+    served.configure(latency_ms=40)
+    now, most = 0, 0
+    real = runner.call_line
+
+    async def counted(**kwargs):
+        nonlocal now, most
+        now += 1
+        most = max(most, now)
+        try:
+            return await real(**kwargs)
+        finally:
+            now -= 1
+
+    monkeypatch.setattr(runner, "call_line", counted)
+    first, second = batch_of(owner, 12), batch_of(owner, 12, id="batch_" + "e" * 24)
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(runner.run_batch, [first.pk, second.pk]))
+    assert outcomes == [Outcome.ENDED, Outcome.ENDED]
+    assert statuses(first) == statuses(second) == ["succeeded"] * 12
+    assert most == 3
