@@ -75,7 +75,8 @@ class Outcome(str, Enum):
 def take(batch_id: str, token: str) -> bool:
     now = timezone.now()
     lapsed = Q(runner_until__isnull=True) | Q(runner_until__lt=now)
-    return bool(Batch.objects.filter(lapsed, pk=batch_id, status__in=(Status.IN_PROGRESS, Status.CANCELLING))
+    return bool(Batch.objects.filter(lapsed, pk=batch_id, status__in=(Status.IN_PROGRESS, Status.CANCELLING),
+                                     upstream_id="")  # a batch forwarded to a cloud runs there
                 .update(runner=token, runner_until=now + timedelta(seconds=settings.BATCH_LEASE_SECONDS)))
 
 

@@ -66,7 +66,8 @@ def sweep_batches() -> int:
     now = timezone.now()
     queued = 0
     free = Q(runner_until__isnull=True) | Q(runner_until__lt=now)
-    for batch_id in Batch.objects.filter(free, status__in=(Status.IN_PROGRESS, Status.CANCELLING)).values_list(
+    for batch_id in Batch.objects.filter(free, status__in=(Status.IN_PROGRESS, Status.CANCELLING),
+                                         upstream_id="").values_list(
             "pk", flat=True):
         enqueue(RUN, batch_id)
         queued += 1
