@@ -37,13 +37,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from batches import finish
+from batches import metrics as batch_metrics
 from batches.line_call import Answer, call_line
 from batches.models import Batch, BatchLine
 from gateway.limits.quotas import quota_check
 from gateway.registry.routing import plan_chain
 from gateway.state import slots
 from gateway.state.workers import in_worker
-from gateway.telemetry import metrics
 from gateway.web.errors import ApiError, outage_of
 from routines.durable import durably
 
@@ -300,13 +300,13 @@ class Driver:
             durably(lambda: mine.update(status=Line.QUEUED, claim="", tries=tries,
                                         next_try_at=timezone.now() + timedelta(seconds=wait)),
                     what=f"batch {self.batch_id} line {line.index}: tried again later")
-            metrics.batch_line("retried")
+            batch_metrics.line_ended("retried")
             return
         status = Line.SUCCEEDED if 200 <= answer.status < 300 else Line.ERRORED
         durably(lambda: mine.update(status=status, tries=tries, status_code=answer.status, result=answer.body,
                                     request_id=answer.request_id, ended_at=timezone.now()),
                 what=f"batch {self.batch_id} line {line.index}: its answer")
-        metrics.batch_line(status)
+        batch_metrics.line_ended(status)
 
     def _end(self) -> None:
         """Cancelled, expired or done: the lines not yet run end so, then the batch is finalized."""

@@ -14,9 +14,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from batches import checks, runner
+from batches import metrics as batch_metrics
 from batches.models import Batch, BatchLine
 from batches.queue import QUEUE, RUN, SWEEP, VALIDATE, enqueue
-from gateway.telemetry import metrics
 
 log = logging.getLogger(__name__)
 Status = Batch.Status
@@ -75,7 +75,7 @@ def sweep_batches() -> int:
     for batch_id in Batch.objects.filter(status=Status.VALIDATING, created_at__lt=stale).values_list("pk", flat=True):
         enqueue(VALIDATE, batch_id)
         queued += 1
-    metrics.batch_queue_depth(BatchLine.objects.filter(status=BatchLine.Status.QUEUED).count())
+    batch_metrics.queue_depth(BatchLine.objects.filter(status=BatchLine.Status.QUEUED).count())
     return queued
 
 

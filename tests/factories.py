@@ -10,8 +10,8 @@ from django.utils import timezone
 from accounts.keys import KEY_PREFIX, api_key_generate, api_key_preview
 from accounts.models import Account, AccountGroup, ApiKey, SessionToken
 from accounts.secrets import digest, random_alnum
-from batches.models import Batch, BatchLine
 from accounts.sessions import session_create
+from batches.models import Batch, BatchLine
 from gateway.models import (
     Alias,
     AliasDeployment,

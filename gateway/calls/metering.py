@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from django.http import HttpResponse
 from django.utils import timezone
@@ -30,6 +31,15 @@ from gateway.upstream.replies import ReplyAccumulator
 from gateway.usage.writer import usage_writer
 
 logger = logging.getLogger(__name__)
+
+
+class BatchUse(NamedTuple):
+    """What a batch line's call carries on its exchange (`exchange.batch`, set by batches/line_call.py): its
+    batch, and the key its usage record takes, so that a line metered twice (a worker killed between metering
+    and saving its answer) is one record."""
+
+    batch_id: str
+    key: str
 
 
 def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
@@ -138,9 +148,7 @@ def _record(account_id, model, surface, input_tokens, output_tokens, request_id,
         if batch is not None:
             cost_units = price.batch_cost_units(cost_units)
     metrics.tokens(model, input_tokens, output_tokens)
-    metrics.spend(model, cost_units)
-    if batch is not None:
-        metrics.batch_spend(model, cost_units)
+    metrics.spend(model, cost_units, batch=batch is not None)
     if cached:
         metrics.cache_hit(model, input_tokens, output_tokens)
     if exchange is not None:  # the request's log line and its calls log row name them (the batch price, billed)

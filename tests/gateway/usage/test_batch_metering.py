@@ -8,11 +8,10 @@ import json
 
 import pytest
 
-from gateway.calls.metering import meter
+from gateway.calls.metering import BatchUse, meter
 from gateway.models import CallRecord, UsageRecord
 from gateway.registry.prices import Price
 from gateway.state.per_process import flush_all
-from gateway.telemetry.logjson import BatchUse
 from gateway.usage.call_log import own_call
 from gateway.usage.spool import SUFFIX
 from gateway.usage.writer import insert_rows, record_from_line, usage_writer
