@@ -194,3 +194,13 @@ def test_lines_to_one_server_stay_within_its_cap_across_batches(served, owner, s
     assert outcomes == [Outcome.ENDED, Outcome.ENDED]
     assert statuses(first) == statuses(second) == ["succeeded"] * 12
     assert most == 3
+
+
+def test_a_lines_own_metadata_tags_join_the_batch_tags_and_cannot_replace_them(served, owner):
+    batch = BatchFactory(account=owner)
+    BatchLineFactory(batch=batch, index=0, body={"model": "echo-1", "messages": [{"role": "user", "content": "x"}],
+                                                 "metadata": {"team": "ml", "batch": "spoofed"}})
+    runner.run_batch(batch.pk)
+    call_log.flush()
+    row = CallRecord.objects.get(account_id=owner.pk)
+    assert row.tags == {"team": "ml", "batch": batch.pk, "custom_id": "req-0"}
