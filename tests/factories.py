@@ -11,6 +11,7 @@ from accounts.keys import KEY_PREFIX, api_key_generate, api_key_preview
 from accounts.models import Account, AccountGroup, ApiKey, SessionToken
 from accounts.secrets import digest, random_alnum
 from accounts.sessions import session_create
+from batches.models import Batch
 from gateway.models import (
     Alias,
     AliasDeployment,
@@ -368,6 +369,20 @@ class LinkedChannelFactory(factory.django.DjangoModelFactory):
     account = factory.SubFactory(AccountFactory)
     kind = LinkedChannel.Kind.TELEGRAM
     address = factory.Sequence(lambda n: str(1000 + n))
+
+
+class BatchFactory(factory.django.DjangoModelFactory):
+    """An OpenAI batch still validating; `kind=Batch.Kind.ANTHROPIC` (and its `msgbatch_` id) for a message batch."""
+
+    class Meta:
+        model = Batch
+
+    id = factory.Sequence(lambda n: f"batch_{n:024x}")
+    account = factory.SubFactory(AccountFactory)
+    kind = Batch.Kind.OPENAI
+    endpoint = "/v1/chat/completions"
+    created_at = factory.LazyFunction(timezone.now)
+    expires_at = factory.LazyAttribute(lambda row: row.created_at + timedelta(hours=24))
 
 
 def api_key_for(account: Account) -> str:
