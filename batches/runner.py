@@ -225,7 +225,7 @@ class Driver:
 
     async def _run_line(self, line: BatchLine) -> None:
         try:
-            async with self._server(line):
+            async with await in_worker(self._server)(line):  # the registry may be read from the database
                 answer = await call_line(path=self.batch.endpoint, body=line.body, account=self.batch.account,
                                          batch_id=self.batch_id, custom_id=line.custom_id, usage_key=line.usage_key)
         except Exception as exc:  # an outage, or a fault of ours: the line goes back, tried again later
