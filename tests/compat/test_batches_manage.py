@@ -12,6 +12,7 @@ from django.utils import timezone
 from batches.models import Batch as BatchRow
 from batches.tasks import run_batch, validate_batch
 from tests.compat.batch_support import CHAT, auth, chat, create, file_lines, jsonl, line, upload
+from tests.contract import assert_v1_unauthenticated
 from tests.factories import AccountFactory, AccountGroupFactory, BatchFactory, api_key_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -207,3 +208,12 @@ def test_another_accounts_batch_is_not_found_on_every_route(world, stranger):
     with pytest.raises(openai.NotFoundError):  # a message batch is not one of /v1/batches
         world.openai.batches.retrieve(message_batch.id)
     assert [b.id for b in world.openai.batches.list()] == [mine.id]
+
+
+@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/batches"), ("POST", "/v1/batches"),
+                                              ("GET", "/v1/batches/batch_x"), ("POST", "/v1/batches/batch_x/cancel"),
+                                              ("GET", "/v1/messages/batches"), ("POST", "/v1/messages/batches"),
+                                              ("DELETE", "/v1/messages/batches/msgbatch_x"),
+                                              ("GET", "/v1/messages/batches/msgbatch_x/results")])
+def test_every_batch_route_refuses_a_call_without_a_key_as_every_v1_route_does(world, method, path):
+    assert_v1_unauthenticated(httpx.request(method, f"{world.base}{path}", headers={"x-api-key": "svc_usr_1_x"}))
