@@ -106,8 +106,9 @@ def test_a_responses_batch_answers_with_response_objects(world):
 
 
 def test_a_line_the_model_server_refuses_goes_to_the_error_file(world):
-    world.upstream.configure(fail_status=400, fail_times=1)
-    batch = create(world, jsonl(line("bad", chat("first")), line("good", chat("second"))))
+    # the line sent to `oa` fails (its model is the default: no fallback); the one to `an` is answered
+    world.upstream.configure(fail_status=400, fail_paths=["/v1/chat/completions"])
+    batch = create(world, jsonl(line("bad", chat("first")), line("good", chat("second", model=CLAUDE_MODEL))))
 
     assert run(batch.id) == "ended"
     done = world.openai.batches.retrieve(batch.id)
