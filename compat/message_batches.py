@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.conf import settings
 from django.http import StreamingHttpResponse
 
 from accounts.endpoints import endpoint
@@ -40,10 +41,12 @@ def processing_status(batch: Batch) -> str:
 
 
 def results_url(request, batch: Batch) -> str | None:
-    """Where the results are read, an absolute URL as Anthropic gives it (the SDK fetches it as it is)."""
+    """Where the results are read, an absolute URL as Anthropic gives it (the SDK fetches it as it is): on the
+    gateway's public address when PUBLIC_BASE_URL names it (behind a proxy), else on the one the client called."""
     if not batch.ended:
         return None
-    return request.build_absolute_uri(f"/v1/messages/batches/{batch.id}/results")
+    base = settings.PUBLIC_BASE_URL.rstrip("/") or request.build_absolute_uri("/").rstrip("/")
+    return f"{base}/v1/messages/batches/{batch.id}/results"
 
 
 def batch_object(request, batch: Batch, counts: progress.Counts) -> dict[str, Any]:

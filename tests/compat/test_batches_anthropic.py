@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from batches.models import Batch, BatchLine
 from batches.tasks import run_batch
-from compat.message_batches import result_line
+from compat.message_batches import result_line, results_url
 from tests.compat.batch_support import CHAT_MODEL, CLAUDE_MODEL, MESSAGE_BATCH_FIELDS
 from tests.factories import AccountFactory, AccountGroupFactory, BatchFactory, api_key_for
 
@@ -275,3 +275,12 @@ def test_the_list_pages_newest_first_around_before_id_and_after_id(world):
                         "invalid_request_error", "limit: Input should be a whole number from 1 to 1000.")
     both = httpx.get(url(world), params={"before_id": made, "after_id": made}, headers=headers(world))
     anthropic_error(both, 400, "invalid_request_error", "Give before_id or after_id, not both.")
+
+
+def test_the_results_url_is_on_the_public_address_when_one_is_set(settings, rf):
+    ended = Batch(id="msgbatch_x", status=Batch.Status.COMPLETED)
+    settings.PUBLIC_BASE_URL = "https://gateway.example.test/"
+    assert results_url(rf.get("/"), ended) == "https://gateway.example.test/v1/messages/batches/msgbatch_x/results"
+    settings.PUBLIC_BASE_URL = ""
+    assert results_url(rf.get("/"), ended) == "http://testserver/v1/messages/batches/msgbatch_x/results"
+    assert results_url(rf.get("/"), Batch(id="msgbatch_y", status=Batch.Status.CANCELLING)) is None
