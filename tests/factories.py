@@ -384,7 +384,8 @@ def bearer(token: str) -> dict[str, str]:
 
 
 class BatchFactory(factory.django.DjangoModelFactory):
-    """A batch as the API leaves it once validated: in progress, its lines made by BatchLineFactory."""
+    """A batch as the API leaves it once validated: in progress, its lines made by BatchLineFactory;
+    `kind=Batch.Kind.ANTHROPIC` (and a `msgbatch_` id) for a message batch."""
 
     class Meta:
         model = Batch
@@ -394,8 +395,9 @@ class BatchFactory(factory.django.DjangoModelFactory):
     kind = Batch.Kind.OPENAI
     endpoint = "/v1/chat/completions"
     status = Batch.Status.IN_PROGRESS
-    in_progress_at = factory.LazyFunction(timezone.now)
-    expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(hours=24))
+    created_at = factory.LazyFunction(timezone.now)
+    in_progress_at = factory.LazyAttribute(lambda row: row.created_at)
+    expires_at = factory.LazyAttribute(lambda row: row.created_at + timedelta(hours=24))
 
 
 class BatchLineFactory(factory.django.DjangoModelFactory):
