@@ -122,7 +122,7 @@ class OpenAIBatches:
 
     @staticmethod
     async def cancel(target: Target, upstream_id: str) -> None:
-        await openai.forward(target, f"/batches/{upstream_id}/cancel", json={})
+        await openai.forward(target, f"/batches/{upstream_id}/cancel")  # no body, as OpenAI's SDK sends it
 
 
 def _openai_result(entry: dict[str, Any]) -> Result:
@@ -169,7 +169,7 @@ class AnthropicBatches:
 
     @classmethod
     async def cancel(cls, target: Target, upstream_id: str) -> None:
-        await openai.forward(target, f"{cls.PATH}/{upstream_id}/cancel", json={}, at=anthropic.endpoint)
+        await openai.forward(target, f"{cls.PATH}/{upstream_id}/cancel", at=anthropic.endpoint)  # no body
 
 
 def _anthropic_result(result: Any) -> Result:

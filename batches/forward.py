@@ -87,13 +87,12 @@ def destination(batch: Batch, lines: list[BatchLine]) -> dict[str, Target] | Non
         if not chain:
             return None
         targets[model] = chain[0]
-    servers = {target.server for target in targets.values()}
+    servers = {target.server.id for target in targets.values()}
     if len(servers) != 1:
         return None
-    server = servers.pop()
-    if not server.forward_batches or server.kind != SPEAKS[batch.kind]:
-        return None
-    return targets
+    # read from its row (the registry's server carries what a call needs): a batch is launched once
+    forwards = ModelServer.objects.filter(pk=servers.pop(), forward_batches=True, kind=SPEAKS[batch.kind]).exists()
+    return targets if forwards else None
 
 
 def launch(batch: Batch, lines: list[BatchLine]) -> bool:

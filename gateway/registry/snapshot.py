@@ -72,7 +72,6 @@ class Server:
     drop_unsupported_fields: bool = False
     structured_output: str = "tool"
     cloud: Cloud = NO_CLOUD
-    forward_batches: bool = False  # a batch all of whose models it answers goes to its own batch API
 
 
 def server_of(row: ModelServer) -> Server:
@@ -85,8 +84,7 @@ def server_of(row: ModelServer) -> Server:
                       row.api_version, row.azure_tenant_id, row.azure_client_id, row.azure_client_secret,
                       row.azure_authority_host.rstrip("/"), row.gcp_project, row.gcp_credentials_file)
     return Server(row.id, row.name, row.kind, row.base_url.rstrip("/"), row.api_key, row.is_remote,
-                  row.connect_timeout, row.read_timeout, row.drop_unsupported_fields, row.structured_output, cloud,
-                  row.forward_batches)
+                  row.connect_timeout, row.read_timeout, row.drop_unsupported_fields, row.structured_output, cloud)
 
 
 @dataclass(frozen=True)
