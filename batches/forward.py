@@ -62,7 +62,6 @@ ENDPOINTS = {Batch.Kind.OPENAI: ("/v1/chat/completions", "/v1/embeddings"), Batc
 SPEAKS = {Batch.Kind.OPENAI: ModelServer.Kind.OPENAI, Batch.Kind.ANTHROPIC: ModelServer.Kind.ANTHROPIC}
 DUE_SLACK_SECONDS = 2.0  # a poll this early is the one that was due
 CHUNK = 500  # lines filled per transaction
-MISSING = clouds.Result(Line.ERRORED, 502, None)  # its body is said per kind (`_missing_body`)
 
 
 def destination(batch: Batch, lines: list[BatchLine]) -> dict[str, Target] | None:
@@ -76,9 +75,9 @@ def destination(batch: Batch, lines: list[BatchLine]) -> dict[str, Target] | Non
     targets: dict[str, Target] = {}
     for line in lines:
         model = line.body.get("model") if isinstance(line.body, dict) else None
-        if not isinstance(model, str) or model in targets:
-            if not isinstance(model, str):
-                return None
+        if not isinstance(model, str):
+            return None
+        if model in targets:
             continue
         try:
             chain = plan_chain(model, group=group, capability=capability_of(batch.endpoint))
@@ -267,27 +266,29 @@ def _fill(batch: Batch, results: dict[str, clouds.Result], token: str) -> None:
     """Each line still waiting: metered (an answered one), then its end saved while it still waits."""
     targets: dict[str, Target | None] = {}
     surface = SURFACES.get(batch.endpoint.lstrip("/"), batch.endpoint)
-    waiting = BatchLine.objects.filter(batch_id=batch.pk, status=Line.RUNNING, claim=UPSTREAM).order_by("index")
-    chunk: list[tuple[BatchLine, clouds.Result, str]] = []
-    for line in waiting.iterator(chunk_size=CHUNK):
-        model = str(line.body.get("model", "")) if isinstance(line.body, dict) else ""
-        if model not in targets:
-            targets[model] = _target_on(model, batch.forwarded_to_id)
-        result = results.get(line.custom_id)
-        if result is None:
-            result = clouds.Result(MISSING.status, MISSING.status_code, _missing_body(batch))
-        elif result.status == Line.SUCCEEDED and isinstance(result.body, dict) and targets[model] is not None:
-            result = clouds.Result(result.status, result.status_code,
-                                   {**result.body, "model": targets[model].public_id})
-        request_id = uuid.uuid4().hex
-        if result.status_code is not None and results.get(line.custom_id) is not None:
-            _meter(batch, line, result, targets[model], model, surface, request_id)
-        chunk.append((line, result, request_id))
-        if len(chunk) >= CHUNK:
-            _save(batch.pk, chunk, token)
-            chunk = []
-    if chunk:
-        _save(batch.pk, chunk, token)
+    waiting = list(BatchLine.objects.filter(batch_id=batch.pk, status=Line.RUNNING, claim=UPSTREAM)
+                   .order_by("index").values_list("pk", flat=True))
+    for start in range(0, len(waiting), CHUNK):  # read a chunk, then written: no cursor left open over writes
+        lines = BatchLine.objects.filter(pk__in=waiting[start:start + CHUNK]).order_by("index")
+        _save(batch.pk, [_end_of(batch, line, results, targets, surface) for line in lines], token)
+
+
+def _end_of(batch: Batch, line: BatchLine, results: dict[str, clouds.Result], targets: dict[str, Target | None],
+            surface: str) -> tuple[BatchLine, clouds.Result, str]:
+    """The line's end as its cloud gave it, its call metered when it ran there."""
+    model = str(line.body.get("model", "")) if isinstance(line.body, dict) else ""
+    if model not in targets:
+        targets[model] = _target_on(model, batch.forwarded_to_id)
+    result = results.get(line.custom_id)
+    if result is None:  # the cloud left it out: errored, saying so (nothing ran that we know of)
+        return line, clouds.Result(Line.ERRORED, 502, _missing_body(batch)), ""
+    if result.status_code is None:  # cancelled or expired there: it did not run
+        return line, result, ""
+    if result.status == Line.SUCCEEDED and isinstance(result.body, dict) and targets[model] is not None:
+        result = clouds.Result(result.status, result.status_code, {**result.body, "model": targets[model].public_id})
+    request_id = uuid.uuid4().hex
+    _meter(batch, line, result, targets[model], model, surface, request_id)
+    return line, result, request_id
 
 
 def _missing_body(batch: Batch) -> dict[str, Any]:
@@ -334,7 +335,7 @@ def _save(batch_id: str, chunk: list[tuple[BatchLine, clouds.Result, str]], toke
         for line, result, request_id in chunk:
             if BatchLine.objects.filter(pk=line.pk, status=Line.RUNNING, claim=UPSTREAM).update(
                     status=result.status, tries=line.tries + 1, status_code=result.status_code, result=result.body,
-                    request_id=request_id if result.status_code is not None else "", ended_at=now, claim=""):
+                    request_id=request_id, ended_at=now, claim=""):
                 saved.append(result.status)
         Batch.objects.filter(pk=batch_id, runner=token).update(
             runner_until=timezone.now() + timedelta(seconds=settings.BATCH_LEASE_SECONDS))

@@ -215,7 +215,8 @@ def test_a_cancel_is_sent_to_the_cloud_and_the_batch_ends_cancelled(cloud, upstr
 
 
 def test_lines_the_cloud_failed_or_left_out_are_errored_and_a_failed_batch_runs_here(cloud, upstream, owner,  # noqa: F811
-                                                                                      queued):
+                                                                                      queued, monkeypatch):
+    monkeypatch.setattr(forward, "CHUNK", 2)  # the lines filled two by two
     upstream.configure(batch_failing_ids=["req-1"])
     batch = openai_batch(owner, [chat(i) for i in range(2)])
     tasks.validate_batch(batch.pk)
