@@ -156,7 +156,8 @@ def _anthropic_lines(account, requests: Any) -> list[tuple[str, dict]]:
 
 
 def create_anthropic(account, requests: Any) -> Batch:
-    """A message batch `in_progress` with its lines, written together, its run queued once they are."""
+    """A message batch `in_progress` with its lines, written together, its launch queued once they are
+    (batches/tasks.py `validate_batch`: a cloud's batch API where the operator chose it, else our workers)."""
     lines = _anthropic_lines(account, requests)
     now = timezone.now()
     with transaction.atomic():
@@ -165,5 +166,5 @@ def create_anthropic(account, requests: Any) -> Batch:
             status=Batch.Status.IN_PROGRESS, created_at=now, in_progress_at=now, expires_at=now + WINDOW)
         BatchLine.objects.bulk_create([BatchLine(batch=batch, index=index, custom_id=custom_id, body=params)
                                        for index, (custom_id, params) in enumerate(lines)], batch_size=1000)
-        queue.enqueue(queue.RUN, batch.id)
+        queue.enqueue(queue.VALIDATE, batch.id)  # launched by a worker: forwarded to a cloud, or run here
     return batch

@@ -12,6 +12,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from batches import forward
 from batches.models import Batch, BatchLine
 from batches.queue import RUN, VALIDATE, enqueue
 from gateway.files import store
@@ -24,12 +25,18 @@ EXPIRED_MESSAGE = "The batch's completion window closed before this request ran.
 
 def cancel(batch: Batch) -> Batch:
     """Ask a batch to stop: `cancelling` until its lines in flight have ended (they are billed), the rest then
-    `cancelled` by its worker. A batch still being validated stops there; an ended batch is left as it is."""
+    `cancelled` by its worker. A batch still being validated stops there; an ended batch is left as it is. A
+    batch forwarded to a cloud's batch API is cancelled there (a network call, batches/forward.py), and ended
+    here by its poll once the cloud has ended it."""
     now = timezone.now()
-    if batch.status in (Status.VALIDATING, Status.IN_PROGRESS):
-        Batch.objects.filter(pk=batch.pk, status=batch.status).update(status=Status.CANCELLING, cancelling_at=now)
-        enqueue(VALIDATE if batch.status == Status.VALIDATING else RUN, batch.pk)
+    was = batch.status
+    moved = was in (Status.VALIDATING, Status.IN_PROGRESS) and Batch.objects.filter(pk=batch.pk, status=was).update(
+        status=Status.CANCELLING, cancelling_at=now)
     batch.refresh_from_db()
+    if moved and batch.upstream_id:
+        forward.cancel_upstream(batch)
+    elif was in (Status.VALIDATING, Status.IN_PROGRESS):
+        enqueue(VALIDATE if was == Status.VALIDATING else RUN, batch.pk)
     return batch
 
 

@@ -9,6 +9,7 @@ from gateway.celery import app
 VALIDATE = "batches.tasks.validate_batch"
 RUN = "batches.tasks.run_batch"
 SWEEP = "batches.tasks.sweep_batches"
+POLL = "batches.tasks.poll_forwarded_batch"  # a batch forwarded to a cloud's batch API, read there (batches/forward.py)
 QUEUE = "batches"  # the queue of their own: a worker of live work never takes a batch's (docs/batches.md)
 
 

@@ -9,24 +9,27 @@ import logging
 from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from batches import checks, runner
+from batches import checks, finish, forward, runner
 from batches import metrics as batch_metrics
 from batches.models import Batch, BatchLine
-from batches.queue import QUEUE, RUN, SWEEP, VALIDATE, enqueue
+from batches.queue import POLL, QUEUE, RUN, SWEEP, VALIDATE, enqueue
 
 log = logging.getLogger(__name__)
-Status = Batch.Status
+Status, Line = Batch.Status, BatchLine.Status
 VALIDATING_GRACE_SECONDS = 120  # a batch still validating this long after it was made is validated again
 
 
 @shared_task(name=VALIDATE, acks_late=True, reject_on_worker_lost=True, queue=QUEUE)
 def validate_batch(batch_id: str) -> str:
-    """Read and check an OpenAI batch's input file: `failed` with its errors and nothing run, or its lines
-    written and the batch `in_progress`, queued to run. A batch cancelled meanwhile is `cancelled`."""
+    """An Anthropic batch, made with its lines, is launched. An OpenAI batch's input file is read and checked:
+    `failed` with its errors and nothing run, or its lines written and the batch `in_progress`, then launched:
+    forwarded to a cloud's batch API where the operator chose it, else queued to run (batches/forward.py). A
+    batch cancelled meanwhile is `cancelled`."""
     batch = Batch.objects.select_related("account", "account__group", "input_file").filter(pk=batch_id).first()
     if batch is None:
         return "gone"
@@ -34,6 +37,14 @@ def validate_batch(batch_id: str) -> str:
     if batch.status == Status.CANCELLING and not batch.lines.exists():
         Batch.objects.filter(pk=batch_id, status=Status.CANCELLING).update(status=Status.CANCELLED, cancelled_at=now)
         return "cancelled"
+    if batch.kind == Batch.Kind.ANTHROPIC:  # its lines came with it: launched, unless a run began meanwhile
+        lines = list(batch.lines.order_by("index"))
+        fresh = not batch.upstream_id and all(line.status == Line.QUEUED and line.tries == 0 for line in lines)
+        if batch.status == Status.IN_PROGRESS and fresh:
+            forward.launch(batch, lines)
+        else:
+            enqueue(RUN, batch_id)
+        return batch.status
     if batch.status != Status.VALIDATING:
         return batch.status
     try:
@@ -50,7 +61,7 @@ def validate_batch(batch_id: str) -> str:
         if not moved:  # cancelled while its lines were read: its run ends them at once, as cancelled
             Batch.objects.filter(pk=batch_id, status=Status.CANCELLING, in_progress_at__isnull=True).update(
                 in_progress_at=timezone.now())
-        enqueue(RUN, batch_id)
+    forward.launch(batch, lines)  # once the lines are written: a worker killed before it leaves it to the sweep
     return "in_progress"
 
 
@@ -59,17 +70,31 @@ def run_batch(batch_id: str) -> str:
     return runner.run_batch(batch_id).value
 
 
+@shared_task(name=POLL, acks_late=True, reject_on_worker_lost=True, queue=QUEUE)
+def poll_forwarded_batch(batch_id: str) -> str:
+    """A batch forwarded to a cloud's batch API read there once (batches/forward.py `poll`); ended there, its
+    lines filled, it is finalized here as any batch."""
+    outcome = forward.poll(batch_id)
+    if outcome in (Status.COMPLETED, Status.CANCELLED, Status.EXPIRED):
+        finish.finalize(batch_id, end_as=outcome)
+    return outcome
+
+
 @shared_task(name=SWEEP, queue=QUEUE)
 def sweep_batches() -> int:
-    """A run for each running batch no worker holds (its worker died, or its message was lost), a validation
-    for each batch left validating; and the batch queue's depth for /metrics. The number queued."""
+    """A run for each running batch no worker holds (its worker died, or its message was lost), a poll for each
+    forwarded batch whose poll is overdue (its message was lost), a validation for each batch left validating;
+    and the batch queue's depth for /metrics. The number queued."""
     now = timezone.now()
     queued = 0
     free = Q(runner_until__isnull=True) | Q(runner_until__lt=now)
-    for batch_id in Batch.objects.filter(free, status__in=(Status.IN_PROGRESS, Status.CANCELLING),
-                                         upstream_id="").values_list(
-            "pk", flat=True):
+    running = Batch.objects.filter(status__in=(Status.IN_PROGRESS, Status.CANCELLING))
+    for batch_id in running.filter(free, upstream_id="").values_list("pk", flat=True):
         enqueue(RUN, batch_id)
+        queued += 1
+    overdue = Q(runner_until__isnull=True) | Q(runner_until__lt=now - timedelta(seconds=settings.BATCH_LEASE_SECONDS))
+    for batch_id in running.filter(overdue).exclude(upstream_id="").values_list("pk", flat=True):
+        enqueue(POLL, batch_id)
         queued += 1
     stale = now - timedelta(seconds=VALIDATING_GRACE_SECONDS)
     for batch_id in Batch.objects.filter(status=Status.VALIDATING, created_at__lt=stale).values_list("pk", flat=True):

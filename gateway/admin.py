@@ -57,7 +57,7 @@ class ModelServerForm(WriteOnlySecretForm):
     class Meta:
         model = ModelServer
         fields = ["name", "kind", "base_url", "api_key", "clear_api_key", *CLOUD_FIELDS, "is_remote", "enabled",
-                  "connect_timeout", "read_timeout", "drop_unsupported_fields", "structured_output"]
+                  "connect_timeout", "read_timeout", "drop_unsupported_fields", "structured_output", "forward_batches"]
         # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
         widgets = {"anthropic_betas": UnfoldAdminTextareaWidget(attrs={"rows": 3})}

@@ -17,6 +17,7 @@ from gateway.models.records import (
     UsageRecord,
 )
 from gateway.models.registry import (
+    BATCH_API_KINDS,
     CLOUD_KINDS,
     DEPLOYMENT_PRICE_HELP,
     GEMINI_ENDPOINT,
@@ -34,7 +35,7 @@ from gateway.models.registry import (
     vertex_endpoint,
 )
 
-__all__ = ["CLOUD_KINDS", "DEPLOYMENT_PRICE_HELP", "GEMINI_ENDPOINT", "PRICE_HELP", "Alias",
+__all__ = ["BATCH_API_KINDS", "CLOUD_KINDS", "DEPLOYMENT_PRICE_HELP", "GEMINI_ENDPOINT", "PRICE_HELP", "Alias",
            "AliasDeployment", "AliasFallback", "CallCapture",
            "CallFailureDaily", "CallRecord", "IdempotentRequest", "Model", "ModelFallback", "ModelServer",
            "StoredFile", "UsageDaily", "UsageRecord", "account_group_model", "account_model", "bedrock_endpoint",

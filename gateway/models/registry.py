@@ -110,6 +110,12 @@ class ModelServer(models.Model):
         help_text="Anthropic, AWS Bedrock and Google Vertex AI (Claude) servers: how an OpenAI client's "
         "response_format (JSON schema or JSON object) is asked for.",
     )
+    forward_batches = models.BooleanField(
+        default=False,
+        help_text="OpenAI-compatible and Anthropic servers only: a batch whose every model this server answers "
+        "is sent to the server's own batch API (OpenAI's Batch API, Anthropic's Message Batches) rather than run "
+        "line by line on the gateway's workers (docs/batches.md).",
+    )
     discovered_at = models.DateTimeField(null=True, blank=True, help_text="When model discovery last asked it.")
     discovery_error = models.CharField(
         max_length=300, blank=True, help_text="Why the last model discovery failed; empty when it succeeded."
@@ -158,12 +164,17 @@ class ModelServer(models.Model):
             if not self.api_key and not all(entra):
                 errors["api_key"] = ("An Azure OpenAI server needs an API key or Microsoft Entra ID's client "
                                      "credentials.")
+        if self.forward_batches and self.kind not in BATCH_API_KINDS:
+            errors["forward_batches"] = ("Only an OpenAI-compatible or an Anthropic server has a batch API the "
+                                         "gateway forwards batches to.")
         if errors:
             raise ValidationError(errors)
 
 
 CLOUD_KINDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
 GEMINI_ENDPOINT = "https://generativelanguage.googleapis.com"
+# the kinds whose own batch API a batch may be forwarded to (batches/forward.py): OpenAI's and Anthropic's
+BATCH_API_KINDS = (ModelServer.Kind.OPENAI, ModelServer.Kind.ANTHROPIC)
 
 
 def vertex_endpoint(region: str) -> str:

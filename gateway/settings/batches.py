@@ -27,4 +27,7 @@ def from_env(env: Environment = None) -> dict:
         "BATCH_SLICE_SECONDS": env.float("BATCH_SLICE_SECONDS", default=300.0),
         "BATCH_WAIT_SECONDS": env.float("BATCH_WAIT_SECONDS", default=60.0),
         "BATCH_SWEEP_SECONDS": env.float("BATCH_SWEEP_SECONDS", default=60.0),
+        # Internal: how often a batch forwarded to a cloud's own batch API (batches/forward.py) is read there
+        # until it ends; a cloud's batch takes minutes to hours, so a poll costs little at this pace.
+        "BATCH_FORWARD_POLL_SECONDS": env.float("BATCH_FORWARD_POLL_SECONDS", default=30.0),
     }

@@ -8,7 +8,7 @@ import itertools
 import json
 from typing import Any
 
-from . import anthropic_wire, extras, openai_wire
+from . import anthropic_wire, batch_wire, extras, openai_wire
 from .core import ClientError, RecordedRequest, Reply, State, Stream, dumps, json_reply
 
 # (method, path) -> handler(parsed JSON body, knobs)
@@ -24,10 +24,12 @@ SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-
 RETRY_STATUSES = (429, 503, 529)
 
 
-def route(req: RecordedRequest, knobs: dict[str, Any], anthropic: bool) -> Reply | Stream:
+def route(req: RecordedRequest, knobs: dict[str, Any], anthropic: bool, store: dict[str, Any]) -> Reply | Stream:
     handler = JSON_ROUTES.get((req.method, req.path))
     if handler is not None:
         return handler(req.json, knobs)
+    if req.path.startswith(batch_wire.PREFIXES):
+        return batch_wire.route(req, knobs, store)
     if req.method == "POST" and req.path in AUDIO_TASKS:
         return extras.transcription(req.headers.get("content-type", ""), req.body, AUDIO_TASKS[req.path])
     if req.method == "GET":
@@ -105,7 +107,7 @@ class UpstreamApp:
             status = state.take_failure(path)
             if status is not None:
                 raise ClientError(status, _phrase(status) + " (injected by the test upstream)")
-            result = route(req, knobs, anthropic)
+            result = route(req, knobs, anthropic, state.store)
         except ClientError as exc:
             if knobs["leak_credentials"]:
                 exc.message = leaky(exc.message, headers)

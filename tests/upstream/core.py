@@ -36,11 +36,16 @@ DEFAULTS: dict[str, Any] = {
     "ollama_only": False,  # list models only as Ollama does (`/api/tags`); `/v1/models` answers 404
     "leak_credentials": False,  # error messages echo the request's Authorization / x-api-key (a leaky server)
     "error_after_tokens": None,  # streams: an error event after N tokens, then the end of the body
+    # the clouds' batch APIs (batch_wire.py): reads of a batch that report it in progress before it ends, the
+    # custom_ids answered with the server's 500, and a message that fails an OpenAI batch whole
+    "batch_pending_polls": 0,
+    "batch_failing_ids": [],
+    "batch_refused": None,
 }
 KINDS = ("openai", "anthropic", "both")
 _NUMBER_KNOBS = ("latency_ms", "tokens_per_second", "stall_seconds", "end_delay_ms")
 _INT_KNOBS = ("embedding_dim", "fail_status", "fail_times", "cached_tokens", "cache_write_tokens",
-              "cut_after_tokens", "stall_after_tokens", "error_after_tokens")
+              "cut_after_tokens", "stall_after_tokens", "error_after_tokens", "batch_pending_polls")
 
 
 @dataclass
@@ -68,6 +73,7 @@ class State:
 
     knobs: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULTS))
     requests: list[RecordedRequest] = field(default_factory=list)
+    store: dict[str, Any] = field(default_factory=dict)  # the batch APIs' files and batches (batch_wire.py)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def configure(self, **knobs: Any) -> dict[str, Any]:
@@ -84,6 +90,7 @@ class State:
         with self.lock:
             self.knobs = copy.deepcopy(DEFAULTS)
             self.requests.clear()
+            self.store.clear()
 
     def take_failure(self, path: str) -> int | None:
         """The status to fail this request with, if any; counts down `fail_times`."""
@@ -106,19 +113,19 @@ def _check(name: str, value: Any) -> None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
     elif name in _INT_KNOBS:
         ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
-        if name in ("embedding_dim", "fail_times", "cached_tokens", "cache_write_tokens"):
-            least = {"embedding_dim": 1, "fail_times": -1, "cached_tokens": 0, "cache_write_tokens": 0}[name]
+        if name in ("embedding_dim", "fail_times", "cached_tokens", "cache_write_tokens", "batch_pending_polls"):
+            least = {"embedding_dim": 1, "fail_times": -1}.get(name, 0)
             ok = isinstance(value, int) and value >= least
     elif name == "kind":
         ok = value in KINDS
     elif name in ("usage", "record", "ollama_only", "leak_credentials"):
         ok = isinstance(value, bool)
-    elif name in ("fail_paths", "models"):
+    elif name in ("fail_paths", "models", "batch_failing_ids"):
         ok = (value is None and name == "fail_paths") or (
             isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
     elif name == "tool_name":  # any JSON value: a name that is not a string makes a malformed reply
         ok = value is None or isinstance(value, (str, int, float, list, dict))
-    elif name in ("reply", "require_key"):
+    elif name in ("reply", "require_key", "batch_refused"):
         ok = value is None or isinstance(value, str)
     elif name == "tool_arguments":
         ok = isinstance(value, (dict, str))

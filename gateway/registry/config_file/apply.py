@@ -65,7 +65,7 @@ SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote"
                "read_timeout", "drop_unsupported_fields", "structured_output", "models", "region",
                "aws_access_key_id_env", "aws_secret_access_key_env", "aws_session_token_env", "anthropic_betas",
                "api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret_env", "azure_authority_host",
-               "project", "credentials_file")
+               "project", "credentials_file", "forward_batches")
 # a cloud's settings (the clouds only): plain ones, and secrets read from the environment variable the file names
 CLOUD_KEYS = ("region", "api_version", "azure_tenant_id", "azure_client_id", "azure_authority_host")
 CLOUD_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "azure_client_secret")
@@ -151,6 +151,9 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
         "drop_unsupported_fields": boolean(entry.get("drop_unsupported_fields",
                                                    default_of(ModelServer, "drop_unsupported_fields")),
                                          f"{where}.drop_unsupported_fields"),
+        # OpenAI's and Anthropic's batch APIs only: on another kind, ModelServer.clean refuses it by its place
+        "forward_batches": boolean(entry.get("forward_batches", default_of(ModelServer, "forward_batches")),
+                                   f"{where}.forward_batches"),
     }
     structured = choice(entry.get("structured_output", default_of(ModelServer, "structured_output")),
                         f"{where}.structured_output", ModelServer.StructuredOutput.values, "structured_output")

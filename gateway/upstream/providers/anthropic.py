@@ -16,7 +16,7 @@ from typing import Any
 from gateway.formats import StreamError
 from gateway.formats.anthropic.from_chat import chat_to_messages_request, output_tool_name
 from gateway.formats.anthropic.streams import MessagesToChatStream
-from gateway.registry.snapshot import Target
+from gateway.registry.snapshot import Server, Target
 from gateway.upstream.http_client import build_request
 from gateway.upstream.providers.anthropic_native import message_events  # noqa: F401 — this kind's native call
 from gateway.upstream.providers.base import broken, missing_key, secrets_of, server_events, timeouts, uncarried
@@ -29,6 +29,22 @@ def wire(target: Target) -> str:
     return "anthropic"
 
 
+def headers(server: Server) -> dict[str, str]:
+    """What every request to an Anthropic server carries: the API's version and the server's key."""
+    sent = {"anthropic-version": API_VERSION}
+    if server.api_key:
+        sent["x-api-key"] = server.api_key
+    return sent
+
+
+async def endpoint(target: Target, path: str) -> tuple[str, dict[str, str]]:
+    """An Anthropic server as the plain requests of gateway/upstream/providers/openai.py (`forward`, `fetch`)
+    take it (its batch API): its base URL and `path` (from /v1), its headers."""
+    if failure := missing_key(target.server):
+        raise failure
+    return f"{target.server.base_url}{path}", headers(target.server)
+
+
 async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
     if failure := missing_key(target.server):
         raise failure
@@ -38,11 +54,8 @@ async def chat_stream(target: Target, body: dict[str, Any]) -> AsyncIterator[dic
                "stream": True}
     if refusal := uncarried(target.server, lost):
         raise refusal
-    headers = {"anthropic-version": API_VERSION}
-    if target.server.api_key:
-        headers["x-api-key"] = target.server.api_key
-    request = build_request("POST", f"{target.server.base_url}/v1/messages", json=payload, headers=headers,
-                            timeouts=timeouts(target.server))
+    request = build_request("POST", f"{target.server.base_url}/v1/messages", json=payload,
+                            headers=headers(target.server), timeouts=timeouts(target.server))
     translator = MessagesToChatStream(
         completion_id=f"chatcmpl-{uuid.uuid4().hex}", model=target.name, created=int(time.time()),
         include_usage=True, output_tool=output_tool_name(body, structured),

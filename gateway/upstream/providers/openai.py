@@ -97,6 +97,16 @@ async def forward(target: Target, path: str, *, json: Any = None, data: dict[str
     return response
 
 
+async def fetch(target: Target, path: str, *, at: Endpoint = endpoint) -> Response:
+    """A GET of the server (a batch's state, a file's content): the whole response, or UpstreamError."""
+    url, headers = await at(target, path)
+    request = build_request("GET", url, headers=headers, timeouts=timeouts(target.server))
+    response = await send(request, stream=False)
+    if response.status_code != 200:
+        raise answered_failure(response, response.content, request, target.server)
+    return response
+
+
 async def embeddings(target: Target, texts: list[str], *, at: Endpoint = endpoint) -> Any:
     """The server's embeddings reply (parsed JSON; None when it is not JSON)."""
     response = await forward(target, "/embeddings", json={"model": target.name, "input": texts}, at=at)
