@@ -10,8 +10,8 @@ from gateway.settings.environment import Environment, reader
 def from_env(env: Environment = None) -> dict:
     env = reader(env)
     return {
-        # Lines of one batch in flight at once in its worker, and at most this many to any one model server
-        # from that worker: a batch never takes more of a server than this, whatever its size.
+        # Lines of one batch in flight at once in its worker, and of all batches at most this many to any one
+        # model server, across every batch worker and host (gateway/state/slots.py).
         "BATCH_CONCURRENCY": env.int("BATCH_CONCURRENCY", default=8),
         "BATCH_CONCURRENCY_PER_SERVER": env.int("BATCH_CONCURRENCY_PER_SERVER", default=4),
         # Tries of a line whose call failed in a way worth trying again (the server's 429 or 5xx), the
