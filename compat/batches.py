@@ -48,7 +48,7 @@ def _answer(batch: Batch):
     return respond(batch_object(batch, progress.counts(batch)))
 
 
-@endpoint("POST", limit=ratelimit.V1)
+@endpoint("POST", limit=ratelimit.V1, idempotent=True)  # an SDK's retried create makes one batch
 def create_batch(request):
     """The batch `validating`, its input file read by the batch queue's worker; `output_expires_after` is refused,
     as this gateway keeps a batch's output files until they are deleted."""

@@ -70,7 +70,7 @@ def _answer(request, batch: Batch):
     return respond(batch_object(request, batch, progress.counts(batch)))
 
 
-@endpoint("POST", limit=ratelimit.V1)
+@endpoint("POST", limit=ratelimit.V1, idempotent=True)  # an SDK's retried create makes one batch
 def create_batch(request):
     """The batch with its lines, `in_progress` at once (its requests were checked here: batches/create.py)."""
     body = read_json_object(request)

@@ -22,6 +22,8 @@ OPERATIONS = (
     ("/api/v1/agent/run", "post"),
     ("/api/v1/routines", "post"),
     ("/api/v1/routines/{routine_id}/run-now", "post"),
+    ("/v1/batches", "post"),
+    ("/v1/messages/batches", "post"),
 )
 
 HEADERS = {

@@ -217,3 +217,13 @@ def test_another_accounts_batch_is_not_found_on_every_route(world, stranger):
                                               ("GET", "/v1/messages/batches/msgbatch_x/results")])
 def test_every_batch_route_refuses_a_call_without_a_key_as_every_v1_route_does(world, method, path):
     assert_v1_unauthenticated(httpx.request(method, f"{world.base}{path}", headers={"x-api-key": "svc_usr_1_x"}))
+
+
+def test_a_create_sent_again_with_its_idempotency_key_makes_one_batch(world):
+    created = upload(world, jsonl(line("a", chat("hi"))))
+    body = {"input_file_id": created.id, "endpoint": "/v1/chat/completions", "completion_window": "24h"}
+    first = world.openai.batches.with_raw_response.create(**body, extra_headers={"Idempotency-Key": "once"})
+    again = world.openai.batches.with_raw_response.create(**body, extra_headers={"Idempotency-Key": "once"})
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.parse().id == first.parse().id
+    assert BatchRow.objects.filter(account=world.account).count() == 1
