@@ -30,6 +30,7 @@ from native import vectors
 from native.models import Chunk, Collection, Conversation, Document, McpServer, Message, Profile
 from routines.models import Delivery, Event, InboxMessage, LinkedChannel, RefusedEvent, Routine, Run
 from routines.routine_writes import new_token
+from tests.batch_factories import BatchFactory, BatchLineFactory  # noqa: F401 — the batches' rows, kept beside
 
 PASSWORD = "correct horse battery staple"
 
