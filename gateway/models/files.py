@@ -22,6 +22,7 @@ class StoredFile(models.Model):
                                                 "FILES_OUTPUT_EXPIRE_SECONDS); none: kept until deleted.")
 
     class Meta:
+        verbose_name = "file"  # the console's "Files", as the API names them
         indexes = [models.Index(fields=["account", "created_at", "id"], name="stored_file_account_time"),
                    models.Index(fields=["expires_at"], name="stored_file_expiry")]
 
