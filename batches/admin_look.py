@@ -4,8 +4,13 @@ files linked to the console's Files page, its Cancel button."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from datetime import timezone as dt_timezone
+
+from django.contrib.admin.utils import quote
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import formats
 from django.utils.html import format_html
 
 from batches.models import Batch, BatchLine
@@ -21,6 +26,13 @@ STATUS_LOOK = {Status.VALIDATING: "warning", Status.IN_PROGRESS: "info", Status.
 LINE_LOOK = {Line.QUEUED: "warning", Line.RUNNING: "info", Line.SUCCEEDED: "success", Line.ERRORED: "danger",
              Line.CANCELLED: "", Line.EXPIRED: ""}
 CANCELLABLE = (Status.VALIDATING, Status.IN_PROGRESS)  # what batches/finish.py `cancel` moves to cancelling
+
+
+def moment(at: datetime):
+    """A time above its date, in UTC (the console's formats, gateway/settings/formats/): narrow in a list."""
+    at = at.astimezone(dt_timezone.utc)
+    return format_html('<span class="whitespace-nowrap">{}</span><br><small>{}</small>', formats.time_format(at),
+                       formats.date_format(at))
 
 
 def badge(text: str, look: str, css_class: str):
@@ -44,7 +56,7 @@ def progress_bar(counts: Counts):
     share = counts.ended * 100 // counts.total
     bar = render_to_string("unfold/components/progress.html", {
         "items": [{"value": share, "title": "Ended"}], "description": f"{counts.ended:,} / {counts.total:,}"})
-    return format_html('<div class="batch-progress" data-ended="{}" data-total="{}" style="min-width: 9rem">{}'
+    return format_html('<div class="batch-progress" data-ended="{}" data-total="{}" style="min-width: 7rem">{}'
                        "</div>", counts.ended, counts.total, bar)
 
 
@@ -65,8 +77,9 @@ def file_link(stored, kept_id: str = "", *, none: str):
     """The file, linked to its page on the Files page; `kept_id`: the id of a file deleted since (the row is
     gone, its id stays on the batch)."""
     if stored is not None:
-        return format_html('<a class="{} batch-file" href="{}">{}</a> <small>{}</small>', LINK,
-                           reverse("admin:gateway_storedfile_change", args=[stored.pk]), stored.filename, stored.pk)
+        url = reverse("admin:gateway_storedfile_change", args=[quote(stored.pk)])
+        return format_html('<a class="{} batch-file" href="{}">{}</a> <small>{}</small>', LINK, url, stored.filename,
+                           stored.pk)
     if kept_id:
         return format_html('<span class="batch-file-gone">{} (deleted)</span>', kept_id)
     return none
@@ -89,4 +102,4 @@ def cancel_button(batch: Batch):
     return format_html('<button type="submit" class="{} batch-cancel" formaction="{}" formmethod="post" '
                        'formnovalidate>Cancel batch</button><div class="help mt-2">The lines running now end (and '
                        "are billed); the others are cancelled, as <code>POST {}/{}/cancel</code> does.</div>",
-                       DANGER_BUTTON, reverse("admin:batches_batch_cancel", args=[batch.pk]), route, batch.pk)
+                       DANGER_BUTTON, reverse("admin:batches_batch_cancel", args=[quote(batch.pk)]), route, batch.pk)

@@ -14,9 +14,10 @@ class BatchFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Batch
 
-    id = factory.Sequence(lambda n: f"batch_{n:024x}")
-    account = factory.SubFactory("tests.factories.AccountFactory")
     kind = Batch.Kind.OPENAI
+    id = factory.LazyAttributeSequence(lambda batch, n: f"{'msgbatch' if batch.kind == 'anthropic' else 'batch'}_"
+                                                        f"{n:024x}")
+    account = factory.SubFactory("tests.factories.AccountFactory")
     endpoint = "/v1/chat/completions"
     created_at = factory.LazyFunction(timezone.now)
     expires_at = factory.LazyAttribute(lambda batch: batch.created_at + timedelta(hours=24))

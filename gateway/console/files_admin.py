@@ -27,7 +27,7 @@ class StoredFileAdmin(ModelAdmin):
     list_filter = ["purpose"]
     list_select_related = ["account"]
     list_per_page = 50
-    ordering = ["-created_at", "-id"]
+    ordering = ["-created_at"]
     search_fields = ["=id", "filename", "account__email"]
     search_help_text = "A file's id (exact), a part of its name, or of its account's e-mail address."
     fields = readonly_fields = ["id", "account", "filename", "purpose", "size", "bytes", "created_at", "expiry",
@@ -36,8 +36,8 @@ class StoredFileAdmin(ModelAdmin):
     @admin.display(description="Size", ordering="bytes")
     def size(self, stored: StoredFile):
         """Human-readable (1.5 KB for 1,536 bytes); the exact count in its tooltip, and on the page under it."""
-        return format_html('<span class="file-size" title="{} bytes">{}</span>', f"{stored.bytes:,}",
-                           filesizeformat(stored.bytes))
+        return format_html('<span class="file-size whitespace-nowrap" title="{} bytes">{}</span>',
+                           f"{stored.bytes:,}", filesizeformat(stored.bytes))
 
     @admin.display(description="Expires", ordering="expires_at")
     def expiry(self, stored: StoredFile):

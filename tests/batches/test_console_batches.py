@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test import Client
@@ -48,7 +49,7 @@ def lines(batch: Batch, *statuses: tuple[str, int], start: int = 0) -> None:
 
 
 def page_of(batch: Batch) -> str:
-    return f"{LIST}{batch.pk}/change/"
+    return f"{LIST}{quote(batch.pk)}/change/"  # the admin's quoting of an id: batch_5F… for batch_…
 
 
 def line_rows(page: str) -> list[dict[str, str]]:
@@ -76,21 +77,23 @@ def batches():
 
 
 def test_the_list_shows_every_accounts_batches_with_status_progress_and_counts(console, batches):
-    page = console.get(LIST).content.decode()
+    raw = console.get(LIST).content.decode()
+    assert "/<wbr>v1/<wbr>chat/<wbr>completions" in raw  # a narrow column breaks an endpoint after a slash only
+    page = raw.replace("<wbr>", "")
 
-    assert list_headers(page) == ["id", "account", "kind", "endpoint", "status_label", "progress", "succeeded",
-                                  "errored", "created_at", "expires_at"]
+    assert list_headers(page) == ["batch_and_account", "endpoint_and_kind", "status_label", "progress", "outcomes",
+                                  "created", "expires"]
     assert list_rows(page) == [
-        {"id": "batch_" + "c" * 24, "account": "bob@example.test", "kind": "OpenAI batch",
-         "endpoint": "/v1/chat/completions", "status_label": "Validating", "progress": "No lines yet",
-         "succeeded": "0", "errored": "0", "created_at": "2026-11-20 11:30:00 UTC",
-         "expires_at": "2026-11-21 11:30:00 UTC"},
-        {"id": "msgbatch_" + "b" * 24, "account": "bob@example.test", "kind": "Anthropic message batch",
-         "endpoint": "/v1/messages", "status_label": "Completed", "progress": "4 / 4", "succeeded": "3",
-         "errored": "0", "created_at": "2026-11-20 10:30:00 UTC", "expires_at": "2026-11-21 10:30:00 UTC"},
-        {"id": "batch_" + "a" * 24, "account": "ana@example.test", "kind": "OpenAI batch",
-         "endpoint": "/v1/chat/completions", "status_label": "In Progress", "progress": "7 / 10", "succeeded": "6",
-         "errored": "1", "created_at": "2026-11-20 09:30:00 UTC", "expires_at": "2026-11-21 09:30:00 UTC"},
+        {"batch_and_account": "batch_" + "c" * 24 + " bob@example.test",
+         "endpoint_and_kind": "/v1/chat/completions OpenAI batch", "status_label": "Validating",
+         "progress": "No lines yet", "outcomes": "0 / 0", "created": "11:30:00 2026-11-20",
+         "expires": "11:30:00 2026-11-21"},
+        {"batch_and_account": "msgbatch_" + "b" * 24 + " bob@example.test",
+         "endpoint_and_kind": "/v1/messages Anthropic message batch", "status_label": "Completed",
+         "progress": "4 / 4", "outcomes": "3 / 0", "created": "10:30:00 2026-11-20", "expires": "10:30:00 2026-11-21"},
+        {"batch_and_account": "batch_" + "a" * 24 + " ana@example.test",
+         "endpoint_and_kind": "/v1/chat/completions OpenAI batch", "status_label": "In Progress",
+         "progress": "7 / 10", "outcomes": "6 / 1", "created": "09:30:00 2026-11-20", "expires": "09:30:00 2026-11-21"},
     ]
     # the theme's bar, as wide as the share of lines ended; the status in the theme's colours, as a run's
     assert re.search(r'data-ended="7" data-total="10".*?title="Ended: 70%" style="width: 70%"', page, re.S)
@@ -118,7 +121,7 @@ def test_a_page_of_the_list_reads_its_counts_in_one_query_whatever_its_length(co
 
 def test_the_list_is_filtered_by_status_and_kind_and_searched_by_id_or_email(console, batches):
     def ids(query: str) -> list[str]:
-        return [row["id"] for row in list_rows(console.get(LIST + query).content.decode())]
+        return [row["batch_and_account"].split()[0] for row in list_rows(console.get(LIST + query).content.decode())]
 
     assert ids("?status__exact=completed") == [batches["done"].id]
     assert ids("?status__exact=in_progress") == [batches["running"].id]
@@ -229,7 +232,7 @@ def test_the_lines_outcomes_are_shown_100_a_page_in_input_order(console):
 def test_the_pages_cancel_moves_a_batch_to_cancelling_and_says_so(console, status):
     batch = BatchFactory(status=status)
     page = console.get(page_of(batch)).content.decode()
-    assert f'formaction="/admin/batches/batch/{batch.id}/cancel/"' in page
+    assert f'formaction="/admin/batches/batch/{quote(batch.id)}/cancel/"' in page
 
     response = console.post(f"{LIST}{batch.id}/cancel/", follow=True)
 
@@ -294,7 +297,8 @@ def test_staff_need_the_permission_to_view_batches_and_to_change_them_to_cancel(
 
     staff.user_permissions.add(Permission.objects.get(codename="view_batch"))
     listed = client.get(LIST).content.decode()
-    assert [row["id"] for row in list_rows(listed)] == [batches["new"].id, batches["done"].id, running.id]
+    assert [row["batch_and_account"].split()[0] for row in list_rows(listed)] == [
+        batches["new"].id, batches["done"].id, running.id]
     assert 'value="cancel_batches"' not in listed
     page = client.get(page_of(running)).content.decode()
     assert "batch-cancel" not in page and len(line_rows(page)) == 10  # the lines come with the batch

@@ -57,7 +57,7 @@ def test_the_list_shows_every_accounts_files_newest_first_sized_for_people(conso
         {"id": "file-" + "a" * 24, "account": "ana@example.test", "filename": "input.jsonl", "purpose": "batch",
          "size": "1.5 KB", "created_at": "2026-11-20 09:30:00 UTC", "expiry": "Never (kept until deleted)"},
     ]
-    assert '<span class="file-size" title="1,536 bytes">1.5\xa0KB</span>' in page
+    assert '<span class="file-size whitespace-nowrap" title="1,536 bytes">1.5\xa0KB</span>' in page
     assert 'href="/admin/gateway/storedfile/add/"' not in page
 
 
