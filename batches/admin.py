@@ -16,6 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.views.decorators.http import require_POST
 from unfold.admin import ModelAdmin, TabularInline
 from unfold.views import ChangeList
@@ -27,6 +28,8 @@ from batches.progress import counts, counts_of
 
 Status = Batch.Status
 LINES_PER_PAGE = 100
+# who runs it: a worker of ours (its hold), or a cloud's own batch API it was forwarded to; why its lines wait
+RUNNING = ["runner", "runner_until", "forwarded_to", "upstream_id", "waiting_for"]
 TIMES = ["in_progress_at", "finalizing_at", "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at"]
 
 
@@ -108,7 +111,7 @@ class BatchAdmin(ModelAdmin):
     readonly_fields = ["id", "account", "kind", "endpoint", "status_label", "cancel_button", "progress",
                        "lines_counted", "api_counts", "created_at", "expires_at", "completion_window", "metadata",
                        "input_file_link", "output_file_link", "error_file_link", *TIMES, "errors_shown",
-                       "waiting_for", "runner", "runner_until"]
+                       *RUNNING]
 
     def get_changelist(self, request, **kwargs):
         return BatchList
@@ -126,17 +129,17 @@ class BatchAdmin(ModelAdmin):
         return batch
 
     def get_fieldsets(self, request, obj=None):
-        """Its status and progress first (with Cancel while it can be, for staff who may), its files, its
-        times, then why it failed or waits."""
+        """Its status and progress first (with Cancel while it can be, for staff who may), why it failed, its
+        files, its times, then who runs it."""
         may_cancel = obj is not None and obj.status in look.CANCELLABLE and self.has_cancel_permission(request)
         first = ["id", "account", "kind", "endpoint", "status_label", *(["cancel_button"] if may_cancel else []),
                  "progress", "lines_counted", "api_counts", "created_at", "expires_at", "completion_window",
                  "metadata"]
-        running = ["waiting_for", "runner", "runner_until"]
-        return [(None, {"fields": first}),
+        failed = [("Why it failed", {"fields": ["errors_shown"]})] if obj is not None and obj.errors else []
+        return [(None, {"fields": first}), *failed,
                 ("Files", {"fields": ["input_file_link", "output_file_link", "error_file_link"]}),
                 ("Times", {"fields": TIMES}),
-                ("Why it failed or waits", {"fields": ["errors_shown", *running] if obj and obj.errors else running})]
+                ("Running", {"fields": RUNNING})]
 
     @admin.display(description="Status", ordering="status")
     def status_label(self, batch: Batch):
@@ -153,7 +156,7 @@ class BatchAdmin(ModelAdmin):
     @admin.display(description="Endpoint", ordering="endpoint")
     def endpoint_and_kind(self, batch: Batch):
         """The endpoint broken only after a slash when narrow (/v1/chat/ over completions), never inside a word."""
-        path = format_html_join(format_html("/<wbr>"), "{}", ((part,) for part in batch.endpoint.split("/")))
+        path = format_html_join(mark_safe("/<wbr>"), "{}", ((part,) for part in batch.endpoint.split("/")))
         return format_html('<span style="overflow-wrap: normal">{}</span><br><small>{}</small>', path,
                            batch.get_kind_display())
 

@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from django.urls import resolve
 
 from accounts.authentication import Principal
-from gateway.telemetry.logjson import BatchUse
+from gateway.calls.metering import BatchUse
 from gateway.usage.call_log import SURFACES, own_call
 from gateway.web.errors import ApiError
 

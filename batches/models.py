@@ -57,6 +57,9 @@ class Batch(models.Model):
     runner = models.CharField(max_length=40, blank=True, help_text="The token of the worker that runs it now.")
     runner_until = models.DateTimeField(null=True, blank=True, help_text="Until when that worker holds it.")
     waiting_for = models.TextField(blank=True, help_text="Why its lines wait: a quota or budget reached.")
+    forwarded_to = models.ForeignKey("gateway.ModelServer", on_delete=models.SET_NULL, null=True, blank=True,
+                                     related_name="+", help_text="The cloud server whose own batch API runs it.")
+    upstream_id = models.CharField(max_length=200, blank=True, help_text="The batch's id on that server.")
 
     class Meta:
         verbose_name_plural = "batches"

@@ -8,37 +8,42 @@ call (batches/line_call.py), a few at once.
   metered before its worker died and run again is one record.
 - A line is claimed by a conditional update (queued → running, with the worker's token), and its answer is
   saved only while that claim holds: a line is answered once.
-- At most BATCH_CONCURRENCY lines are in flight, and BATCH_CONCURRENCY_PER_SERVER to any one model server,
-  so a batch takes a bounded share of a server; the batch queue's workers are not the live calls' (they
-  never wait behind a batch).
+- At most BATCH_CONCURRENCY lines of a batch are in flight, and BATCH_CONCURRENCY_PER_SERVER lines of all
+  batches to any one model server, across the batch workers (a slot each, gateway/state/slots.py), so the
+  batch queue takes a bounded share of a server; its workers are not the live calls' (they never wait
+  behind a batch).
 - Before each round of claims the account's token quotas and budgets are read: a batch that reached one
   waits (its lines stay queued, `waiting_for` says why) and is looked at again after BATCH_WAIT_SECONDS. The
   per-minute ceilings do not apply to a batch.
 - A line refused by the server in a way worth trying again (429, 5xx) is retried after a doubling wait, up to
   BATCH_LINE_ATTEMPTS tries; its last answer is kept.
-- A worker gives the batch back after BATCH_SLICE_SECONDS and queues its next slice, so batches share the
-  queue's workers; cancelled, expired or run to its last line, the batch is finalized (batches/finish.py)."""
+- A worker gives the batch back after BATCH_SLICE_SECONDS, or at once when asked to stop, and queues its next
+  slice, so batches share the queue's workers and a deploy waits only for the lines in flight; cancelled,
+  expired or run to its last line, the batch is finalized (batches/finish.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 from datetime import timedelta
 from enum import Enum
 
+from celery import signals
 from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
 from batches import finish
+from batches import metrics as batch_metrics
 from batches.line_call import Answer, call_line
 from batches.models import Batch, BatchLine
 from gateway.limits.quotas import quota_check
 from gateway.registry.routing import plan_chain
+from gateway.state import slots
 from gateway.state.workers import in_worker
-from gateway.telemetry import metrics
 from gateway.web.errors import ApiError, outage_of
 from routines.durable import durably
 
@@ -47,6 +52,16 @@ log = logging.getLogger(__name__)
 Status, Line = Batch.Status, BatchLine.Status
 RETRYABLE = {429, 500, 502, 503, 504, 529}
 OUTAGE_PAUSE_SECONDS = 2.0  # a round that met an outage of Redis or the database waits this long
+SLOT_FIRST_WAIT, SLOT_MOST_WAIT = 0.02, 0.5  # a line waiting for its server's slot looks again after these
+stopping = threading.Event()  # the worker was asked to stop: batches are given back at their next round
+
+
+@signals.worker_shutting_down.connect
+def _worker_stopping(**_kwargs) -> None:
+    """A batch's worker asked to stop (a deploy, Ctrl-C) gives its batch back at once, for the next worker to
+    go on with: its lines in flight end first, no new one starts. The batch queue's worker runs its tasks in
+    its own process (`--pool threads`), where this signal is sent."""
+    stopping.set()
 
 
 class Outcome(str, Enum):
@@ -60,7 +75,8 @@ class Outcome(str, Enum):
 def take(batch_id: str, token: str) -> bool:
     now = timezone.now()
     lapsed = Q(runner_until__isnull=True) | Q(runner_until__lt=now)
-    return bool(Batch.objects.filter(lapsed, pk=batch_id, status__in=(Status.IN_PROGRESS, Status.CANCELLING))
+    return bool(Batch.objects.filter(lapsed, pk=batch_id, status__in=(Status.IN_PROGRESS, Status.CANCELLING),
+                                     upstream_id="")  # a batch forwarded to a cloud runs there
                 .update(runner=token, runner_until=now + timedelta(seconds=settings.BATCH_LEASE_SECONDS)))
 
 
@@ -102,8 +118,8 @@ class Driver:
         self.token = token
         self.batch = Batch.objects.select_related("account", "account__group").get(pk=batch_id)
         self.in_flight: set[asyncio.Task] = set()
-        self.servers: dict[str, asyncio.Semaphore] = {}
         self.server_of_model: dict[str, str] = {}
+        self.held: dict[str, str] = {}  # the server slots the lines in flight hold: token -> slot name
 
     async def drive(self) -> Outcome:
         ends_at = time.monotonic() + settings.BATCH_SLICE_SECONDS
@@ -129,7 +145,7 @@ class Driver:
             return Outcome.LOST
         if status == Status.CANCELLING or finish.expired(self.batch):
             return Outcome.ENDED
-        if time.monotonic() >= ends_at:
+        if time.monotonic() >= ends_at or stopping.is_set():
             return Outcome.SLICED
         waiting = await self._quota_refusal()
         if waiting is None:  # an outage: nothing claimed this round
@@ -167,6 +183,7 @@ class Driver:
 
     def _refresh(self) -> tuple[bool, str]:
         held = renew(self.batch_id, self.token)
+        self._keep_slots()
         self.batch.refresh_from_db(fields=["status", "expires_at", "waiting_for"])
         return held, self.batch.status
 
@@ -208,26 +225,51 @@ class Driver:
             return 0.0
         return max(0.0, (line.next_try_at - timezone.now()).total_seconds())
 
-    def _server(self, line: BatchLine) -> asyncio.Semaphore:
-        """The semaphore of the server the line's model is served by first (its chain's first target)."""
+    def _server_of(self, model: str) -> str:
+        """The server the model is served by first (its chain's first target); '' when the group may not use
+        it (the call itself answers why, and holds no server's slot)."""
+        try:
+            chain = plan_chain(model, group=self.batch.account.group,
+                               capability="embeddings" if self.batch.endpoint.endswith("embeddings") else "chat")
+        except ApiError:
+            return ""
+        return chain[0].server.name if chain else ""
+
+    async def _slot(self, line: BatchLine) -> str:
+        """Wait for a slot of the server the line's model goes to (at most BATCH_CONCURRENCY_PER_SERVER
+        lines of every batch at once, across the batch workers); the slot's name, '' when none is needed."""
         model = str(line.body.get("model", ""))
         if model not in self.server_of_model:
-            try:
-                chain = plan_chain(model, group=self.batch.account.group,
-                                   capability="embeddings" if self.batch.endpoint.endswith("embeddings") else "chat")
-                self.server_of_model[model] = chain[0].server.name if chain else ""
-            except ApiError:  # the call itself answers why: its refusal is the line's answer
-                self.server_of_model[model] = ""
+            self.server_of_model[model] = await in_worker(self._server_of)(model)
         server = self.server_of_model[model]
-        if server not in self.servers:
-            self.servers[server] = asyncio.Semaphore(settings.BATCH_CONCURRENCY_PER_SERVER)
-        return self.servers[server]
+        if not server:
+            return ""
+        name, token = f"batch-server:{server}", f"{self.token}:{line.pk}"
+        wait = SLOT_FIRST_WAIT
+        while not await in_worker(slots.take)(name, token, cap=settings.BATCH_CONCURRENCY_PER_SERVER,
+                                              ttl=settings.BATCH_LEASE_SECONDS):
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, SLOT_MOST_WAIT)
+        self.held[token] = name
+        return name
+
+    def _keep_slots(self) -> None:
+        by_name: dict[str, list[str]] = {}
+        for token, name in self.held.items():
+            by_name.setdefault(name, []).append(token)
+        for name, tokens in by_name.items():
+            slots.keep(name, tokens, ttl=settings.BATCH_LEASE_SECONDS)
 
     async def _run_line(self, line: BatchLine) -> None:
+        token = f"{self.token}:{line.pk}"
         try:
-            async with self._server(line):
+            try:
+                name = await self._slot(line)
                 answer = await call_line(path=self.batch.endpoint, body=line.body, account=self.batch.account,
                                          batch_id=self.batch_id, custom_id=line.custom_id, usage_key=line.usage_key)
+            finally:
+                if (name := self.held.pop(token, "")):
+                    await in_worker(slots.give_back)(name, token)
         except Exception as exc:  # an outage, or a fault of ours: the line goes back, tried again later
             log.warning("batch %s line %s: its call failed (%s); tried again", self.batch_id, line.index,
                         exc.__class__.__name__, exc_info=outage_of(exc) is None)
@@ -258,13 +300,13 @@ class Driver:
             durably(lambda: mine.update(status=Line.QUEUED, claim="", tries=tries,
                                         next_try_at=timezone.now() + timedelta(seconds=wait)),
                     what=f"batch {self.batch_id} line {line.index}: tried again later")
-            metrics.batch_line("retried")
+            batch_metrics.line_ended("retried")
             return
         status = Line.SUCCEEDED if 200 <= answer.status < 300 else Line.ERRORED
         durably(lambda: mine.update(status=status, tries=tries, status_code=answer.status, result=answer.body,
                                     request_id=answer.request_id, ended_at=timezone.now()),
                 what=f"batch {self.batch_id} line {line.index}: its answer")
-        metrics.batch_line(status)
+        batch_metrics.line_ended(status)
 
     def _end(self) -> None:
         """Cancelled, expired or done: the lines not yet run end so, then the batch is finalized."""

@@ -14,9 +14,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from batches import checks, runner
+from batches import metrics as batch_metrics
 from batches.models import Batch, BatchLine
 from batches.queue import QUEUE, RUN, SWEEP, VALIDATE, enqueue
-from gateway.telemetry import metrics
 
 log = logging.getLogger(__name__)
 Status = Batch.Status
@@ -66,7 +66,8 @@ def sweep_batches() -> int:
     now = timezone.now()
     queued = 0
     free = Q(runner_until__isnull=True) | Q(runner_until__lt=now)
-    for batch_id in Batch.objects.filter(free, status__in=(Status.IN_PROGRESS, Status.CANCELLING)).values_list(
+    for batch_id in Batch.objects.filter(free, status__in=(Status.IN_PROGRESS, Status.CANCELLING),
+                                         upstream_id="").values_list(
             "pk", flat=True):
         enqueue(RUN, batch_id)
         queued += 1
@@ -74,7 +75,7 @@ def sweep_batches() -> int:
     for batch_id in Batch.objects.filter(status=Status.VALIDATING, created_at__lt=stale).values_list("pk", flat=True):
         enqueue(VALIDATE, batch_id)
         queued += 1
-    metrics.batch_queue_depth(BatchLine.objects.filter(status=BatchLine.Status.QUEUED).count())
+    batch_metrics.queue_depth(BatchLine.objects.filter(status=BatchLine.Status.QUEUED).count())
     return queued
 
 

@@ -3,11 +3,13 @@ from django.urls import path
 from accounts.endpoints import by_method
 from compat import (
     audio,
+    batches,
     chat_completions,
     embeddings,
     files,
     gemini,
     gemini_models,
+    message_batches,
     messages,
     moderations,
     responses,
@@ -29,6 +31,14 @@ urlpatterns = [
     path("v1/files", by_method(GET=files.list_files, POST=files.create_file)),
     path("v1/files/<str:file_id>", by_method(GET=files.retrieve_file, DELETE=files.delete_file)),
     path("v1/files/<str:file_id>/content", files.file_content),
+    path("v1/batches", by_method(GET=batches.list_batches, POST=batches.create_batch)),
+    path("v1/batches/<str:batch_id>", batches.retrieve_batch),
+    path("v1/batches/<str:batch_id>/cancel", batches.cancel_batch),
+    path("v1/messages/batches", by_method(GET=message_batches.list_batches, POST=message_batches.create_batch)),
+    path("v1/messages/batches/<str:batch_id>",
+         by_method(GET=message_batches.retrieve_batch, DELETE=message_batches.delete_batch)),
+    path("v1/messages/batches/<str:batch_id>/cancel", message_batches.cancel_batch),
+    path("v1/messages/batches/<str:batch_id>/results", message_batches.results),
 ]
 
 # Google's Gemini API: `models/{model}:{method}`, the model's id possibly holding a `/`. On /v1 only its

@@ -35,6 +35,7 @@ AZURE_FIELDS = ("api_version", "azure_tenant_id", "azure_client_id", "azure_clie
                 "clear_azure_client_secret", "azure_authority_host")
 VERTEX_FIELDS = ("gcp_project", "gcp_credentials_file")
 CLOUD_FIELDS = (*BEDROCK_FIELDS, *AZURE_FIELDS, *VERTEX_FIELDS, "anthropic_betas")
+BATCH_DISCOUNT = "batch_discount_percent"  # shown with the prices: of a batch line's cost
 
 # The console's "View site" link pointed at "/", which nothing answers: no link.
 admin.site.site_url = None
@@ -147,10 +148,12 @@ class ModelAdmin(ThemedModelAdmin):
     inlines = [FallbackInline]
 
     def get_fieldsets(self, request, obj=None):
-        """The prices in a section of their own, named with the installation's currency."""
-        others = [name for name in self.get_fields(request, obj) if name not in PRICE_FIELDS]
+        """The prices in a section of their own, named with the installation's currency, with the batch
+        discount (what a batch line costs of them)."""
+        priced = [*PRICE_FIELDS, BATCH_DISCOUNT]
+        others = [name for name in self.get_fields(request, obj) if name not in priced]
         return [(None, {"fields": others}),
-                (prices_title(), {"fields": list(PRICE_FIELDS),
+                (prices_title(), {"fields": priced,
                                   "description": "A change applies to the calls metered from then on; past "
                                                  "usage keeps the cost it was metered with."})]
 
@@ -180,15 +183,16 @@ class AliasDeploymentForm(MoneyFormMixin, forms.ModelForm):
 
     class Meta:
         model = AliasDeployment
-        fields = ["model", "weight", *PRICE_FIELDS]
+        fields = ["model", "weight", *PRICE_FIELDS, BATCH_DISCOUNT]
 
 
 class AliasDeploymentInline(TabularInline):
-    """A deployment's weight, and its own prices per million tokens (each left empty is its model's)."""
+    """A deployment's weight, and its own prices per million tokens and batch discount (each left empty is its
+    model's)."""
 
     model = AliasDeployment
     form = AliasDeploymentForm
-    fields = ["model", "weight", *PRICE_FIELDS]
+    fields = ["model", "weight", *PRICE_FIELDS, BATCH_DISCOUNT]
     autocomplete_fields = ["model"]
     extra = 0
 

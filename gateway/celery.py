@@ -57,6 +57,21 @@ def _start_usage_drainer(**_kwargs) -> None:
     usage_writer.start()
 
 
+def _forks(worker) -> bool:
+    return getattr(getattr(worker, "pool_cls", None), "__module__", "").endswith("prefork")
+
+
+@signals.worker_init.connect
+def _start_in_the_worker_itself(sender=None, **_kwargs) -> None:
+    """A worker whose tasks run in its own process (the batch queue's, `--pool threads`) starts there what a
+    forking pool's processes start each: the usage drainer, traces, its count in the metrics."""
+    if sender is None or _forks(sender):
+        return
+    _start_usage_drainer()
+    _start_tracing()
+    _count_pool_process()
+
+
 # --- Metrics and logs (docs/operations.md) ----------------------------------------------------
 # A task queued while a request was served carries the request's id in this message header; its
 # log lines carry it too (gateway/telemetry/logjson.py), and so do the tasks it queues in turn.

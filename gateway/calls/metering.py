@@ -3,6 +3,9 @@
 (gateway/usage/writer.py) and so kept whatever dies next, then the account's quota and budget
 counters, and the tokens and spend in the metrics and the request's log line
 (gateway/telemetry/logjson.py).
+A batch line's call (its exchange carries a `BatchUse`, batches/line_call.py) is recorded under the line's
+key, so that a line metered twice is one record, at the batch price (the model's batch discount off) and
+with its batch's id; its spend is counted apart too (`gateway_batch_spend`, a part of `gateway_spend`).
 Metering never raises: the call was answered, and what could not be counted now is counted
 later (the spool is written when the database answers; a counter that missed an addition is
 rebuilt from the records)."""
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 from django.http import HttpResponse
 from django.utils import timezone
@@ -27,6 +31,15 @@ from gateway.upstream.replies import ReplyAccumulator
 from gateway.usage.writer import usage_writer
 
 logger = logging.getLogger(__name__)
+
+
+class BatchUse(NamedTuple):
+    """What a batch line's call carries on its exchange (`exchange.batch`, set by batches/line_call.py): its
+    batch, and the key its usage record takes, so that a line metered twice (a worker killed between metering
+    and saving its answer) is one record."""
+
+    batch_id: str
+    key: str
 
 
 def usage_of(reply: ReplyAccumulator, body: dict) -> dict[str, int]:
@@ -95,41 +108,59 @@ def cost_units_of(*, model: str, price: Price | None, input_tokens: int, output_
                   cached_input_tokens: int = 0, cache_write_input_tokens: int = 0) -> int:
     """A call's cost in COST_UNITS at `price`, or, when None, at the model's price in this process's
     registry (a model it does not hold costs nothing). Never raises."""
-    if price is None:
-        try:
-            target = registry().by_public_id.get(model)
-        except Exception:  # the registry cannot be read now: the call is still metered, at no price
-            logger.exception("the price of %s could not be read; its call is metered at no cost", model)
-            target = None
-        price = target.price if target is not None else NO_PRICE
-    return price.cost_units(input_tokens=input_tokens, output_tokens=output_tokens,
-                            cached_input_tokens=cached_input_tokens, cache_write_input_tokens=cache_write_input_tokens)
+    return price_for(model, price).cost_units(input_tokens=input_tokens, output_tokens=output_tokens,
+                                              cached_input_tokens=cached_input_tokens,
+                                              cache_write_input_tokens=cache_write_input_tokens)
+
+
+def price_for(model: str, price: Price | None) -> Price:
+    """`price`, or, when None, the model's price in this process's registry (NO_PRICE for a model it does not
+    hold, or when it cannot be read). Never raises."""
+    if price is not None:
+        return price
+    try:
+        target = registry().by_public_id.get(model)
+    except Exception:  # the registry cannot be read now: the call is still metered, at no price
+        logger.exception("the price of %s could not be read; its call is metered at no cost", model)
+        target = None
+    return target.price if target is not None else NO_PRICE
 
 
 def _record(account_id, model, surface, input_tokens, output_tokens, request_id, key, cached, price,
             cached_input_tokens, cache_write_input_tokens) -> UsageRecord | None:
     """Append the usage record to the spool; the record, or None when there is nothing to count. The
-    cache reads and writes are cut to what the input holds (the reads first), as they are priced."""
+    cache reads and writes are cut to what the input holds (the reads first), as they are priced. A batch
+    line's record (the exchange's `batch`) takes the line's key unless the caller gave one, and costs the
+    batch price."""
     total = input_tokens + output_tokens
     if total <= 0:
         return None
     cached_input_tokens = min(max(int(cached_input_tokens or 0), 0), input_tokens)
     cache_write_input_tokens = min(max(int(cache_write_input_tokens or 0), 0), input_tokens - cached_input_tokens)
-    cost_units = 0 if cached else cost_units_of(model=model, price=price, input_tokens=input_tokens,
-                                                output_tokens=output_tokens, cached_input_tokens=cached_input_tokens,
-                                                cache_write_input_tokens=cache_write_input_tokens)
+    exchange = current.get()
+    batch = exchange.batch if exchange is not None else None
+    cost_units = 0
+    if not cached:
+        price = price_for(model, price)
+        cost_units = price.cost_units(input_tokens=input_tokens, output_tokens=output_tokens,
+                                      cached_input_tokens=cached_input_tokens,
+                                      cache_write_input_tokens=cache_write_input_tokens)
+        if batch is not None:
+            cost_units = price.batch_cost_units(cost_units)
     metrics.tokens(model, input_tokens, output_tokens)
-    metrics.spend(model, cost_units)
+    metrics.spend(model, cost_units, batch=batch is not None)
     if cached:
         metrics.cache_hit(model, input_tokens, output_tokens)
-    if (exchange := current.get()) is not None:  # the request's log line and its calls log row name them
+    if exchange is not None:  # the request's log line and its calls log row name them (the batch price, billed)
         exchange.metered(model, input_tokens, output_tokens, cost_units, cached)
     record = UsageRecord(
         account_id=account_id, model=model, surface=surface, input_tokens=input_tokens,
-        output_tokens=output_tokens, request_id=request_id[:64], key=(key or uuid.uuid4().hex)[:80],
+        output_tokens=output_tokens, request_id=request_id[:64],
+        key=(key or (batch.key if batch is not None else None) or uuid.uuid4().hex)[:80],
         cached=cached, cached_input_tokens=cached_input_tokens, cache_write_input_tokens=cache_write_input_tokens,
         cost_units=cost_units, created_at=timezone.now(),
         tags=call_facts.tags_of(exchange),  # the call's tags, as its row in the calls log has them
+        batch_id=batch.batch_id[:40] if batch is not None else "",
     )
     try:
         usage_writer.submit(record)

@@ -9,15 +9,17 @@ cache's hits (read from the cached records alone) comes from UsageDaily, the usa
 per UTC day, account and model by database triggers (migration 0007): tokens and spend (`cost_units`,
 the cost each record was metered with, in gateway/registry/prices.py's COST_UNITS; migration 0011).
 Filtered by a tag (a call's `metadata`, kept on its usage records: migration 0016), the same figures
-come from the records of the range that have it, each one call: the roll-up holds no tags. That reads
-records rather than days, so it takes longer over a long range with many calls, in the same number of
-queries. The page runs the same fixed number of queries whatever the number of records
-(tests/gateway/console/test_usage_console.py counts them), the usage figures over days rather than
-calls (bench/usage_console.py times them at a million records). Aggregates group by the account's id
-alone and read the few names shown afterwards (`account_names`): grouping by e-mail addresses made
-PostgreSQL sort every row on disk. It reads
-the database, not the quota counters: a record still in a process's spool shows up within
-USAGE_FLUSH_SECONDS."""
+come from the records of the range that have it, each one call: the roll-up holds no tags. So do they with
+the batch filter (batch lines only, or live calls only: a record's `batch_id`, migration 0023), which the
+roll-up does not tell apart either; the calls are then the records too, since the calls log does not tell a
+batch line's call from a live one. That reads records rather than days, so it takes longer over a long range
+with many calls, in the same number of queries. The batch lines' own figures (`batch_use`) and the cache
+hits are read from their records alone, over partial indexes. The page runs the same fixed number of
+queries whatever the number of records (tests/gateway/console/test_usage_console.py counts them), the usage
+figures over days rather than calls (bench/usage_console.py times them at a million records). Aggregates
+group by the account's id alone and read the few names shown afterwards (`account_names`): grouping by
+e-mail addresses made PostgreSQL sort every row on disk. It reads the database, not the quota counters: a
+record still in a process's spool shows up within USAGE_FLUSH_SECONDS."""
 
 from __future__ import annotations
 
@@ -53,6 +55,12 @@ class Filters:
     account: Any = None  # an accounts.Account
     model: str = ""
     tag: tuple[str, str] | None = None  # (key, value): the records of the calls with this tag
+    batch: str = ""  # BATCH_FILTERS: "" both, "only" the batch lines' records, "none" the live calls'
+
+    @property
+    def from_records(self) -> bool:
+        """The figures come from the records rather than the roll-up, which holds neither tags nor batches."""
+        return self.tag is not None or bool(self.batch)
 
     @property
     def days(self) -> list[date]:
@@ -78,14 +86,20 @@ class Filters:
             params["model"] = self.model
         if self.tag:
             params["tag"] = "=".join(self.tag)
+        if self.batch:
+            params["batch"] = self.batch
         return urlencode(params)
+
+
+BATCH_FILTERS = {"": "Live and batch", "none": "Live calls only", "only": "Batch lines only"}
 
 
 def parse_filters(params, *, today: date, groups: list) -> tuple[Filters | None, list[str]]:
     """The filters of the GET parameters `from`, `to` (YYYY-MM-DD, UTC days, both included;
     the last DEFAULT_DAYS days by default), `group` (an id of `groups`), `account` (an e-mail
-    address or an id), `model` (server/model) and `tag` (key=value). Returns the filters, or None
-    and what is wrong with them, in words for the operator."""
+    address or an id), `model` (server/model), `tag` (key=value) and `batch` (`only` the batch lines, `none`
+    of them: the live calls). Returns the filters, or None and what is wrong with them, in words for the
+    operator."""
     errors = []
     end = _date(params.get("to"), "to", errors) or today
     start = _date(params.get("from"), "from", errors) or max(end, date.min + timedelta(DEFAULT_DAYS)) - timedelta(
@@ -116,9 +130,13 @@ def parse_filters(params, *, today: date, groups: list) -> tuple[Filters | None,
     tag, wrong = parse_tag(params.get("tag") or "")
     if wrong:
         errors.append(wrong)
+    batch = (params.get("batch") or "").strip()
+    if batch not in BATCH_FILTERS:
+        errors.append(f"'batch' must be only (batch lines only) or none (live calls only), or empty for both, "
+                      f"not {batch[:40]!r}.")
     if errors:
         return None, errors
-    return Filters(start, end, group, account, model, tag), []
+    return Filters(start, end, group, account, model, tag, batch), []
 
 
 def _date(raw: str | None, name: str, errors: list[str]) -> date | None:
@@ -173,12 +191,20 @@ def with_tag(rows: QuerySet, tag: tuple[str, str] | None) -> QuerySet:
 # --- the page's queries -----------------------------------------------------------------------
 
 
+def with_batch(rows: QuerySet, batch: str) -> QuerySet:
+    """The usage records of the batch lines (`only`), of the live calls (`none`), or all ("")."""
+    if batch == "only":
+        return rows.exclude(batch_id="")
+    return rows.filter(batch_id="") if batch == "none" else rows
+
+
 def _daily(f: Filters):
-    """The rows the figures add up: the roll-up's days, or with a tag filter the records that have the tag."""
-    if f.tag is None:
+    """The rows the figures add up: the roll-up's days, or with a tag or batch filter the records that pass it."""
+    if not f.from_records:
         rows = UsageDaily.objects.filter(day__gte=f.start, day__lte=f.end)
     else:
-        rows = with_tag(UsageRecord.objects.filter(created_at__gte=f.since, created_at__lt=f.until), f.tag)
+        rows = with_batch(with_tag(UsageRecord.objects.filter(created_at__gte=f.since, created_at__lt=f.until),
+                                   f.tag), f.batch)
     if f.group:
         rows = rows.filter(account__group=f.group)
     if f.account:
@@ -192,13 +218,13 @@ RECORD_SUMS = {**SUMS, "calls": Count("id")}  # a record is one call
 
 
 def _sums(f: Filters) -> dict:
-    return SUMS if f.tag is None else RECORD_SUMS
+    return RECORD_SUMS if f.from_records else SUMS
 
 
 def usage_by_day_and_model(f: Filters) -> list[dict]:
     """Calls, tokens and spend per day and model, of every model: the model filter is the caller's
     to apply, so that the same rows also give the models of the range (one query)."""
-    if f.tag is None:
+    if not f.from_records:
         rows = _daily(f).values("day", "model")
     else:  # a record's UTC day, as the roll-up's triggers take it
         rows = _daily(f).values("model", day=TruncDate("created_at", tzinfo=timezone.utc))
@@ -243,13 +269,32 @@ def cache_hits(f: Filters) -> list[dict]:
     range, group and account filtered on, and the tokens they delivered, which no model server read or
     wrote (one query over the cached records alone: a partial index, migration 0009). The model filter
     is the caller's to apply. Read from the records, not the roll-up, which does not tell hits apart."""
-    rows = with_tag(UsageRecord.objects.filter(cached=True, created_at__gte=f.since, created_at__lt=f.until), f.tag)
+    rows = _apart(f, UsageRecord.objects.filter(cached=True), f.batch)
+    return list(rows.values("model").annotate(hits=Count("id"), input_tokens=Sum("input_tokens"),
+                                              output_tokens=Sum("output_tokens")).order_by("model"))
+
+
+def batch_use(f: Filters) -> list[dict]:
+    """Per model, every model: the batch lines' calls metered in the range (each one record), their tokens and
+    their spend at the batch price, under the group, account and tag filters (one query over the batch
+    records alone: a partial index, migration 0023; none with the live calls only). The model filter is the
+    caller's to apply."""
+    if f.batch == "none":
+        return []
+    rows = _apart(f, UsageRecord.objects.exclude(batch_id=""), "")
+    return list(rows.values("model").annotate(calls=Count("id"), input_tokens=Sum("input_tokens"),
+                                              output_tokens=Sum("output_tokens"), cost_units=Sum("cost_units"))
+                .order_by("model"))
+
+
+def _apart(f: Filters, rows: QuerySet, batch: str) -> QuerySet:
+    """Records read apart from the roll-up (`rows`), in the range and under the filters but the model's."""
+    rows = with_batch(with_tag(rows.filter(created_at__gte=f.since, created_at__lt=f.until), f.tag), batch)
     if f.group:
         rows = rows.filter(account__group=f.group)
     if f.account:
         rows = rows.filter(account=f.account)
-    return list(rows.values("model").annotate(hits=Count("id"), input_tokens=Sum("input_tokens"),
-                                              output_tokens=Sum("output_tokens")).order_by("model"))
+    return rows
 
 
 def account_names(ids) -> dict[int, tuple[str, str]]:

@@ -26,8 +26,10 @@ from gateway.console.fields.money import currency, price_summary
 from gateway.console.styles import look
 from gateway.console.usage_chart import chart_series, stacked_bars
 from gateway.console.usage_reads import (
+    BATCH_FILTERS,
     Filters,
     account_names,
+    batch_use,
     cache_hits,
     calls_by,
     calls_by_day_and_model,
@@ -37,6 +39,7 @@ from gateway.console.usage_reads import (
     top_accounts,
     usage_by_day_and_model,
     usage_by_group,
+    with_batch,
     with_tag,
 )
 from gateway.console.usage_windows import window_use
@@ -45,10 +48,11 @@ from gateway.registry.prices import money_text
 from gateway.web.output import timestamp
 
 # cost and the cached columns, then the call's tags (a JSON object, empty for none), then the input tokens
-# written to the provider's prompt cache come after the first columns, which keep their places
+# written to the provider's prompt cache, then a batch line's batch (empty for a live call) come after the
+# first columns, which keep their places
 CSV_COLUMNS = ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
                "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags",
-               "cache_write_input_tokens"]
+               "cache_write_input_tokens", "batch_id"]
 METERED = ("input_tokens", "output_tokens", "cost_units")  # the usage records'
 SUMMED = ("calls", "failed", *METERED)  # calls and failed calls: the calls log's
 NONE_ANSWERED = "(none answered)"  # the calls no model answered, in the per-model figures
@@ -90,6 +94,7 @@ def filter_form(filters: Filters | None, params, *, groups: list, models: list[s
                                    widget=UnfoldAdminSelectWidget),
         "tag": forms.CharField(label="Tag (key=value)",
                                widget=UnfoldAdminTextInputWidget(attrs={"placeholder": "app=billing"})),
+        "batch": forms.ChoiceField(label="Calls", choices=list(BATCH_FILTERS.items()), widget=UnfoldAdminSelectWidget),
     }
     for field in fields.values():
         field.required = False
@@ -99,16 +104,19 @@ def filter_form(filters: Filters | None, params, *, groups: list, models: list[s
         initial = {"from": filters.start, "to": filters.end,  # dates, written by the widget's format
                    "group": filters.group.pk if filters.group else "",
                    "account": filters.account.email if filters.account else "", "model": filters.model,
-                   "tag": "=".join(filters.tag) if filters.tag else ""}
+                   "tag": "=".join(filters.tag) if filters.tag else "", "batch": filters.batch}
     form = type("UsageFilterForm", (forms.Form,), dict(fields))(initial=initial)
     return form
 
 
 def _figures(f: Filters, now: datetime, groups: list) -> dict:
     every_model = usage_by_day_and_model(f)
-    calls_of_every_model = calls_by_day_and_model(f)
+    # the calls log does not tell a batch line's call from a live one: with the batch filter, the records
+    # count the calls (the metered ones; the failed are not told apart)
+    calls_of_every_model = ([{**r, "failed": 0} for r in every_model] if f.batch else calls_by_day_and_model(f))
     failures_of_every_model = failure_counts(f)
     hits_of_every_model = cache_hits(f)
+    batch_of_every_model = batch_use(f)
     models = ({r["model"] for r in every_model} | {r["model"] for r in calls_of_every_model}
               | {r["model"] for r in failures_of_every_model} | {f.model}) - {""}
     rows = [r for r in every_model if r["model"] == f.model] if f.model else every_model
@@ -117,6 +125,13 @@ def _figures(f: Filters, now: datetime, groups: list) -> dict:
     hits = [r for r in hits_of_every_model if r["model"] == f.model] if f.model else hits_of_every_model
     for r in hits:
         r["tokens"] = r["input_tokens"] + r["output_tokens"]
+    batch_lines = [r for r in batch_of_every_model if r["model"] == f.model] if f.model else batch_of_every_model
+    batch_totals = {"calls": 0, **dict.fromkeys(METERED, 0)}
+    for r in batch_lines:
+        _spend(r)
+        for name in batch_totals:
+            batch_totals[name] += r[name]
+    _spend(batch_totals)
     tokens: dict = {}
     calls: dict = {}
     per_model: dict[str, dict] = {}
@@ -138,9 +153,10 @@ def _figures(f: Filters, now: datetime, groups: list) -> dict:
     prices = model_prices()
     unpriced = {model for model in per_model if not _priced(prices.get(model))} - {NONE_ANSWERED}
     top = top_accounts(f)
-    account_calls = calls_by(f, "account_id", [a["account_id"] for a in top])
-    for a in top:
-        a["calls"] = account_calls.get(a["account_id"], 0)
+    if not f.batch:  # with it, the records' count of calls (as above)
+        account_calls = calls_by(f, "account_id", [a["account_id"] for a in top])
+        for a in top:
+            a["calls"] = account_calls.get(a["account_id"], 0)
     quotas, budgets = window_use(f, now=now)
     names = account_names([a["account_id"] for a in top] + [u.account_id for u in quotas.rows + budgets.rows])
     for a in top:
@@ -149,9 +165,9 @@ def _figures(f: Filters, now: datetime, groups: list) -> dict:
         u.email, u.group = names.get(u.account_id, ("(deleted)", ""))
     group_names = {g.pk: g.name for g in groups}
     per_group = usage_by_group(f)
-    group_calls = calls_by(f, "group_id", [g["group_id"] for g in per_group])
+    group_calls = {} if f.batch else calls_by(f, "group_id", [g["group_id"] for g in per_group])
     for g in per_group:
-        g["calls"] = group_calls.get(g["group_id"], 0)
+        g["calls"] = g["calls"] if f.batch else group_calls.get(g["group_id"], 0)
         g["name"] = group_names.get(g["group_id"], f"(group {g['group_id']})")
     for m in per_model.values():
         if m["model"] == NONE_ANSWERED:
@@ -184,6 +200,9 @@ def _figures(f: Filters, now: datetime, groups: list) -> dict:
         "cache_hits": hits,
         "cache_totals": {name: sum(r[name] for r in hits) for name in ("hits", "input_tokens", "output_tokens",
                                                                        "tokens")},
+        "batch_lines": batch_lines,
+        "batch_totals": batch_totals,
+        "batch_filter": BATCH_FILTERS[f.batch].lower() if f.batch else "",
         "models": sorted(models),
         "calls_kept_since": _calls_kept_since(f, now),
         "calls_kept_days": settings.CALL_LOG_RETENTION_DAYS,
@@ -253,7 +272,8 @@ def csv_chunk(f: Filters, after: tuple[datetime, int] | None) -> list[tuple]:
     """The next CSV_CHUNK matching records after `after` (created_at, id), in that order: each
     chunk is one query that starts where the last ended (an index range on created_at, or on
     account and created_at), so memory and time per chunk stay flat however many there are."""
-    rows = with_tag(UsageRecord.objects.filter(created_at__gte=f.since, created_at__lt=f.until), f.tag)
+    rows = with_batch(with_tag(UsageRecord.objects.filter(created_at__gte=f.since, created_at__lt=f.until), f.tag),
+                      f.batch)
     if f.group:
         rows = rows.filter(account__group=f.group)
     if f.account:
@@ -265,7 +285,7 @@ def csv_chunk(f: Filters, after: tuple[datetime, int] | None) -> list[tuple]:
     return list(rows.order_by("created_at", "id").values_list(
         "id", "created_at", "account__email", "account__group__name", "model", "surface", "input_tokens",
         "output_tokens", "request_id", "cost_units", "cached_input_tokens", "cached", "tags",
-        "cache_write_input_tokens")[:CSV_CHUNK])
+        "cache_write_input_tokens", "batch_id")[:CSV_CHUNK])
 
 
 def csv_text(rows: list[tuple], *, header: bool = False) -> str:
@@ -274,10 +294,10 @@ def csv_text(rows: list[tuple], *, header: bool = False) -> str:
     if header:
         writer.writerow(CSV_COLUMNS)
     for _, at, email, group, model, surface, input_tokens, output_tokens, request_id, cost, cached_input, hit, tags, \
-            cache_write in rows:
+            cache_write, batch_id in rows:
         writer.writerow([timestamp(at), _cell(email), _cell(group), _cell(model), _cell(surface), input_tokens,
                          output_tokens, input_tokens + output_tokens, _cell(request_id), money_text(cost),
-                         cached_input, "true" if hit else "false", _tags_cell(tags), cache_write])
+                         cached_input, "true" if hit else "false", _tags_cell(tags), cache_write, _cell(batch_id)])
     return out.getvalue()
 
 

@@ -31,12 +31,18 @@ class UsageRecord(models.Model):
     cost_units = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(db_index=True)
     tags = models.JSONField(default=dict, db_default={}, blank=True)  # the call's (CallRecord.tags); not rolled up
+    # A batch line's call (batches/): its batch's id; its cost is the batch price. Empty: a live call. Not rolled
+    # up: the usage console reads the batch records apart. A database default, as for the columns above.
+    batch_id = models.CharField(max_length=40, blank=True, default="", db_default="")
 
     class Meta:
         indexes = [
             models.Index(fields=["account", "created_at"], name="usage_account_time"),
             # the usage console's cache hits (gateway/console/usage_reads.py): only the cached records
             models.Index(fields=["created_at"], condition=models.Q(cached=True), name="usage_cached_time"),
+            # its batch figures and batch filter (the same), and a batch's own records: only the batch records
+            models.Index(fields=["created_at"], condition=~models.Q(batch_id=""), name="usage_batch_time"),
+            models.Index(fields=["batch_id"], condition=~models.Q(batch_id=""), name="usage_batch"),
         ]
 
     def __str__(self) -> str:

@@ -7,7 +7,7 @@ a weighted list of models (its deployments). The provider clients (`gateway/upst
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -184,6 +184,10 @@ PRICE_HELP = {
     "output": "Per million output tokens; empty = no price.",
 }
 DEPLOYMENT_PRICE_HELP = "Per million tokens through this alias; empty = the model's own price."
+BATCH_DISCOUNT_HELP = ("Percent off the cost of a batch line (the Batch APIs), rounded down to the smallest unit; "
+                       "0 = the live price, 100 = free.")
+DEPLOYMENT_BATCH_DISCOUNT_HELP = "Percent off a batch line through this alias; empty = the model's own discount."
+PERCENT = [MinValueValidator(0), MaxValueValidator(100)]
 
 
 class Model(models.Model):
@@ -218,6 +222,10 @@ class Model(models.Model):
                                        validators=[MinValueValidator(0)], help_text=PRICE_HELP["output"])
     cache_write_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
                                             validators=[MinValueValidator(0)], help_text=PRICE_HELP["cache_write"])
+    # of a batch line's cost (gateway/registry/prices.py `Price.batch_cost_units`, its default there too)
+    batch_discount_percent = models.PositiveSmallIntegerField("batch discount (%)", default=50, db_default=50,
+                                                              validators=PERCENT,
+                                                              help_text=BATCH_DISCOUNT_HELP)
     fallbacks = models.ManyToManyField(
         "self", through="ModelFallback", through_fields=("model", "fallback"), symmetrical=False, blank=True
     )
@@ -314,6 +322,9 @@ class AliasDeployment(models.Model):
                                        validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
     cache_write_price = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True,
                                             validators=[MinValueValidator(0)], help_text=DEPLOYMENT_PRICE_HELP)
+    batch_discount_percent = models.PositiveSmallIntegerField("batch discount (%)", null=True, blank=True,
+                                                              validators=PERCENT,
+                                                              help_text=DEPLOYMENT_BATCH_DISCOUNT_HELP)
 
     class Meta:
         ordering = ["id"]

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from gateway.openapi import (
+    batches_paths,
     components,
     files_paths,
     gemini_paths,
@@ -26,8 +27,8 @@ from gateway.openapi import (
 DESCRIPTION = """\
 Two kinds of surface behind one credential:
 
-- **`/v1`**: the OpenAI-compatible routes (chat completions, responses, embeddings, audio, models, files) and the
-  Anthropic-compatible `/v1/messages`, for the official SDKs and the tools built on them.
+- **`/v1`**: the OpenAI-compatible routes (chat completions, responses, embeddings, audio, models, files, batches)
+  and the Anthropic-compatible `/v1/messages` and its batches, for the official SDKs and the tools built on them.
 - **`/api/v1`**: the native API (chat, agent, conversations, collections, profiles, usage, routines, MCP).
 
 **Credential.** An API key (`svc_usr_<id>_<secret>`) as `Authorization: Bearer <key>` or `X-API-Key: <key>`;
@@ -52,7 +53,7 @@ def _build() -> dict[str, Any]:
     from django.conf import settings
 
     paths: dict[str, Any] = {}
-    for module in (routines_paths, native_paths, v1_paths, files_paths, gemini_paths):
+    for module in (routines_paths, native_paths, v1_paths, files_paths, batches_paths, gemini_paths):
         paths.update(module.paths())
     idempotency.mark(paths)
     paths["/api/v1/openapi.json"] = {"get": {
@@ -78,7 +79,7 @@ def _build() -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": {**components.SCHEMAS, **routines_paths.SCHEMAS, **native_paths.SCHEMAS, **v1_paths.SCHEMAS,
-                        **files_paths.SCHEMAS,
+                        **files_paths.SCHEMAS, **batches_paths.SCHEMAS,
                         **gemini_paths.SCHEMAS},
             "headers": {**components.HEADERS, **idempotency.HEADERS},
             "securitySchemes": components.SECURITY_SCHEMES,

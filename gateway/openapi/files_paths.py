@@ -7,7 +7,7 @@ from gateway.openapi.components import NULLABLE_STRING, json_response, obj, oper
 TAGS = ["compat"]
 FILE_OBJECT = obj({"id": {"type": "string", "pattern": "^file-"}, "object": {"const": "file"},
                    "bytes": {"type": "integer", "minimum": 0}, "created_at": {"type": "integer"},
-                   "filename": {"type": "string"}, "purpose": {"enum": ["batch", "user_data"]},
+                   "filename": {"type": "string"}, "purpose": {"enum": ["batch", "user_data", "batch_output"]},
                    "status": {"const": "processed"}, "expires_at": {"type": ["integer", "null"]}},
                   {"status_details": {"type": "null"}})
 

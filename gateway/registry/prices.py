@@ -22,6 +22,7 @@ from decimal import Decimal
 COST_UNITS_PER_CURRENCY = 10**10
 PRICE_DECIMALS = 4  # of a price per million tokens: 10^-4 per 10^6 tokens = 10^-10 per token, one unit
 _PRICE_SCALE = 10**PRICE_DECIMALS
+DEFAULT_BATCH_DISCOUNT_PERCENT = 50
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Price:
     cached_input: int | None = None  # None: the input price
     output: int | None = None
     cache_write: int | None = None  # None: the input price
+    batch_discount_percent: int = DEFAULT_BATCH_DISCOUNT_PERCENT  # off a batch line's cost, 0 to 100
 
     @property
     def priced(self) -> bool:
@@ -51,6 +53,19 @@ class Price:
         return ((input_tokens - cached - written) * (self.input or 0) + cached * (cached_rate or 0)
                 + written * (write_rate or 0) + output_tokens * (self.output or 0))
 
+    def batch_cost_units(self, full_cost_units: int) -> int:
+        """A batch line's cost, of what the same call costs live: the discount off, rounded down."""
+        return full_cost_units * (100 - self.batch_discount_percent) // 100
+
+    def through(self, own: Price, batch_discount_percent: int | None) -> Price:
+        """This price (a model's) as an alias deployment charges it: each of the deployment's `own`
+        prices that it has, and its own batch discount when it has one; the rest are this price's."""
+        return Price(self.input if own.input is None else own.input,
+                     self.cached_input if own.cached_input is None else own.cached_input,
+                     self.output if own.output is None else own.output,
+                     self.cache_write if own.cache_write is None else own.cache_write,
+                     self.batch_discount_percent if batch_discount_percent is None else batch_discount_percent)
+
 
 NO_PRICE = Price()
 
@@ -64,9 +79,12 @@ def price_step(value: Decimal | None) -> int | None:
 
 
 def price_of(*, input_price: Decimal | None, cached_input_price: Decimal | None,
-             output_price: Decimal | None, cache_write_price: Decimal | None = None) -> Price:
+             output_price: Decimal | None, cache_write_price: Decimal | None = None,
+             batch_discount_percent: int | None = None) -> Price:
+    """The prices as the models store them; no batch discount given: the default."""
     return Price(price_step(input_price), price_step(cached_input_price), price_step(output_price),
-                 price_step(cache_write_price))
+                 price_step(cache_write_price),
+                 DEFAULT_BATCH_DISCOUNT_PERCENT if batch_discount_percent is None else int(batch_discount_percent))
 
 
 def money(units: int) -> Decimal:

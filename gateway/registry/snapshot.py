@@ -356,21 +356,17 @@ def load() -> Registry:
 
 def _price(row) -> Price:
     return price_of(input_price=row.input_price, cached_input_price=row.cached_input_price,
-                    output_price=row.output_price, cache_write_price=row.cache_write_price)
+                    output_price=row.output_price, cache_write_price=row.cache_write_price,
+                    batch_discount_percent=row.batch_discount_percent)
 
 
 def _priced_through(target: Target, deployment: AliasDeployment) -> Target:
-    """The target as an alias deployment reaches it: with the deployment's own prices where it has
-    them (each price left empty is the model's). The same model by every other way keeps its own."""
-    own = _price(deployment)
-    if own == NO_PRICE:
+    """The target as an alias deployment reaches it: with the deployment's own prices and batch discount
+    where it has them (each left empty is the model's). The same model by every other way keeps its own."""
+    own = _price(deployment)  # without a discount of its own, the default's: `through` takes the model's
+    if own == NO_PRICE and deployment.batch_discount_percent is None:
         return target
-    model = target.price
-    price = Price(model.input if own.input is None else own.input,
-                  model.cached_input if own.cached_input is None else own.cached_input,
-                  model.output if own.output is None else own.output,
-                  model.cache_write if own.cache_write is None else own.cache_write)
-    return dataclasses.replace(target, price=price)
+    return dataclasses.replace(target, price=target.price.through(own, deployment.batch_discount_percent))
 
 
 def _pools(by_id: dict[int, Target], by_name: dict[str, Target]) -> dict[str, Pool]:

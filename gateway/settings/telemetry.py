@@ -46,8 +46,8 @@ def logging(log_format: str, level: str) -> dict:
         "filters": {"redact_secrets": {"()": "gateway.telemetry.logfilters.RedactSecrets"},
                     "request_context": {"()": "gateway.telemetry.logjson.RequestContext"},
                     # a 501 (a feature the gateway does not provide) is the client's problem: django.request
-                    # logs it at WARNING, not ERROR (gateway/telemetry/request_log.py)
-                    "not_implemented_is_warning": {"()": "gateway.telemetry.request_log.NotImplementedIsWarning"}},
+                    # logs it at WARNING, not ERROR (gateway/telemetry/logfilters.py)
+                    "not_implemented_is_warning": {"()": "gateway.telemetry.logfilters.NotImplementedIsWarning"}},
         "handlers": {"console": {"class": "logging.StreamHandler",
                                  "formatter": "json" if log_format == "json" else "plain",
                                  "filters": ["request_context", "redact_secrets"]}},

@@ -64,9 +64,10 @@ def model_asked(model_id: Any) -> None:
 
 def tagged(tags: dict[str, str]) -> None:
     """The call's tags (checked by its surface: short strings, gateway/web/validation.py `check_tags`).
-    A NUL, which PostgreSQL's JSON refuses (the row would be dropped), is kept as U+FFFD."""
+    A NUL, which PostgreSQL's JSON refuses (the row would be dropped), is kept as U+FFFD. Tags the gateway
+    set first (a batch line's batch and `custom_id`) stay, over a client's of the same name."""
     if tags and (facts := _facts()) is not None:
-        facts.tags = {_storable(key): _storable(value) for key, value in tags.items()}
+        facts.tags = {**{_storable(key): _storable(value) for key, value in tags.items()}, **(facts.tags or {})}
 
 
 def _storable(text: str) -> str:

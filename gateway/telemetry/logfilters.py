@@ -15,13 +15,18 @@ It fails closed: a record it cannot clean (anything raised while cleaning it: an
 `str()` fails, a source of secrets that fails) is still written, as a fixed text
 (`log record withheld: its redaction failed (<exception type>)`, JSON field
 `event: redaction_failed`), without its message, arguments, fields, traceback or a request id the
-client chose, and counted in `gateway_log_redaction_failures_total` (gateway/telemetry/metrics.py)."""
+client chose, and counted in `gateway_log_redaction_failures_total` (gateway/telemetry/metrics.py).
+
+And one filter of level, `NotImplementedIsWarning`: Django logs every 5xx answer at ERROR, but a 501 is the
+gateway saying a request asks for a feature it does not provide (spec 7.2), nothing wrong with the service;
+its line stays, at WARNING, like the 4xx answers it resembles (on the django.request logger, settings.LOGGING)."""
 
 from __future__ import annotations
 
 import logging
 import re
 import threading
+from http import HTTPStatus
 
 from gateway.telemetry.redact import QUERY_SECRET, REDACTED, configured_secrets
 from gateway.telemetry.redact import redact as redact_secrets
@@ -157,3 +162,10 @@ try:  # a Celery worker sets up the root's handlers itself (after Django's LOGGI
     _celery_signals.after_setup_task_logger.connect(_on_celery_logging, weak=False, dispatch_uid="gateway-redact-task")
 except ImportError:  # pragma: no cover - celery is a dependency; a bare import still works without it
     pass
+
+
+class NotImplementedIsWarning(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "status_code", None) == HTTPStatus.NOT_IMPLEMENTED and record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+        return True

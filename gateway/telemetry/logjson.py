@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from datetime import datetime, timezone
-from typing import NamedTuple
 
 from gateway.telemetry import metrics, tracing
 from gateway.telemetry.redact import configured_secrets, redact
@@ -36,15 +35,6 @@ CLIENT_CLOSED = 499  # the client went away before the answer began (nginx's con
 METRICS_ROUTE = "metrics"  # scrapes are logged at DEBUG, not at INFO
 QUIET_ROUTES = frozenset({METRICS_ROUTE, "livez", "readyz"})  # and so are probes (gateway/ops/health.py)
 _OWN_REQUEST_ID = re.compile(r"[0-9a-f]{32}")  # one the gateway made (uuid4().hex)
-
-
-class BatchUse(NamedTuple):
-    """What a batch line's call carries on its exchange (batches/line_call.py): its batch, and the key its
-    usage record takes, so that a line metered twice (a worker killed between metering and saving its answer)
-    is one record."""
-
-    batch_id: str
-    key: str
 
 
 class Exchange:
@@ -68,7 +58,7 @@ class Exchange:
         self.last_byte = None  # time.perf_counter() when the answer's last byte went out (gateway/web/hotpath.py)
         self.span = None  # the request's server span, when traces are on (gateway/telemetry/tracing.py)
         self.answers = None  # its answering models' spans, ended with it (gateway/telemetry/genai.py)
-        self.batch = None  # a batch line's call: its BatchUse (metered under the line's key, at the batch price)
+        self.batch = None  # a batch line's call: gateway/calls/metering.py `BatchUse`
 
     def answered(self, request, status: int) -> None:
         """What the middleware knows once the view answered (or the client left meanwhile)."""

@@ -71,10 +71,6 @@ ROUTINE_RUN_SECONDS = Histogram("gateway_routine_run_duration_seconds", "Time fr
 LOG_REDACTION_FAILURES = Counter("gateway_log_redaction_failures", "Log records whose redaction failed, each "
                                  "written as a fixed text instead, its message, arguments, fields and traceback left "
                                  "out (gateway/telemetry/logfilters.py).", registry=None)
-BATCH_LINES = Counter("gateway_batch_lines", "Batch lines ended, by outcome (succeeded, errored), and tries sent back "
-                      "to wait (retried); its rate is the batch queue's lines per second.", ["outcome"], registry=None)
-BATCH_QUEUE_DEPTH = Gauge("gateway_batch_queue_depth", "Batch lines waiting to run, as the batch sweep last counted "
-                          "them.", multiprocess_mode="mostrecent", registry=None)
 BATCH_SPEND = Counter("gateway_batch_spend", "Of gateway_spend, what batch lines cost (at their batch price), by "
                       "model.", ["model", "currency"], registry=None)
 PROCESSES = Gauge("gateway_processes", "Processes alive that count metrics, by kind (web, worker).", ["kind"],
@@ -126,23 +122,13 @@ def cache_hit(model: str, input_tokens: int, output_tokens: int) -> None:
         _child(CACHE_SAVED_TOKENS, model, "output").inc(output_tokens)
 
 
-def spend(model: str, cost_units: int) -> None:
-    """A call's cost (COST_UNITS, gateway/registry/prices.py), added in the currency; a float here only."""
+def spend(model: str, cost_units: int, *, batch: bool = False) -> None:
+    """A call's cost (COST_UNITS, gateway/registry/prices.py), added in the currency; a float here only. A batch
+    line's is counted in the batch spend too."""
     if cost_units:
         _child(SPEND, model, settings.CURRENCY).inc(cost_units / 10**10)
-
-
-def batch_spend(model: str, cost_units: int) -> None:
-    if cost_units:
-        _child(BATCH_SPEND, model, settings.CURRENCY).inc(cost_units / 10**10)
-
-
-def batch_line(outcome: str) -> None:
-    _child(BATCH_LINES, outcome).inc()
-
-
-def batch_queue_depth(lines: int) -> None:
-    BATCH_QUEUE_DEPTH.set(lines)
+        if batch:
+            _child(BATCH_SPEND, model, settings.CURRENCY).inc(cost_units / 10**10)
 
 
 def budget_refused(window: str) -> None:

@@ -45,9 +45,9 @@ BACKOFF_MAX_SECONDS = 2.0
 
 def record_to_line(record: UsageRecord) -> dict:
     """The spool's line of a record. `c` (answered from the response cache), `ci` (cached input tokens),
-    `cw` (input tokens written to the provider's prompt cache), `$` (cost, in COST_UNITS) and `tg` (the
-    call's tags) only when set: a line without them, as every line spooled before they existed, is a
-    record not cached that cost nothing, without tags."""
+    `cw` (input tokens written to the provider's prompt cache), `$` (cost, in COST_UNITS), `tg` (the
+    call's tags) and `b` (a batch line's batch) only when set: a line without them, as every line spooled
+    before they existed, is a live record not cached that cost nothing, without tags."""
     line = {"k": record.key, "a": record.account_id, "m": record.model, "s": record.surface,
             "i": record.input_tokens, "o": record.output_tokens, "r": record.request_id,
             "t": record.created_at.isoformat()}
@@ -61,6 +61,8 @@ def record_to_line(record: UsageRecord) -> dict:
         line["$"] = record.cost_units
     if record.tags:
         line["tg"] = record.tags
+    if record.batch_id:
+        line["b"] = record.batch_id
     return line
 
 
@@ -71,12 +73,12 @@ def record_from_line(line: dict) -> UsageRecord:
 # The row of a record as the INSERT takes it; `key` is unique, so a row written twice is written once.
 # The columns after `created_at` came later: a row without them (an older shape) takes LATER_DEFAULTS.
 COLUMNS = ("key", "account_id", "model", "surface", "input_tokens", "output_tokens", "request_id", "created_at",
-           "cached", "cached_input_tokens", "cost_units", "tags", "cache_write_input_tokens")
+           "cached", "cached_input_tokens", "cost_units", "tags", "cache_write_input_tokens", "batch_id")
 POSTGRESQL_TYPES = ("varchar", "bigint", "varchar", "varchar", "integer", "integer", "varchar", "timestamptz",
-                    "boolean", "integer", "bigint", "jsonb", "integer")
+                    "boolean", "integer", "bigint", "jsonb", "integer", "varchar")
 AT = COLUMNS.index("created_at")  # written as text
 TAGS = COLUMNS.index("tags")  # written as JSON text on SQLite
-LATER_DEFAULTS = (False, 0, 0, {}, 0)
+LATER_DEFAULTS = (False, 0, 0, {}, 0, "")
 
 
 def row_from_line(line: dict) -> tuple:
@@ -88,10 +90,13 @@ def row_from_line(line: dict) -> tuple:
 def full_row_from_line(line: dict) -> tuple:
     """The record's row in COLUMNS' order."""
     tags = line.get("tg") or {}
+    batch_id = line.get("b") or ""
     if not isinstance(tags, dict):
         raise TypeError("tags")
+    if not isinstance(batch_id, str):
+        raise TypeError("batch")
     return (*row_from_line(line), bool(line.get("c", False)), int(line.get("ci", 0)), int(line.get("$", 0)), tags,
-            int(line.get("cw", 0)))
+            int(line.get("cw", 0)), batch_id)
 
 
 def amounts_from_line(line: dict) -> tuple[str, int, datetime, int, int]:

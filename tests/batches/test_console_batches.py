@@ -165,7 +165,7 @@ def test_a_batchs_page_shows_its_fields_counts_and_files_read_only(console):
         "In progress at": "2026-11-20 09:31:00 UTC", "Completed at": "2026-11-20 09:39:00 UTC", "Cancelled at": "-"}
     assert f'href="/admin/gateway/storedfile/{given.id}/change/">input.jsonl</a>' in page
     assert f'href="/admin/gateway/storedfile/{output.id}/change/">batch_x_output.jsonl</a>' in page
-    assert section_titles(page)[:4] == ["Files", "Times", "Why it failed or waits", "Lines"]
+    assert section_titles(page)[:4] == ["Files", "Times", "Running", "Lines"]
     assert submit_buttons(page) == set() and "batch-cancel" not in page  # ended: nothing to save or cancel
     assert 'name="endpoint"' not in page and 'name="lines-0-custom_id"' not in page
 
@@ -174,8 +174,10 @@ def test_a_deleted_input_file_keeps_its_id_and_a_failed_batch_shows_its_errors(c
     batch = BatchFactory(status=Status.FAILED, input_file_name="file-" + "9" * 24, errors={"object": "list", "data": [
         {"code": "invalid_json_line", "message": "This line is not a JSON object.", "param": None, "line": 2}]})
 
-    shown = readonly(console.get(page_of(batch)).content.decode())
+    page = console.get(page_of(batch)).content.decode()
+    shown = readonly(page)
 
+    assert section_titles(page)[:5] == ["Why it failed", "Files", "Times", "Running", "Lines"]
     assert shown["Input file"] == "file-" + "9" * 24 + " (deleted)"
     assert shown["Errors"] == "line 2: This line is not a JSON object. (invalid_json_line)"
     assert shown["Progress"] == "No lines yet"

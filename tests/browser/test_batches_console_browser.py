@@ -36,9 +36,11 @@ def make_batches(operator) -> Batch:
     BatchLine.objects.bulk_create(rows)
     for n, status in enumerate((Status.VALIDATING, Status.FINALIZING, Status.COMPLETED, Status.FAILED,
                                 Status.EXPIRED, Status.CANCELLING, Status.CANCELLED)):
-        BatchFactory(account=bob if n % 2 else operator, status=status, created_at=CREATED + timedelta(hours=n),
-                     kind=Batch.Kind.ANTHROPIC if n % 3 == 0 else Batch.Kind.OPENAI,
-                     endpoint="/v1/messages" if n % 3 == 0 else "/v1/responses")
+        anthropic = n % 3 == 0
+        BatchFactory(id=f"{'msgbatch' if anthropic else 'batch'}_{n:024x}", account=bob if n % 2 else operator,
+                     status=status, created_at=CREATED + timedelta(hours=n),
+                     kind=Batch.Kind.ANTHROPIC if anthropic else Batch.Kind.OPENAI,
+                     endpoint="/v1/messages" if anthropic else "/v1/responses")
     StoredFileFactory(account=bob, filename="batch_output.jsonl", purpose="batch_output", bytes=2_621_440,
                       expires_at=CREATED + timedelta(days=30))
     return running

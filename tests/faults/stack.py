@@ -1,6 +1,6 @@
 """A private stack for the fault tests: its own PostgreSQL cluster (initdb) and Redis on free
-loopback ports, the Procfile's `web` (gunicorn, 2 uvicorn workers), `worker` and `beat`, and the
-reference upstream. Nothing here touches the shared PostgreSQL (5432) or Redis (6379).
+loopback ports, the Procfile's `web` (gunicorn, 2 uvicorn workers), `worker`, `batch-worker` and `beat`,
+and the reference upstream. Nothing here touches the shared PostgreSQL (5432) or Redis (6379).
 
 Every process runs in a session of its own (`start_new_session=True`) and is stopped through its
 own process group, never by name (tests/faults/services.py). Logs go to
@@ -68,9 +68,15 @@ class Stack:
         self.worker = Service("worker", [str(BIN / "celery"), "-A", "gateway", "worker", "--loglevel", "INFO"],
                               env=self.env, logs=self.logs, ready=lambda: "ready." in self.worker.log_text()
                               .rsplit("===== start", 1)[-1])
+        # the Procfile's batch-worker: the batch queue only, its tasks in its own process
+        self.batch_worker = Service("batch-worker", [str(BIN / "celery"), "-A", "gateway", "worker", "-Q", "batches",
+                                                     "-n", "batches@%h", "--pool", "threads", "--concurrency", "1",
+                                                     "--loglevel", "INFO"],
+                                    env=self.env, logs=self.logs, ready=lambda: "ready." in self.batch_worker
+                                    .log_text().rsplit("===== start", 1)[-1])
         self.beat = Service("beat", [str(BIN / "celery"), "-A", "gateway", "beat", "--loglevel", "INFO"],
                             env=self.env, logs=self.logs)
-        self.services = [self.upstream, self.web, self.worker, self.beat]
+        self.services = [self.upstream, self.web, self.worker, self.batch_worker, self.beat]
 
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS and not k.startswith("PYTEST")}
@@ -96,6 +102,10 @@ class Stack:
             "DELIVERY_RETRY_BACKOFF_SECONDS": "0.2",
             "DELIVERY_RETRY_BACKOFF_MAX_SECONDS": "2",
             "DELIVERY_TIMEOUT_SECONDS": "1",
+            # a batch whose worker died is taken up by the next within a few seconds
+            "BATCH_SWEEP_SECONDS": "2",
+            "BATCH_LEASE_SECONDS": "3",
+            "BATCH_RETRY_SECONDS": "0.5",
             # a change must be seen at once, not when this runs out (rule 8)
             "REGISTRY_TTL_SECONDS": "30",
             "CREDENTIAL_CACHE_SECONDS": "30",
@@ -135,6 +145,7 @@ class Stack:
         self.seed_base()
         self.web.start(timeout=60)
         self.worker.start(timeout=60)
+        self.batch_worker.start(timeout=60)
         self.beat.start()
         wait_for(lambda: len(self.web_workers()) == WEB_WORKERS, 30, "the gunicorn workers")
         return self

@@ -8,6 +8,7 @@
           - {model: gpu1/llama3.1:8b, weight: 3}
           - model: gpu2/llama3.1:8b # weight 1
             input_price: 0.05       # its own prices, per million tokens; each left out is the model's
+            batch_discount_percent: 40  # its own batch discount; left out: the model's
         fallbacks: [cloud/gpt-4o-mini]
 
 As for every object the file names, it is authoritative for an alias: its deployments and
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from gateway.models import Alias, AliasDeployment, AliasFallback
 from gateway.registry.config_file.checks import (
+    BATCH_DISCOUNT,
     PRICE_KEYS,
     ConfigError,
     KnownModels,
@@ -30,6 +32,7 @@ from gateway.registry.config_file.checks import (
     list_of,
     mapping,
     names_once,
+    percent,
     price,
     save,
     string,
@@ -37,7 +40,7 @@ from gateway.registry.config_file.checks import (
 )
 
 ALIAS_KEYS = ("name", "policy", "affinity", "enabled", "deployments", "fallbacks")
-DEPLOYMENT_KEYS = ("model", "weight", *PRICE_KEYS)
+DEPLOYMENT_KEYS = ("model", "weight", *PRICE_KEYS, BATCH_DISCOUNT)
 
 
 def apply_aliases(entries, known: KnownModels) -> Tally:
@@ -70,13 +73,13 @@ def _apply_alias(entry, where: str, known: KnownModels) -> str:
     alias = Alias.objects.filter(name=name).first() or Alias(name=name)
     status = save(alias, wanted, where, {})
     current = list(AliasDeployment.objects.filter(alias=alias).order_by("id")
-                   .values_list("model_id", "weight", *PRICE_KEYS))
+                   .values_list("model_id", "weight", *PRICE_KEYS, BATCH_DISCOUNT))
     if current != deployments:
         for row in AliasDeployment.objects.filter(alias=alias):  # one by one, so the registry hears of it
             row.delete()
-        for model_id, weight, *prices in deployments:
+        for model_id, weight, *prices, discount in deployments:
             AliasDeployment.objects.create(alias=alias, model_id=model_id, weight=weight,
-                                           **dict(zip(PRICE_KEYS, prices, strict=True)))
+                                           **dict(zip(PRICE_KEYS, prices, strict=True)), **{BATCH_DISCOUNT: discount})
         status = "updated" if status == "unchanged" else status
     links = AliasFallback.objects.filter(alias=alias).order_by("position", "id")
     if list(links.values_list("fallback_id", flat=True)) != fallbacks:
@@ -89,8 +92,8 @@ def _apply_alias(entry, where: str, known: KnownModels) -> str:
 
 
 def _deployments(entries, where: str, known: KnownModels) -> list[tuple]:
-    """(model id, weight, then each price of PRICE_KEYS) of each deployment, in the file's
-    order; a deployment may be written as its model id alone (weight 1, the model's prices)."""
+    """(model id, weight, each price of PRICE_KEYS, then the batch discount) of each deployment, in the file's
+    order; a deployment may be written as its model id alone (weight 1, the model's prices and discount)."""
     found: list[tuple] = []
     for i, entry in enumerate(list_of(entries, where)):
         place = f"{where}[{i}]"
@@ -102,8 +105,10 @@ def _deployments(entries, where: str, known: KnownModels) -> list[tuple]:
         model = known.get(entry["model"], f"{place}.model")
         if any(model.pk == row[0] for row in found):
             raise ConfigError(f"{place}.model", f"{model.public_id} is listed twice")
+        discount = entry.get(BATCH_DISCOUNT)  # left out or null: the model's
         found.append((model.pk, whole(entry.get("weight", 1), f"{place}.weight", 0),
-                      *(price(entry.get(key), f"{place}.{key}") for key in PRICE_KEYS)))
+                      *(price(entry.get(key), f"{place}.{key}") for key in PRICE_KEYS),
+                      None if discount is None else percent(discount, f"{place}.{BATCH_DISCOUNT}")))
     if not found:
         raise ConfigError(where, "an alias needs at least one deployment")
     return found

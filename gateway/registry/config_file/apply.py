@@ -36,6 +36,7 @@ from gateway.models import (
 )
 from gateway.registry.config_file.aliases import apply_aliases, group_aliases
 from gateway.registry.config_file.checks import (
+    BATCH_DISCOUNT,
     PRICE_KEYS,
     ConfigError,
     KnownModels,
@@ -48,6 +49,7 @@ from gateway.registry.config_file.checks import (
     list_of,
     mapping,
     names_once,
+    percent,
     price,
     read_yaml,
     save,
@@ -75,8 +77,8 @@ VERTEX_KEYS = {"project": "gcp_project", "credentials_file": "gcp_credentials_fi
 # where a server's address comes from its region when the file gives none
 REGIONAL = {ModelServer.Kind.BEDROCK: bedrock_endpoint, ModelServer.Kind.VERTEX: vertex_endpoint}
 MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
-MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", *PRICE_KEYS, "fallbacks",
-              "publisher")
+MODEL_KEYS = ("name", "chat", "embeddings", "audio", "enabled", "context_window", *PRICE_KEYS, BATCH_DISCOUNT,
+              "fallbacks", "publisher")
 BUDGET_KEYS = ("daily_budget", "weekly_budget", "monthly_budget")  # settings.CURRENCY; -1 = none
 GROUP_KEYS = ("name", "api_access", "allowed_models", "allowed_aliases", "daily_tokens", "weekly_tokens",
               "monthly_tokens", *BUDGET_KEYS, "remote_servers_allowed", "attachments_per_message",
@@ -185,6 +187,8 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
                                         f"{place}.context_window", MIN_CONTEXT_WINDOW)
         for key in PRICE_KEYS:  # left out: no price
             wanted[key] = price(model_entry.get(key), f"{place}.{key}")
+        wanted[BATCH_DISCOUNT] = percent(model_entry.get(BATCH_DISCOUNT, default_of(Model, BATCH_DISCOUNT)),
+                                         f"{place}.{BATCH_DISCOUNT}")
         if "publisher" in model_entry and kind != ModelServer.Kind.VERTEX:
             raise ConfigError(f"{place}.publisher", f"only for a model of a server of kind {ModelServer.Kind.VERTEX}")
         wanted["publisher"] = (string(model_entry["publisher"], f"{place}.publisher") if "publisher" in model_entry

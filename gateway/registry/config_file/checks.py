@@ -137,6 +137,16 @@ def price(value, where: str) -> Decimal | None:
     return amount
 
 
+BATCH_DISCOUNT = "batch_discount_percent"  # of a model and an alias deployment (gateway/registry/prices.py)
+
+
+def percent(value, where: str) -> int:
+    """A whole percentage, 0 to 100 (a batch discount)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100:
+        raise ConfigError(where, "must be a whole number of percent from 0 to 100")
+    return value
+
+
 def budget(value, where: str) -> Decimal:
     """A budget in the currency: -1 (none), or a number or decimal string of at least 0, at most 4
     decimals."""

@@ -37,7 +37,8 @@ def model():
 
 def model_form(model: Model, **prices) -> dict:
     data = {"server": model.server_id, "name": model.name, "supports_chat": "on", "enabled": "on",
-            "context_window": model.context_window, "fallback_links-TOTAL_FORMS": "0",
+            "context_window": model.context_window, "batch_discount_percent": model.batch_discount_percent,
+            "fallback_links-TOTAL_FORMS": "0",
             "fallback_links-INITIAL_FORMS": "0", "fallback_links-MIN_NUM_FORMS": "0",
             "fallback_links-MAX_NUM_FORMS": "1000", "_save": "Save"}
     return {**data, **prices}

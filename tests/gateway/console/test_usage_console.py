@@ -234,9 +234,9 @@ def test_quota_use_shows_the_account_filtered_on_even_without_use(client, operat
 
 def test_the_page_runs_the_same_queries_for_five_records_or_many(client, operator, world, django_assert_num_queries):
     # the session, the operator; groups, rows per day and model, calls per day and model (the calls log),
-    # failures, cache hits, top accounts and their calls, quota and budget use (2), account names; the models'
-    # prices, per group and its calls
-    with django_assert_num_queries(15):
+    # failures, cache hits, batch lines, top accounts and their calls, quota and budget use (2), account names;
+    # the models' prices, per group and its calls
+    with django_assert_num_queries(16):
         page_text(client.get(URL))
     groups = [AccountGroupFactory(name=f"g{i}", daily_tokens=10**6) for i in range(3)]
     accounts = [AccountFactory(group=groups[i % 3]) for i in range(12)]
@@ -248,11 +248,11 @@ def test_the_page_runs_the_same_queries_for_five_records_or_many(client, operato
                                 model=f"srv/m{i % 9}", created_at=NOW - timedelta(hours=i * 3)) for i in range(400)])
     call_failures.count(model="srv/m1", kind=call_failures.FELL_THROUGH)
     call_failures.flush()
-    with django_assert_num_queries(15):
+    with django_assert_num_queries(16):
         html = page_text(client.get(URL))
     in_range = sum(1 for i in range(400) if NOW - timedelta(hours=i * 3) >= datetime(2026, 10, 20, tzinfo=timezone.utc))
     assert figure(html, "total-calls") == str(in_range + 5)
-    with django_assert_num_queries(16):  # and the account looked up
+    with django_assert_num_queries(17):  # and the account looked up
         page_text(client.get(URL, {"account": world.alice.email, "group": world.capped.pk, "model": "srv/a"}))
 
 
@@ -354,11 +354,11 @@ def test_the_csv_export_streams_the_filtered_records(client, operator, world):
         {"created_at": "2026-11-16T12:00:00.000000Z", "account": "alice@example.test", "group": "capped",
          "model": "srv/a", "surface": "chat_completions", "input_tokens": "100", "output_tokens": "50",
          "total_tokens": "150", "request_id": "", "cost": "0.000000", "cached_input_tokens": "0",
-         "cached": "false", "tags": "", "cache_write_input_tokens": "0"},
+         "cached": "false", "tags": "", "cache_write_input_tokens": "0", "batch_id": ""},
         {"created_at": "2026-11-18T15:00:00.000000Z", "account": "alice@example.test", "group": "capped",
          "model": "srv/a", "surface": "chat_completions", "input_tokens": "600", "output_tokens": "300",
          "total_tokens": "900", "request_id": "", "cost": "0.000000", "cached_input_tokens": "0",
-         "cached": "false", "tags": "", "cache_write_input_tokens": "0"}]
+         "cached": "false", "tags": "", "cache_write_input_tokens": "0", "batch_id": ""}]
     rows = read_csv(b"".join(client.get(CSV_URL, {"from": "2026-11-01"}).streaming_content))
     assert len(rows) == 6 and rows[0]["request_id"] == "'=HYPERLINK(1)"  # not a formula in a spreadsheet
 

@@ -139,8 +139,8 @@ def read_csv(content: bytes) -> list[dict]:
 
 def test_the_csv_export_has_the_exact_cost_and_the_cached_columns(client, operator, world):
     rows = read_csv(b"".join(client.get(CSV_URL).streaming_content))
-    assert list(rows[0])[-6:] == ["request_id", "cost", "cached_input_tokens", "cached", "tags",
-                                  "cache_write_input_tokens"]
+    assert list(rows[0])[-7:] == ["request_id", "cost", "cached_input_tokens", "cached", "tags",
+                                  "cache_write_input_tokens", "batch_id"]
     assert [(r["account"], r["cost"], r["cached_input_tokens"], r["cached"], r["cache_write_input_tokens"])
             for r in rows] == [
         ("alice@example.test", "0.300000", "0", "false", "0"),

@@ -115,9 +115,9 @@ def test_the_tag_goes_with_the_other_filters(client, operator, world, params, ca
 
 
 def test_the_page_runs_the_same_queries_with_a_tag(client, operator, world, django_assert_num_queries):
-    with django_assert_num_queries(15):
+    with django_assert_num_queries(16):
         page(client)
-    with django_assert_num_queries(15):
+    with django_assert_num_queries(16):
         page(client, tag="app=billing")
 
 
@@ -141,7 +141,7 @@ def test_the_csv_export_has_the_tags_after_the_cached_columns_and_filters_by_one
     rows = read_csv(client.get(CSV_URL))
     assert list(rows[0]) == ["created_at", "account", "group", "model", "surface", "input_tokens", "output_tokens",
                              "total_tokens", "request_id", "cost", "cached_input_tokens", "cached", "tags",
-                             "cache_write_input_tokens"]
+                             "cache_write_input_tokens", "batch_id"]
     assert [(r["request_id"], r["tags"]) for r in rows] == [
         ("r1", '{"app":"billing"}'), ("r2", '{"app":"search"}'), ("r3", '{"app":"billing","team":"ops"}'),
         ("r4", ""), ("r5", '{"app":"billing"}')]

@@ -92,7 +92,7 @@ def test_applyconfig_never_replaces_an_existing_default(tmp_path):
 def test_a_chat_model_saved_in_the_console_becomes_the_default_when_there_is_none(admin_client):
     server = ModelServerFactory(name="srv")
     form = {"server": server.pk, "name": "first", "supports_chat": "on", "enabled": "on", "context_window": 8192,
-            "fallback_links-TOTAL_FORMS": 0, "fallback_links-INITIAL_FORMS": 0}
+            "batch_discount_percent": 50, "fallback_links-TOTAL_FORMS": 0, "fallback_links-INITIAL_FORMS": 0}
 
     response = admin_client.post("/admin/gateway/model/add/", form, follow=True)
 
@@ -106,7 +106,8 @@ def test_a_chat_model_saved_in_the_console_becomes_the_default_when_there_is_non
 def test_a_price_changed_in_the_console_chooses_no_default(admin_client):
     model = ModelFactory(server=ModelServerFactory(name="srv"), name="old")
     form = {"server": model.server_id, "name": "old", "supports_chat": "on", "enabled": "on", "context_window": 8192,
-            "output_price": "1.25", "fallback_links-TOTAL_FORMS": 0, "fallback_links-INITIAL_FORMS": 0}
+            "batch_discount_percent": 50, "output_price": "1.25", "fallback_links-TOTAL_FORMS": 0,
+            "fallback_links-INITIAL_FORMS": 0}
 
     admin_client.post(f"/admin/gateway/model/{model.pk}/change/", form)
 

@@ -18,9 +18,11 @@ def processes() -> dict[str, str]:
     return entries
 
 
-def test_it_has_a_release_web_worker_and_beat():
+def test_it_has_a_release_web_worker_batch_worker_and_beat():
     entries = processes()
-    assert set(entries) == {"release", "web", "worker", "beat"}
+    assert set(entries) == {"release", "web", "worker", "batch-worker", "beat"}
+    assert entries["batch-worker"].startswith("celery -A gateway worker -Q batches ")  # its own queue only
+    assert "-Q" not in entries["worker"]  # the live work's queue, never a batch's
     assert entries["release"] == "python manage.py migrate --noinput"
     assert entries["beat"].startswith("celery -A gateway beat")
 

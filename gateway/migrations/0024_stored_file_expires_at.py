@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gateway', '0022_stored_files'),
+        ('gateway', '0023_batch_prices'),
     ]
 
     operations = [
