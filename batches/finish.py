@@ -75,8 +75,8 @@ def _write_files(batch: Batch) -> dict:
                 content.write(json.dumps(output_line(batch, line), separators=(",", ":")).encode() + b"\n")
             size = content.tell()
             content.seek(0)
-            stored = store.save_file(batch.account, content, filename=f"{batch.pk}_{suffix}.jsonl",
-                                     purpose=store.BATCH_OUTPUT, size=size, quota=False)
+            stored = store.save_file(batch.account, content, filename=f"{batch.pk}_{suffix}.jsonl", size=size,
+                                     purpose=store.BATCH_OUTPUT, quota=False, expires_at=store.output_expiry())
         old = getattr(batch, f"{field}_id")
         files[f"{field}_id"] = stored.pk
         if old:

@@ -1,6 +1,8 @@
 """OpenAI's Files API, for the batches that read and write them: `POST /v1/files` (multipart `file` and `purpose`,
 `batch` or `user_data`), `GET /v1/files` (a page, newest first by default, with `after`, `limit`, `order` and
 `purpose`), `GET /v1/files/{id}`, `GET /v1/files/{id}/content` (the bytes) and `DELETE /v1/files/{id}`.
+An upload may ask to expire (`expires_after[anchor]` = created_at, `expires_after[seconds]` from 3600 to 2592000,
+OpenAI's bounds): from its `expires_at` on it is the 404 of an unknown file, and the hourly sweep removes it.
 
 Each file is its account's: another account's id is the 404 of an unknown one. A file over FILES_MAX_BYTES is a
 413 (a body announced larger than it and its form's few fields is refused before it is read); one that would pass
@@ -11,12 +13,14 @@ whole in memory, and its content is sent in chunks; both on worker threads of th
 from __future__ import annotations
 
 import mimetypes
+from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import JsonResponse, StreamingHttpResponse
 from django.http.multipartparser import MultiPartParserError
+from django.utils import timezone
 
 from accounts.endpoints import endpoint
 from gateway.files import store
@@ -28,12 +32,14 @@ from gateway.web.errors import ApiError
 FORM_SLACK = 64 * 1024  # bytes a multipart body holds besides the file itself: boundaries, headers, `purpose`
 MAX_LIMIT, DEFAULT_LIMIT = 10_000, 10_000  # OpenAI's page size: at most 10,000, and 10,000 unless asked
 CHUNK = 64 * 1024
+EXPIRES_MIN, EXPIRES_MAX = 3600, 30 * 24 * 3600  # OpenAI's bounds of `expires_after[seconds]`: an hour, 30 days
+ANCHOR, SECONDS = "expires_after[anchor]", "expires_after[seconds]"
 
 
 def file_object(stored: StoredFile) -> dict[str, Any]:
     return {"id": stored.id, "object": "file", "bytes": stored.bytes, "created_at": int(stored.created_at.timestamp()),
-            "filename": stored.filename, "purpose": stored.purpose, "status": "processed", "expires_at": None,
-            "status_details": None}
+            "filename": stored.filename, "purpose": stored.purpose, "status": "processed",
+            "expires_at": int(stored.expires_at.timestamp()) if stored.expires_at else None, "status_details": None}
 
 
 def _too_large(limit: int) -> ApiError:
@@ -65,6 +71,8 @@ def _create(request):
     if purpose not in store.PURPOSES:
         raise ApiError(400, f"'{purpose}' is not a purpose this gateway stores: one of "
                             + ", ".join(store.PURPOSES) + ".", param="purpose")
+    now = timezone.now()
+    expires_at = _expiry(fields, now)
     upload = files.get("file")
     if upload is None:
         raise ApiError(400, "'file' is required.", param="file")
@@ -72,8 +80,32 @@ def _create(request):
         raise _too_large(limit)
     with upload:
         stored = store.save_file(request.principal.account, upload, filename=upload.name or "file",
-                                 purpose=purpose, size=upload.size)
+                                 purpose=purpose, size=upload.size, expires_at=expires_at,
+                                 created_at=now if expires_at else None)
     return JsonResponse(file_object(stored))
+
+
+def _expiry(fields, now: datetime) -> datetime | None:
+    """When the upload is to go: `expires_after` as OpenAI's SDK sends it in a form (its two fields), each
+    refused by name when missing or wrong; None when not asked. The file is kept until deleted then."""
+    given = [name for name in fields if name == "expires_after" or name.startswith("expires_after[")]
+    if not given:
+        return None
+    for name in given:
+        if name not in (ANCHOR, SECONDS):
+            raise ApiError(400, f"'{name}' is not taken: send expires_after as its two fields, {ANCHOR} and "
+                                f"{SECONDS}.", param=name)
+    anchor, seconds = fields.get(ANCHOR), fields.get(SECONDS)
+    if anchor is None or seconds is None:
+        missing = ANCHOR if anchor is None else SECONDS
+        raise ApiError(400, f"'{missing}' is required with expires_after.", param=missing)
+    if anchor != "created_at":
+        raise ApiError(400, f"'{anchor}' is not an anchor of expires_after: the one anchor is created_at.",
+                       param=ANCHOR)
+    if not (seconds.isascii() and seconds.isdigit()) or not EXPIRES_MIN <= int(seconds) <= EXPIRES_MAX:
+        raise ApiError(400, f"'{SECONDS}' must be a whole number of seconds from {EXPIRES_MIN} (an hour) to "
+                            f"{EXPIRES_MAX} (30 days).", param=SECONDS)
+    return now + timedelta(seconds=int(seconds))
 
 
 def _page_params(request) -> tuple[str | None, int, str, str | None]:
@@ -94,7 +126,7 @@ def _page_params(request) -> tuple[str | None, int, str, str | None]:
 def list_files(request):
     """A page after the file `after` (by creation time, then id), with OpenAI's `first_id`, `last_id`, `has_more`."""
     after, limit, order, purpose = _page_params(request)
-    rows = StoredFile.objects.filter(account=request.principal.account)
+    rows = store.live_files(request.principal.account)
     if purpose:
         rows = rows.filter(purpose=purpose)
     if after:

@@ -7,6 +7,7 @@ from unfold.admin import ModelAdmin as ThemedModelAdmin
 from unfold.admin import TabularInline
 from unfold.widgets import UnfoldAdminTextareaWidget
 
+from gateway.console import files_admin  # noqa: F401 — registers "Files"
 from gateway.console.audit_trail import audit_trail, show_audit_log
 from gateway.console.call_log import admin as call_log_admin  # noqa: F401 — registers "Calls"
 from gateway.console.fields.money import (

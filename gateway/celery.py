@@ -23,6 +23,9 @@ app.conf.beat_schedule = {
     "run-due-schedules": {"task": "routines.tasks.run_due_schedules", "schedule": crontab()},  # each minute, at :00
     # The calls log's rows past CALL_LOG_RETENTION_DAYS, and kept text past CALL_CAPTURE_RETENTION_DAYS; hourly.
     "sweep-call-log": {"task": "gateway.sweep_call_log", "schedule": crontab(minute=29)},
+    # Files past their `expires_at` (an upload's `expires_after`, a batch's output after FILES_OUTPUT_EXPIRE_SECONDS),
+    # rows and bytes, 500 at a time (gateway/files/store.py); hourly. An expired file is not found before then.
+    "sweep-expired-files": {"task": "gateway.sweep_expired_files", "schedule": crontab(minute=53)},
     # Batches no worker holds (their worker died, their message was lost) are queued to run again, and the
     # batch queue's depth is put in the metrics (batches/tasks.py).
     "sweep-batches": {"task": "batches.tasks.sweep_batches", "schedule": settings.BATCH_SWEEP_SECONDS,
@@ -36,6 +39,14 @@ def sweep_call_log() -> int:
     from gateway.usage.call_records import call_log_sweep
 
     return call_log_sweep()
+
+
+@app.task(name="gateway.sweep_expired_files")
+def sweep_expired_files() -> int:
+    """Thin: the sweep is gateway/files/store.py's, which removes a file's bytes with its row."""
+    from gateway.files.store import sweep_expired
+
+    return sweep_expired()
 
 
 @signals.worker_process_init.connect

@@ -11,7 +11,6 @@ from accounts.keys import KEY_PREFIX, api_key_generate, api_key_preview
 from accounts.models import Account, AccountGroup, ApiKey, SessionToken
 from accounts.secrets import digest, random_alnum
 from accounts.sessions import session_create
-from batches.models import Batch, BatchLine
 from gateway.models import (
     Alias,
     AliasDeployment,
@@ -31,6 +30,7 @@ from native import vectors
 from native.models import Chunk, Collection, Conversation, Document, McpServer, Message, Profile
 from routines.models import Delivery, Event, InboxMessage, LinkedChannel, RefusedEvent, Routine, Run
 from routines.routine_writes import new_token
+from tests.batch_factories import BatchFactory, BatchLineFactory  # noqa: F401 — the batches' rows, kept beside
 
 PASSWORD = "correct horse battery staple"
 
@@ -381,31 +381,3 @@ def session_for(account: Account, remember: bool = False) -> str:
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-class BatchFactory(factory.django.DjangoModelFactory):
-    """A batch as the API leaves it once validated: in progress, its lines made by BatchLineFactory;
-    `kind=Batch.Kind.ANTHROPIC` (and a `msgbatch_` id) for a message batch."""
-
-    class Meta:
-        model = Batch
-
-    id = factory.Sequence(lambda n: f"batch_{n:024x}")
-    account = factory.SubFactory(AccountFactory)
-    kind = Batch.Kind.OPENAI
-    endpoint = "/v1/chat/completions"
-    status = Batch.Status.IN_PROGRESS
-    created_at = factory.LazyFunction(timezone.now)
-    in_progress_at = factory.LazyAttribute(lambda row: row.created_at)
-    expires_at = factory.LazyAttribute(lambda row: row.created_at + timedelta(hours=24))
-
-
-class BatchLineFactory(factory.django.DjangoModelFactory):
-    class Meta:
-        model = BatchLine
-
-    batch = factory.SubFactory(BatchFactory)
-    index = factory.Sequence(lambda n: n)
-    custom_id = factory.LazyAttribute(lambda line: f"req-{line.index}")
-    body = factory.LazyAttribute(lambda line: {"model": "echo-1", "messages": [{"role": "user",
-                                                                                 "content": f"line {line.index}"}]})

@@ -10,7 +10,7 @@ from accounts.keys import api_key_row
 from accounts.sessions import session_lookup
 from tests import factories
 
-PRODUCT_APPS = ("accounts", "gateway", "native", "routines")
+PRODUCT_APPS = ("accounts", "gateway", "native", "routines", "batches")
 FACTORIES = {
     value._meta.model: value
     for value in vars(factories).values()

@@ -6,6 +6,6 @@ console's own fields draw (`styles`), the write-only
 the form fields of its own (`fields/`: write-only secrets, prices and budgets in money, "no limit");
 the console's home (`home/`) and what the theme (django-unfold) needs beyond itself (`theme/`); the audit
 trail of the console's changes (`audit_trail`, django-auditlog); the playground, where staff try a model
-streamed as an API call of their own (`playground/`).
+streamed as an API call of their own (`playground/`); the accounts' files (`files_admin`).
 
 May import: every other part of the gateway."""

@@ -8,13 +8,15 @@ TAGS = ["compat"]
 FILE_OBJECT = obj({"id": {"type": "string", "pattern": "^file-"}, "object": {"const": "file"},
                    "bytes": {"type": "integer", "minimum": 0}, "created_at": {"type": "integer"},
                    "filename": {"type": "string"}, "purpose": {"enum": ["batch", "user_data", "batch_output"]},
-                   "status": {"const": "processed"}, "expires_at": {"type": "null"}},
+                   "status": {"const": "processed"}, "expires_at": {"type": ["integer", "null"]}},
                   {"status_details": {"type": "null"}})
 
 SCHEMAS = {
     "FileObject": FILE_OBJECT,
     "FileUpload": obj({"file": {"type": "string", "contentMediaType": "application/octet-stream"},
-                       "purpose": {"enum": ["batch", "user_data"]}}),
+                       "purpose": {"enum": ["batch", "user_data"]}},
+                      {"expires_after[anchor]": {"const": "created_at"},  # OpenAI's `expires_after`, as a form sends it
+                       "expires_after[seconds]": {"type": "integer", "minimum": 3600, "maximum": 2592000}}),
     "FileList": obj({"object": {"const": "list"}, "data": {"type": "array", "items": ref("FileObject")},
                      "first_id": NULLABLE_STRING, "last_id": NULLABLE_STRING, "has_more": {"type": "boolean"}}),
     "FileDeleted": obj({"id": {"type": "string"}, "object": {"const": "file"}, "deleted": {"const": True}}),
@@ -41,7 +43,9 @@ def paths() -> dict:
                           {"200": json_response("The file", ref("FileObject"))}, body=ref("FileUpload"),
                           body_type="multipart/form-data", tags=TAGS,
                           description="A file over the gateway's size cap is a 413; one that would pass the "
-                                      "group's file storage quota a 403 (`file_storage_quota_exceeded`)."),
+                                      "group's file storage quota a 403 (`file_storage_quota_exceeded`). With "
+                                      "`expires_after` (both fields) the file goes that many seconds after its "
+                                      "`created_at` (`expires_at`), and is not found from then on."),
         "get": {**operation(path, "The caller's files, a page at a time",
                             {"200": json_response("A page of files", ref("FileList"))}, tags=TAGS),
                 "parameters": LIST_PARAMETERS},

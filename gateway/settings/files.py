@@ -1,4 +1,5 @@
-"""Settings of the files accounts upload (`/v1/files`): the largest file, and where files are stored.
+"""Settings of the files accounts upload (`/v1/files`): the largest file, how long a batch's output is kept, and
+where files are stored.
 
 Part of gateway/settings/__init__.py, which puts what `from_env` returns beside its own. The storage is Django's
 STORAGES alias `files`: a folder under the var dir by default; with FILES_STORAGE=s3, S3-compatible object storage
@@ -17,6 +18,8 @@ from gateway.settings.environment import Environment, reader
 
 # OpenAI's largest batch input file: 200 MB (its largest file of any purpose is 512 MB).
 FILES_MAX_BYTES = 200 * 1024 * 1024
+# How long a batch's output and error files are kept: 30 days, OpenAI's longest `expires_after`.
+FILES_OUTPUT_EXPIRE_SECONDS = 30 * 24 * 3600
 BACKENDS = ("local", "s3")
 
 
@@ -49,6 +52,9 @@ def from_env(env: Environment = None, *, var_dir: Path) -> dict:
     return {
         # The largest file `POST /v1/files` stores, in bytes (413 beyond it).
         "FILES_MAX_BYTES": env.int("FILES_MAX_BYTES", default=FILES_MAX_BYTES),
+        # Seconds a batch's output and error files are kept after they are written; then they go as an
+        # upload's `expires_after` makes it go.
+        "FILES_OUTPUT_EXPIRE_SECONDS": env.int("FILES_OUTPUT_EXPIRE_SECONDS", default=FILES_OUTPUT_EXPIRE_SECONDS),
         "FILES_STORAGE": kind,
         "STORAGES": {
             "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

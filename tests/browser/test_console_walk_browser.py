@@ -27,6 +27,8 @@ from tests.browser.test_keys_servers_routines_browser import browse, pytestmark 
 from tests.factories import (
     AliasDeploymentFactory,
     AliasFactory,
+    BatchFactory,
+    BatchLineFactory,
     CallRecordFactory,
     CollectionFactory,
     ConversationFactory,
@@ -40,6 +42,7 @@ from tests.factories import (
     ProfileFactory,
     RoutineFactory,
     RunFactory,
+    StoredFileFactory,
     UsageRecordFactory,
 )
 
@@ -62,6 +65,7 @@ def one_of_each(operator) -> None:
     RunFactory(routine=routine, status="succeeded", output="Three commits.\nAll green.")
     InboxMessageFactory(account=operator, title="Digest", body="Three commits.")
     LinkedChannelFactory(account=operator)
+    BatchLineFactory(batch=BatchFactory(account=operator, input_file=StoredFileFactory(account=operator)))
 
 
 def shot_name(path: str) -> str:

@@ -14,7 +14,7 @@ ICONS = {
     "ModelServer": "dns", "Model": "neurology", "Alias": "alt_route", "UsageRecord": "receipt_long",
     "AccountGroup": "groups", "Account": "person", "Profile": "tune", "Conversation": "forum",
     "Collection": "folder", "Document": "description", "McpServer": "extension", "Routine": "schedule",
-    "Run": "play_circle", "InboxMessage": "inbox", "LinkedChannel": "link",
+    "Run": "play_circle", "InboxMessage": "inbox", "LinkedChannel": "link", "StoredFile": "draft", "Batch": "stacks",
 }
 DEFAULT_ICON = "table_rows"
 
