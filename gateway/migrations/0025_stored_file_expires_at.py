@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('gateway', '0023_batch_prices'),
+        ('gateway', '0024_model_server_forward_batches'),
     ]
 
     operations = [
