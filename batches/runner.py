@@ -176,10 +176,17 @@ class Driver:
         await asyncio.sleep(OUTAGE_PAUSE_SECONDS)
 
     async def _settle(self) -> None:
-        """Wait for the lines in flight (a cancelled or expired batch bills what it had sent)."""
-        if self.in_flight:
-            await asyncio.gather(*self.in_flight, return_exceptions=True)
-            self.in_flight.clear()
+        """Wait for the lines in flight (a cancelled or expired batch bills what it had sent), the hold and the
+        slots renewed meanwhile: a slow model's call must not let another worker take its line."""
+        while self.in_flight:
+            done, _ = await asyncio.wait(self.in_flight, timeout=settings.BATCH_LEASE_SECONDS / 3)
+            self.in_flight -= done
+            if self.in_flight:
+                try:
+                    await in_worker(self._refresh)()
+                except Exception as exc:
+                    if outage_of(exc) is None:
+                        raise
 
     def _refresh(self) -> tuple[bool, str]:
         held = renew(self.batch_id, self.token)
