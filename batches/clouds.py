@@ -22,6 +22,7 @@ from typing import Any
 
 from batches.models import Batch, BatchLine
 from gateway.formats.anthropic.replies import chat_usage
+from gateway.models import ModelServer
 from gateway.registry.snapshot import Target
 from gateway.upstream.providers import anthropic, openai
 
@@ -79,6 +80,8 @@ def _id_of(data: dict[str, Any]) -> str:
 
 class OpenAIBatches:
     """OpenAI's Batch API; an OpenAI-compatible server's base URL ends in /v1, as its paths here do not."""
+
+    FORMAT = Batch.Kind.OPENAI  # the batches it takes: their requests in this format
 
     ENDED = {"completed": Status.COMPLETED, "expired": Status.EXPIRED, "cancelled": Status.CANCELLED}
     RUNNING = ("validating", "in_progress", "finalizing")
@@ -142,6 +145,8 @@ def _openai_result(entry: dict[str, Any]) -> Result:
 class AnthropicBatches:
     """Anthropic's Message Batches; an Anthropic server's base URL has no /v1, as its paths here do."""
 
+    FORMAT = Batch.Kind.ANTHROPIC
+
     PATH = "/v1/messages/batches"
 
     @classmethod
@@ -190,7 +195,8 @@ def _anthropic_result(result: Any) -> Result:
     return Result(Line.ERRORED, ANTHROPIC_STATUS.get(inner.get("type"), 500), error)
 
 
-APIS = {Batch.Kind.OPENAI: OpenAIBatches, Batch.Kind.ANTHROPIC: AnthropicBatches}
+# The batch API of each kind of server (batches/cloud_apis.py puts the others' beside these)
+APIS = {ModelServer.Kind.OPENAI: OpenAIBatches, ModelServer.Kind.ANTHROPIC: AnthropicBatches}
 
 
 def usage_of(kind: str, body: Any) -> tuple[int, int, int, int]:

@@ -58,7 +58,6 @@ UPSTREAM = "upstream"  # the claim of a line its cloud runs
 # the endpoints of a batch that may go to a cloud, by the batch's kind, and the kind of server that takes them
 # (an OpenAI batch of /v1/responses stays here: its responses are kept by the gateway for later calls)
 ENDPOINTS = {Batch.Kind.OPENAI: ("/v1/chat/completions", "/v1/embeddings"), Batch.Kind.ANTHROPIC: ("/v1/messages",)}
-SPEAKS = {Batch.Kind.OPENAI: ModelServer.Kind.OPENAI, Batch.Kind.ANTHROPIC: ModelServer.Kind.ANTHROPIC}
 DUE_SLACK_SECONDS = 2.0  # a poll this early is the one that was due
 CHUNK = 500  # lines filled per transaction
 
@@ -89,8 +88,14 @@ def destination(batch: Batch, lines: list[BatchLine]) -> dict[str, Target] | Non
     if len(servers) != 1:
         return None
     # read from its row (the registry's server carries what a call needs): a batch is launched once
-    forwards = ModelServer.objects.filter(pk=servers.pop(), forward_batches=True, kind=SPEAKS[batch.kind]).exists()
-    return targets if forwards else None
+    row = ModelServer.objects.filter(pk=servers.pop(), forward_batches=True).first()
+    return targets if row is not None and api_for(row.kind, batch.kind) is not None else None
+
+
+def api_for(server_kind: str, batch_kind: str):
+    """The batch API of a kind of server, when it takes batches of this kind's format; else None."""
+    api = clouds.APIS.get(server_kind)
+    return api if api is not None and api.FORMAT == batch_kind else None
 
 
 def launch(batch: Batch, lines: list[BatchLine]) -> bool:
@@ -108,7 +113,7 @@ def launch(batch: Batch, lines: list[BatchLine]) -> bool:
     if not _hold(batch.pk, token, hold):
         return False  # a worker of ours runs it already
     requests = [(line.custom_id, {**line.body, "model": targets[line.body["model"]].name}) for line in lines]
-    api = clouds.APIS[batch.kind]
+    api = api_for(server.kind, batch.kind)
     try:
         upstream_id = asyncio.run(api.submit(next(iter(targets.values())), name=batch.pk, endpoint=batch.endpoint,
                                              requests=requests))
@@ -186,7 +191,8 @@ def cancel_upstream(batch: Batch) -> bool:
     as `launch` does; a cloud that did not take it is asked again by the next poll."""
     if not batch.upstream_id or batch.forwarded_to is None:
         return False
-    return _ask_cancel(clouds.APIS[batch.kind], _server_target(batch.forwarded_to), batch.pk, batch.upstream_id)
+    api = api_for(batch.forwarded_to.kind, batch.kind)
+    return api is not None and _ask_cancel(api, _server_target(batch.forwarded_to), batch.pk, batch.upstream_id)
 
 
 # ----------------------------------------------------------------------------------------------- polling
@@ -221,7 +227,9 @@ def poll(batch_id: str) -> str:
     batch = Batch.objects.select_related("account", "account__group", "forwarded_to").get(pk=batch_id)
     if batch.forwarded_to is None:
         return _back_here(batch, token, "its server was deleted")
-    api, target = clouds.APIS[batch.kind], _server_target(batch.forwarded_to)
+    api, target = api_for(batch.forwarded_to.kind, batch.kind), _server_target(batch.forwarded_to)
+    if api is None:
+        return _back_here(batch, token, "its server's kind no longer has that batch API")
     try:
         state = asyncio.run(api.read(target, batch.upstream_id))
         if batch.status == Status.CANCELLING and state.running:
