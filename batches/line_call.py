@@ -78,9 +78,12 @@ async def call_line(*, path: str, body: dict[str, Any], account, batch_id: str, 
             return Answer(exc.status, {"error": {"message": exc.message, "type": "invalid_request_error",
                                                  "code": exc.code}}, request_id)
         exchange.answered(request, response.status_code)
-        if response.streaming:  # the checks refuse `stream: true` on a line (batches/checks.py)
+        if response.streaming:  # the checks refuse `stream: true` on a line (batches/checks.py, create.py)
             response.close()
-            raise ApiError(400, "A batch line cannot be streamed.", param="stream")
+            exchange.status = 400
+            return Answer(400, {"error": {"message": "A batch request cannot be streamed: leave 'stream' out.",
+                                          "type": "invalid_request_error", "param": "stream", "code": None}},
+                          request_id)
         content = response.content
         after = getattr(response, "after_send_in_loop", None)
         if after is not None:
