@@ -5,6 +5,7 @@ place, and refuse the three on any other kind of server."""
 
 import textwrap
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.contrib import admin
@@ -70,6 +71,17 @@ def test_applyconfig_refuses_a_bedrock_batch_setting_missing_malformed_or_mispla
         apply(tmp_path, f"servers:\n  - {entry}\n")
     assert str(refused.value) == f"{tmp_path / 'gateway.yaml'}: {message}"
     assert not ModelServer.objects.exists()
+
+
+def test_the_documented_bedrock_server_forwards_batches_with_its_settings(tmp_path, monkeypatch):
+    """docs/configuration.md's example of the clouds' own keys applies, its Bedrock server ready to forward."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    example = doc.split("| `credentials_file` | `vertex` |", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("AZURE_OPENAI_API_KEY", "azure-key")
+    apply(tmp_path, example)
+    assert ModelServer.objects.filter(name="aws").values_list("forward_batches", "batch_s3_uri", "batch_role_arn",
+                                                              "batch_s3_endpoint_url").get() == (
+        True, "s3://my-bucket/gateway-batches", "arn:aws:iam::123456789012:role/BedrockBatch", "")
 
 
 def test_a_bedrock_server_without_forwarding_needs_neither_setting(tmp_path):
