@@ -4,7 +4,6 @@ process) holding the operator's bucket, the fake control plane whose jobs read a
 
 from __future__ import annotations
 
-import atexit
 import json
 from decimal import Decimal
 
@@ -54,17 +53,18 @@ def bucket(_bucket):
     return _bucket
 
 
-_shared: dict[str, FakeBedrockJobs] = {}
+@pytest.fixture(scope="module")
+def _plane(s3_endpoint):
+    fake = FakeBedrockJobs(s3_endpoint).start()
+    yield fake
+    fake.stop()
 
 
 @pytest.fixture
-def jobs(s3_endpoint):
-    fake = _shared.get(s3_endpoint)
-    if fake is None:
-        fake = _shared[s3_endpoint] = FakeBedrockJobs(s3_endpoint).start()
-        atexit.register(fake.stop)
-    yield fake.reset()
-    fake.reset()
+def jobs(_plane):
+    """The fake control plane, its knobs, requests and jobs reset for each test."""
+    yield _plane.reset()
+    _plane.reset()
 
 
 def bedrock_cloud(jobs, s3_endpoint, *, name: str = "aws", model: str = CLAUDE, **fields):

@@ -22,6 +22,7 @@ from tests.batches.bedrock_cloud import (
     PREFIX,
     ROLE,
     _bucket,
+    _plane,
     bedrock_cloud,
     bucket,
     jobs,
@@ -34,7 +35,7 @@ from tests.batches.forwarding import anthropic_batch, queued, statuses
 from tests.gateway.upstream.bedrock.fake import CLAUDE
 
 pytestmark = pytest.mark.django_db(transaction=True)
-_ = queued, _bucket, bucket, jobs, s3_endpoint  # the fixtures
+_ = queued, _bucket, _plane, bucket, jobs, s3_endpoint  # the fixtures
 PUBLIC = f"aws/{CLAUDE}"
 
 

@@ -13,12 +13,12 @@ from botocore.config import Config
 
 from batches import finish, forward, tasks
 from batches.clouds_bedrock import MIN_RECORDS
-from tests.batches.bedrock_cloud import _bucket, bedrock_cloud, bucket, jobs, message, s3_endpoint
+from tests.batches.bedrock_cloud import _bucket, _plane, bedrock_cloud, bucket, jobs, message, s3_endpoint
 from tests.batches.forwarding import anthropic_batch, queued
 from tests.gateway.upstream.bedrock.fake import ACCESS_KEY, REGION, SECRET_KEY
 
 pytestmark = pytest.mark.django_db(transaction=True)
-_ = queued, _bucket, bucket, jobs, s3_endpoint  # the fixtures
+_ = queued, _bucket, _plane, bucket, jobs, s3_endpoint  # the fixtures
 JOB = re.compile(r"arn%3Aaws%3Abedrock%3A[a-z0-9-]+%3A\d{12}%3Amodel-invocation-job%2F[a-z0-9]{12}")
 SCOPE = re.compile(r"^AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/\d{8}/(?P<region>[^/]+)/(?P<service>[^/]+)/")
 
