@@ -109,6 +109,7 @@ def test_a_batch_of_claude_is_written_to_s3_run_as_a_job_and_its_lines_filled_an
                                       "batch_id")) == sorted(
         (line.usage_key, PUBLIC, "messages", usage["input_tokens"], usage["output_tokens"], cost, batch.pk)
         for line in answered)
+    assert not UsageRecord.objects.exclude(account=owner).exists()  # the batch's account's, no one else's
     rows = CallRecord.objects.filter(account_id=owner.pk)
     assert rows.count() == MIN_RECORDS and {(row.tags["batch"], row.model) for row in rows} == {(batch.pk, PUBLIC)}
     assert sorted(row.status for row in rows) == [200] * (MIN_RECORDS - 1) + [500]
