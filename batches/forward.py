@@ -1,11 +1,11 @@
 """A batch forwarded to a cloud's own batch API instead of being run line by line on the gateway's workers,
 where the operator chose it (`ModelServer.forward_batches`, docs/batches.md "Forwarding to a cloud's batch
-API"); the shapes of the two APIs are batches/clouds.py's.
+API"); the APIs, by kind of server, are batches/cloud_apis.py's.
 
 - `launch`, where a batch is about to run (validated, or made with its lines): it goes to the cloud when the
   first model of every line's chain is on one server that forwards batches and speaks the batch's format (an
   OpenAI batch of chat completions or embeddings to an OpenAI-compatible server, an Anthropic batch to an
-  Anthropic one), the account's group has no guardrails (they screen each call here; the cloud would pass
+  Anthropic one or, of Claude models, to an AWS Bedrock one), the account's group has no guardrails (they screen each call here; the cloud would pass
   them by) and no quota or budget of the account is reached. Each request's `model` becomes the server's own
   name of it. While it is being sent the batch is held as a worker holds it (`runner`, `runner_until`), so
   neither the sweep nor a worker runs it meanwhile; sent, it has `forwarded_to` and `upstream_id`, its lines
@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from batches import clouds
+from batches import cloud_apis, clouds
 from batches import metrics as batch_metrics
 from batches.checks import capability_of
 from batches.models import Batch, BatchLine
@@ -94,7 +94,7 @@ def destination(batch: Batch, lines: list[BatchLine]) -> dict[str, Target] | Non
 
 def api_for(server_kind: str, batch_kind: str):
     """The batch API of a kind of server, when it takes batches of this kind's format; else None."""
-    api = clouds.APIS.get(server_kind)
+    api = cloud_apis.APIS.get(server_kind)
     return api if api is not None and api.FORMAT == batch_kind else None
 
 

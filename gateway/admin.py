@@ -35,6 +35,8 @@ AZURE_FIELDS = ("api_version", "azure_tenant_id", "azure_client_id", "azure_clie
                 "clear_azure_client_secret", "azure_authority_host")
 VERTEX_FIELDS = ("gcp_project", "gcp_credentials_file")
 CLOUD_FIELDS = (*BEDROCK_FIELDS, *AZURE_FIELDS, *VERTEX_FIELDS, "anthropic_betas")
+# Bedrock's batch inference, shown with forward_batches (the settings) while the form's kind is Bedrock
+BEDROCK_BATCH_FIELDS = ("batch_s3_uri", "batch_role_arn", "batch_s3_endpoint_url")
 BATCH_DISCOUNT = "batch_discount_percent"  # shown with the prices: of a batch line's cost
 
 # The console's "View site" link pointed at "/", which nothing answers: no link.
@@ -58,7 +60,8 @@ class ModelServerForm(WriteOnlySecretForm):
     class Meta:
         model = ModelServer
         fields = ["name", "kind", "base_url", "api_key", "clear_api_key", *CLOUD_FIELDS, "is_remote", "enabled",
-                  "connect_timeout", "read_timeout", "drop_unsupported_fields", "structured_output", "forward_batches"]
+                  "connect_timeout", "read_timeout", "drop_unsupported_fields", "structured_output", "forward_batches",
+                  *BEDROCK_BATCH_FIELDS]
         # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
         widgets = {"anthropic_betas": UnfoldAdminTextareaWidget(attrs={"rows": 3})}
@@ -91,7 +94,8 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
                                                f"'{ModelServer.Kind.VERTEX}'].includes(kind)",
                           # a cloud is always remote (ModelServer.clean)
                           "is_remote": f"['{ModelServer.Kind.OPENAI}', '{ModelServer.Kind.ANTHROPIC}'].includes(kind)",
-                          **{name: f"kind == '{ModelServer.Kind.BEDROCK}'" for name in BEDROCK_FIELDS},
+                          **{name: f"kind == '{ModelServer.Kind.BEDROCK}'" for name in (*BEDROCK_FIELDS,
+                                                                                       *BEDROCK_BATCH_FIELDS)},
                           # a region is Bedrock's and Vertex AI's (its location), and so are the betas carried to Claude
                           **dict.fromkeys(("region", "anthropic_betas"), f"['{ModelServer.Kind.BEDROCK}', "
                                                                          f"'{ModelServer.Kind.VERTEX}'].includes(kind)"),

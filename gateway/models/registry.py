@@ -26,6 +26,12 @@ def validate_server_url(value: str) -> None:
 
 validate_region = RegexValidator(r"^[a-z0-9]+(-[a-z0-9]+)*$",
                                  "A region is lower-case letters, digits and dashes, e.g. us-east-1.")
+# AWS Bedrock's batch inference: an S3 location as its CreateModelInvocationJob takes one (bucket, then an optional
+# prefix), and the IAM role its jobs run as
+validate_s3_uri = RegexValidator(r"^s3://[a-z0-9][-.a-z0-9]{1,61}[a-z0-9](/[-!_*'().a-zA-Z0-9]+)*/?$",
+                                 "An S3 location is s3://bucket or s3://bucket/prefix, e.g. s3://my-bucket/batches.")
+validate_role_arn = RegexValidator(r"^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+$",
+                                   "An IAM role's ARN, e.g. arn:aws:iam::123456789012:role/BedrockBatch.")
 validate_publisher = RegexValidator(r"^[a-z0-9]+(-[a-z0-9]+)*$",
                                     "A publisher is lower-case letters, digits and dashes, e.g. anthropic.")
 
@@ -112,10 +118,23 @@ class ModelServer(models.Model):
     )
     forward_batches = models.BooleanField(
         default=False,
-        help_text="OpenAI-compatible and Anthropic servers only: a batch whose every model this server answers "
-        "is sent to the server's own batch API (OpenAI's Batch API, Anthropic's Message Batches) rather than run "
-        "line by line on the gateway's workers (docs/batches.md).",
+        help_text="OpenAI-compatible, Anthropic and AWS Bedrock servers only: a batch whose every model this server "
+        "answers is sent to the server's own batch API (OpenAI's Batch API, Anthropic's Message Batches, Bedrock's "
+        "batch inference) rather than run line by line on the gateway's workers (docs/batches.md).",
     )
+    # AWS Bedrock's batch inference (batches/clouds_bedrock.py): where its jobs read and write, and who runs them
+    batch_s3_uri = models.CharField(
+        "batch S3 location", max_length=1024, blank=True, validators=[validate_s3_uri],
+        help_text="AWS Bedrock, to forward batches: the S3 bucket and prefix its batch jobs read their requests "
+        "from and write their results to, e.g. s3://my-bucket/gateway-batches.")
+    batch_role_arn = models.CharField(
+        "batch IAM role", max_length=2048, blank=True, validators=[validate_role_arn],
+        help_text="AWS Bedrock, to forward batches: the IAM role Bedrock runs the jobs as (it reads and writes the "
+        "S3 location), e.g. arn:aws:iam::123456789012:role/BedrockBatch.")
+    batch_s3_endpoint_url = models.CharField(
+        "batch S3 endpoint", max_length=500, blank=True, validators=[validate_server_url],
+        help_text="AWS Bedrock: the S3 endpoint the gateway writes and reads the S3 location through. Empty: AWS's "
+        "own, in the server's region.")
     discovered_at = models.DateTimeField(null=True, blank=True, help_text="When model discovery last asked it.")
     discovery_error = models.CharField(
         max_length=300, blank=True, help_text="Why the last model discovery failed; empty when it succeeded."
@@ -165,16 +184,21 @@ class ModelServer(models.Model):
                 errors["api_key"] = ("An Azure OpenAI server needs an API key or Microsoft Entra ID's client "
                                      "credentials.")
         if self.forward_batches and self.kind not in BATCH_API_KINDS:
-            errors["forward_batches"] = ("Only an OpenAI-compatible or an Anthropic server has a batch API the "
-                                         "gateway forwards batches to.")
+            errors["forward_batches"] = ("Only an OpenAI-compatible, an Anthropic or an AWS Bedrock server has a batch "
+                                         "API the gateway forwards batches to.")
+        elif self.forward_batches and self.kind == self.Kind.BEDROCK:  # its jobs read and write S3, as a role
+            if not self.batch_s3_uri:
+                errors["batch_s3_uri"] = "Forwarding batches to AWS Bedrock needs the S3 location its jobs use."
+            if not self.batch_role_arn:
+                errors["batch_role_arn"] = "Forwarding batches to AWS Bedrock needs the IAM role its jobs run as."
         if errors:
             raise ValidationError(errors)
 
 
 CLOUD_KINDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
 GEMINI_ENDPOINT = "https://generativelanguage.googleapis.com"
-# the kinds whose own batch API a batch may be forwarded to (batches/forward.py): OpenAI's and Anthropic's
-BATCH_API_KINDS = (ModelServer.Kind.OPENAI, ModelServer.Kind.ANTHROPIC)
+# the kinds whose own batch API a batch may be forwarded to (batches/forward.py, batches/cloud_apis.py)
+BATCH_API_KINDS = (ModelServer.Kind.OPENAI, ModelServer.Kind.ANTHROPIC, ModelServer.Kind.BEDROCK)
 
 
 def vertex_endpoint(region: str) -> str:

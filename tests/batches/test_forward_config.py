@@ -1,6 +1,6 @@
 """Where an operator turns forwarding on (`ModelServer.forward_batches`): `applyconfig` and the console's
-server form, each taking it on an OpenAI-compatible or an Anthropic server only and refusing it by its place
-on any other kind."""
+server form, each taking it on an OpenAI-compatible, an Anthropic or an AWS Bedrock server only (Bedrock's own
+settings: tests/batches/test_forward_bedrock_config.py) and refusing it by its place on any other kind."""
 
 import textwrap
 from io import StringIO
@@ -43,9 +43,9 @@ def test_applyconfig_turns_forwarding_on_for_openai_and_anthropic_servers_and_of
 
 
 @pytest.mark.parametrize("entry,message", [
-    ("{name: aws, kind: bedrock, region: us-east-1, forward_batches: true}",
-     "servers[0].forward_batches: Only an OpenAI-compatible or an Anthropic server has a batch API the gateway "
-     "forwards batches to."),
+    ("{name: gem, kind: gemini, api_key: k, forward_batches: true}",
+     "servers[0].forward_batches: Only an OpenAI-compatible, an Anthropic or an AWS Bedrock server has a batch API "
+     "the gateway forwards batches to."),
     ("{name: oa, base_url: https://api.openai.com/v1, forward_batches: 'yes'}",
      "servers[0].forward_batches: must be true or false"),
 ])
@@ -65,13 +65,14 @@ def form(**fields) -> dict:
 def test_the_server_form_offers_forwarding_and_refuses_it_on_a_kind_without_a_batch_api(client):
     client.force_login(AccountFactory(is_staff=True, is_superuser=True, email="operator@example.test"))
     page = client.get("/admin/gateway/modelserver/add/").content.decode()
-    assert 'name="forward_batches"' in page and "OpenAI-compatible and Anthropic servers only" in page
+    assert 'name="forward_batches"' in page and "OpenAI-compatible, Anthropic and AWS Bedrock servers only" in page
 
     refused = client.post("/admin/gateway/modelserver/add/", form(kind="gemini", api_key="g-key",
                                                                   forward_batches="on"))
     assert refused.status_code == 200
     assert refused.context["adminform"].form.errors == {"forward_batches": [
-        "Only an OpenAI-compatible or an Anthropic server has a batch API the gateway forwards batches to."]}
+        "Only an OpenAI-compatible, an Anthropic or an AWS Bedrock server has a batch API the gateway forwards "
+        "batches to."]}
     assert not ModelServer.objects.exists()
 
     saved = client.post("/admin/gateway/modelserver/add/", form(kind="anthropic", base_url="https://api.anthropic.com",

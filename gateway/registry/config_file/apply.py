@@ -65,7 +65,8 @@ SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote"
                "read_timeout", "drop_unsupported_fields", "structured_output", "models", "region",
                "aws_access_key_id_env", "aws_secret_access_key_env", "aws_session_token_env", "anthropic_betas",
                "api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret_env", "azure_authority_host",
-               "project", "credentials_file", "forward_batches")
+               "project", "credentials_file", "forward_batches", "batch_s3_uri", "batch_role_arn",
+               "batch_s3_endpoint_url")
 # a cloud's settings (the clouds only): plain ones, and secrets read from the environment variable the file names
 CLOUD_KEYS = ("region", "api_version", "azure_tenant_id", "azure_client_id", "azure_authority_host")
 CLOUD_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "azure_client_secret")
@@ -74,6 +75,8 @@ CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VER
 CLAUDE_CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.VERTEX)
 # Google Vertex AI's own (file key -> field): its project and the service account's key file
 VERTEX_KEYS = {"project": "gcp_project", "credentials_file": "gcp_credentials_file"}
+# AWS Bedrock's batch inference: the S3 location its jobs use, the role they run as, the S3 endpoint
+BEDROCK_BATCH_KEYS = ("batch_s3_uri", "batch_role_arn", "batch_s3_endpoint_url")
 # where a server's address comes from its region when the file gives none
 REGIONAL = {ModelServer.Kind.BEDROCK: bedrock_endpoint, ModelServer.Kind.VERTEX: vertex_endpoint}
 MIN_CONTEXT_WINDOW = 256  # as the admin allows (gateway.models.Model.context_window)
@@ -214,9 +217,13 @@ def _cloud_settings(entry: dict, kind: str, where: str, environ: Mapping[str, st
     google = [key for key in VERTEX_KEYS if key in entry]
     if google and kind != ModelServer.Kind.VERTEX:
         raise ConfigError(f"{where}.{google[0]}", f"only for a server of kind {ModelServer.Kind.VERTEX}")
+    bedrock = [key for key in BEDROCK_BATCH_KEYS if key in entry]
+    if bedrock and kind != ModelServer.Kind.BEDROCK:
+        raise ConfigError(f"{where}.{bedrock[0]}", f"only for a server of kind {ModelServer.Kind.BEDROCK}")
     if kind not in CLOUDS:
         return {}
-    wanted = {key: string(entry[key], f"{where}.{key}") if key in entry else "" for key in CLOUD_KEYS}
+    wanted = {key: string(entry[key], f"{where}.{key}") if key in entry else ""
+              for key in (*CLOUD_KEYS, *BEDROCK_BATCH_KEYS)}
     wanted.update({name: string(entry[key], f"{where}.{key}") if key in entry else ""
                    for key, name in VERTEX_KEYS.items()})
     betas = [string(beta, f"{where}.anthropic_betas[{i}]")
