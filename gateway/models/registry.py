@@ -26,6 +26,11 @@ def validate_server_url(value: str) -> None:
 
 validate_region = RegexValidator(r"^[a-z0-9]+(-[a-z0-9]+)*$",
                                  "A region is lower-case letters, digits and dashes, e.g. us-east-1.")
+# a Cloud Storage location: gs:// and a bucket's name (3 to 63 of its characters, as Google names them), then an
+# optional folder within it
+validate_gcs_uri = RegexValidator(r"^gs://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[^\s#?]*)?$",
+                                  "A Cloud Storage location is gs://bucket or gs://bucket/folder, e.g. "
+                                  "gs://my-bucket/gateway-batches.")
 validate_publisher = RegexValidator(r"^[a-z0-9]+(-[a-z0-9]+)*$",
                                     "A publisher is lower-case letters, digits and dashes, e.g. anthropic.")
 
@@ -94,6 +99,10 @@ class ModelServer(models.Model):
         "service account key file", max_length=500, blank=True,
         help_text="Google Vertex AI: the path of a service account's JSON key on the gateway's hosts. Empty: "
         "Google's Application Default Credentials.")
+    batch_gcs_uri = models.CharField(
+        "Cloud Storage location of batches", max_length=500, blank=True, validators=[validate_gcs_uri],
+        help_text="Google Vertex AI, to forward batches of Claude models: gs://bucket/folder, where each batch's "
+        "input is written and Vertex AI writes its output; the service account reads and writes objects there.")
     is_remote = models.BooleanField(default=False, help_text="A cloud provider rather than a local server.")
     enabled = models.BooleanField(default=True)
     connect_timeout = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
@@ -112,9 +121,10 @@ class ModelServer(models.Model):
     )
     forward_batches = models.BooleanField(
         default=False,
-        help_text="OpenAI-compatible and Anthropic servers only: a batch whose every model this server answers "
-        "is sent to the server's own batch API (OpenAI's Batch API, Anthropic's Message Batches) rather than run "
-        "line by line on the gateway's workers (docs/batches.md).",
+        help_text="OpenAI-compatible, Anthropic and Google Vertex AI servers only: a batch whose every model this "
+        "server answers is sent to the server's own batch API (OpenAI's Batch API, Anthropic's Message Batches, "
+        "Vertex AI's batch prediction of Claude) rather than run line by line on the gateway's workers "
+        "(docs/batches.md).",
     )
     discovered_at = models.DateTimeField(null=True, blank=True, help_text="When model discovery last asked it.")
     discovery_error = models.CharField(
@@ -165,16 +175,20 @@ class ModelServer(models.Model):
                 errors["api_key"] = ("An Azure OpenAI server needs an API key or Microsoft Entra ID's client "
                                      "credentials.")
         if self.forward_batches and self.kind not in BATCH_API_KINDS:
-            errors["forward_batches"] = ("Only an OpenAI-compatible or an Anthropic server has a batch API the "
-                                         "gateway forwards batches to.")
+            errors["forward_batches"] = ("Only an OpenAI-compatible, an Anthropic or a Google Vertex AI server has a "
+                                         "batch API the gateway forwards batches to.")
+        elif self.forward_batches and self.kind == self.Kind.VERTEX and not self.batch_gcs_uri:
+            errors["batch_gcs_uri"] = ("Forwarding batches to Vertex AI needs the Cloud Storage location their input "
+                                       "and output are written to (gs://bucket/folder).")
         if errors:
             raise ValidationError(errors)
 
 
 CLOUD_KINDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
 GEMINI_ENDPOINT = "https://generativelanguage.googleapis.com"
-# the kinds whose own batch API a batch may be forwarded to (batches/forward.py): OpenAI's and Anthropic's
-BATCH_API_KINDS = (ModelServer.Kind.OPENAI, ModelServer.Kind.ANTHROPIC)
+# the kinds whose own batch API a batch may be forwarded to (batches/forward.py): OpenAI's, Anthropic's, and
+# Vertex AI's batch prediction (of Claude, through a Cloud Storage location: `batch_gcs_uri`)
+BATCH_API_KINDS = (ModelServer.Kind.OPENAI, ModelServer.Kind.ANTHROPIC, ModelServer.Kind.VERTEX)
 
 
 def vertex_endpoint(region: str) -> str:
