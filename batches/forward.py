@@ -1,6 +1,6 @@
 """A batch forwarded to a cloud's own batch API instead of being run line by line on the gateway's workers,
 where the operator chose it (`ModelServer.forward_batches`, docs/batches.md "Forwarding to a cloud's batch
-API"); the shapes of the two APIs are batches/clouds.py's.
+API"); the shapes of the APIs are batches/clouds.py's and those beside it (batches/cloud_apis.py).
 
 - `launch`, where a batch is about to run (validated, or made with its lines): it goes to the cloud when the
   first model of every line's chain is on one server that forwards batches and speaks the batch's format (an
@@ -36,7 +36,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from batches import clouds
+from batches import cloud_apis, clouds
 from batches import metrics as batch_metrics
 from batches.checks import capability_of
 from batches.models import Batch, BatchLine
@@ -94,7 +94,7 @@ def destination(batch: Batch, lines: list[BatchLine]) -> dict[str, Target] | Non
 
 def api_for(server_kind: str, batch_kind: str):
     """The batch API of a kind of server, when it takes batches of this kind's format; else None."""
-    api = clouds.APIS.get(server_kind)
+    api = cloud_apis.APIS.get(server_kind)
     return api if api is not None and api.FORMAT == batch_kind else None
 
 
