@@ -204,7 +204,8 @@ class VertexClaudeBatches:
 
     @staticmethod
     async def cancel(target: Target, upstream_id: str) -> None:
-        await _call(target.server, "POST", f"{_jobs(target.server)}/{_job_id(upstream_id)}:cancel", json_body={})
+        # no body, as google-genai's `batches.cancel` sends it
+        await _call(target.server, "POST", f"{_jobs(target.server)}/{_job_id(upstream_id)}:cancel")
 
 
 def _json_lines(content: bytes):
