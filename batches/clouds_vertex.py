@@ -209,28 +209,26 @@ class VertexClaudeBatches:
 
 
 def _json_lines(content: bytes):
-    """The lines that name their request (a line of an errors file may name it in its `instance`)."""
+    """The lines that name their request."""
     for raw in content.splitlines():
         if raw.strip():
             entry = json.loads(raw)
-            if isinstance(entry, dict) and not isinstance(entry.get("custom_id"), str):
-                instance = entry.get("instance")
-                if isinstance(instance, dict) and isinstance(instance.get("custom_id"), str):
-                    entry = {**entry, "custom_id": instance["custom_id"]}
             if isinstance(entry, dict) and isinstance(entry.get("custom_id"), str):
                 yield entry
 
 
 def _vertex_result(entry: dict[str, Any]) -> Result:
-    """A request's line of the output: the Messages reply it got, or its failure as an Anthropic error body
-    (its status code where Google's words carry one, else 500)."""
+    """A request's line of the output: the Messages reply it got, or its failure, in its `status` (words) or an
+    `error` object (Google's: code and message), as an Anthropic error body with its status code (the error's,
+    or the one Google's words carry, else 500)."""
     response, status = entry.get("response"), entry.get("status")
     if isinstance(response, dict) and response.get("type") == "error" and isinstance(response.get("error"), dict):
         return Result(Line.ERRORED, ANTHROPIC_STATUS.get(response["error"].get("type"), 500), response)
     if isinstance(response, dict) and response and not status:
         return Result(Line.SUCCEEDED, 200, response)
     words = status if isinstance(status, str) and status else str(_within(entry, "error", "message") or NO_ANSWER)
-    found = CODE_IN_WORDS.search(words)
-    code = int(found.group(1)) if found else 500
+    code, found = _within(entry, "error", "code"), CODE_IN_WORDS.search(words)
+    if not (isinstance(code, int) and 400 <= code < 600):
+        code = int(found.group(1)) if found else 500
     return Result(Line.ERRORED, code, {"type": "error", "error": {"type": ERROR_TYPES.get(code, "api_error"),
                                                                  "message": words}})

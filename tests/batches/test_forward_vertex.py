@@ -22,7 +22,7 @@ from batches.queue import POLL, RUN
 from gateway.models import CallRecord, UsageRecord
 from gateway.usage.call_log import call_log
 from gateway.usage.writer import usage_writer
-from tests.batches.forwarding import anthropic_batch, queued, statuses
+from tests.batches.forwarding import anthropic_batch, openai_batch, queued, statuses
 from tests.factories import ModelFactory, ModelServerFactory
 from tests.gateway.upstream.google.fake import CLAUDE, GEMINI, PROJECT, REGION
 from tests.gateway.upstream.google.keys import SCOPE
@@ -71,7 +71,8 @@ def flushed() -> None:
 def test_a_claude_batch_goes_to_vertex_and_its_lines_are_filled_and_metered_once(gcp, fake_google, owner,  # noqa: F811
                                                                                  queued):
     fake_google.configure(batch_pending_polls=1, batch_failing_ids=["msg-2"], batch_lines_per_file=1)
-    batch, lines = anthropic_batch(owner, [message(i) for i in range(3)])
+    bodies = [message(0), message(1), message(2), {**message(3), "max_tokens": 0}]  # the last one Claude refuses
+    batch, lines = anthropic_batch(owner, bodies)
 
     assert forward.launch(batch, lines) is True
 
@@ -83,8 +84,9 @@ def test_a_claude_batch_goes_to_vertex_and_its_lines_are_filled_and_metered_once
     assert upload.headers["authorization"].startswith("Bearer ya29.fake-") and upload.problem is None
     assert upload.headers["content-type"] == "application/jsonl"
     assert [json.loads(raw) for raw in upload.body.splitlines()] == [
-        {"custom_id": f"msg-{i}", "request": {"max_tokens": 64, "messages": message(i)["messages"],
-                                              "anthropic_version": "vertex-2023-10-16"}} for i in range(3)]
+        {"custom_id": f"msg-{i}", "request": {"max_tokens": body["max_tokens"], "messages": body["messages"],
+                                              "anthropic_version": "vertex-2023-10-16"}}
+        for i, body in enumerate(bodies)]
     [made] = seen(fake_google, "POST", JOBS)
     assert made.headers["authorization"] == upload.headers["authorization"] and made.problem is None
     here = f"gs://{BUCKET}/{FOLDER}/{batch.pk}"
@@ -95,24 +97,27 @@ def test_a_claude_batch_goes_to_vertex_and_its_lines_are_filled_and_metered_once
 
     assert runner.run_batch(batch.pk) == runner.Outcome.HELD  # no worker of ours runs it
     assert tasks.poll_forwarded_batch(batch.pk) == "waiting"  # JOB_STATE_RUNNING
-    assert statuses(batch) == ["running"] * 3
+    assert statuses(batch) == ["running"] * 4
     assert tasks.poll_forwarded_batch(batch.pk) == "completed"  # JOB_STATE_PARTIALLY_SUCCEEDED
 
     batch.refresh_from_db()
     assert batch.status == "completed" and (batch.runner, batch.runner_until) == ("", None)
-    assert statuses(batch) == ["succeeded", "succeeded", "errored"]
+    assert statuses(batch) == ["succeeded", "succeeded", "errored", "errored"]
     first = BatchLine.objects.get(batch=batch, index=0)
     assert (first.status_code, first.result["type"], first.result["model"]) == (200, "message", f"gcp/{CLAUDE}")
     assert first.result["content"][0]["text"] == "Echo: line 0"
     failed = BatchLine.objects.get(batch=batch, index=2)
     assert (failed.status_code, failed.result["type"], failed.result["error"]["type"]) == (500, "error", "api_error")
     assert "The model crashed (batch_failing_ids)." in failed.result["error"]["message"]
+    refused = BatchLine.objects.get(batch=batch, index=3)
+    assert (refused.status_code, refused.result) == (400, {"type": "error", "error": {
+        "type": "invalid_request_error", "message": "max_tokens: Field required (an integer >= 1)"}})
     assert len(seen(fake_google, "GET", f"{JOBS}/{batch.upstream_id}")) == 2
     listings = seen(fake_google, "GET", f"/storage/v1/b/{BUCKET}/o")
     assert [r.query.partition("&pageToken=")[2] for r in listings] == ["", "2"]  # two pages of output files
     assert listings[0].query.startswith(f"prefix={FOLDER.replace('/', '%2F')}%2F{batch.pk}%2Foutput%2Fprediction-")
     reads = [r for r in fake_google.requests if r.method == "GET" and r.query == "alt=media"]
-    assert [r.raw_path.rpartition("%2F")[2] for r in reads] == [f"predictions_000{n}.jsonl" for n in (1, 2, 3)]
+    assert [r.raw_path.rpartition("%2F")[2] for r in reads] == [f"predictions_000{n}.jsonl" for n in (1, 2, 3, 4)]
     assert model_calls(fake_google) == []  # no line ran here (streamRawPredict)
 
     assert tasks.poll_forwarded_batch(batch.pk) == "held"  # polled again after the end: nothing twice
@@ -124,7 +129,7 @@ def test_a_claude_batch_goes_to_vertex_and_its_lines_are_filled_and_metered_once
         for line in BatchLine.objects.filter(batch=batch, status="succeeded"))
     rows = CallRecord.objects.filter(account_id=owner.pk)
     assert sorted((row.tags["custom_id"], row.status, row.tags["batch"]) for row in rows) == [
-        ("msg-0", 200, batch.pk), ("msg-1", 200, batch.pk), ("msg-2", 500, batch.pk)]
+        ("msg-0", 200, batch.pk), ("msg-1", 200, batch.pk), ("msg-2", 500, batch.pk), ("msg-3", 400, batch.pk)]
 
 
 def test_a_forwarded_line_costs_what_the_same_line_run_here_costs(gcp, fake_google, owner, queued):  # noqa: F811
@@ -224,6 +229,16 @@ def test_a_batch_vertex_ai_cannot_take_runs_here(gcp, fake_google, owner, queued
     assert runner.run_batch(batch.pk) == runner.Outcome.ENDED
     assert statuses(batch) == ["succeeded"] * len(bodies)
     assert len(model_calls(fake_google)) == len(bodies)
+
+
+def test_an_openai_batch_of_claude_on_vertex_runs_here(gcp, fake_google, owner, queued):  # noqa: F811
+    """Vertex AI's batch prediction of Claude takes Anthropic's format: an OpenAI batch is not for it."""
+    batch = openai_batch(owner, [{"model": f"gcp/{CLAUDE}", "messages": [{"role": "user", "content": "line 0"}]}])
+
+    assert tasks.validate_batch(batch.pk) == "in_progress"
+
+    assert queued == [(RUN, batch.pk, None)]
+    assert fake_google.requests == [] and Batch.objects.get(pk=batch.pk).upstream_id == ""
 
 
 @pytest.mark.parametrize("operation,failure", [

@@ -6,12 +6,12 @@ A job of a Claude model (`publishers/anthropic/models/…`) reads its JSON lines
 when it runs and writes `predictions_0001.jsonl`, … (`batch_lines_per_file` lines each) into a folder
 `prediction-model-<time>` of its `outputUriPrefix`: each line the request's `custom_id` and `request`, with the
 `response` the reference upstream's Messages reply gives it (tests/upstream/anthropic_wire.py) and an empty
-`status`, or, failed, no response and the failure's words in `status` (a request not in Vertex AI's form, one
-the Messages API refuses, a `batch_failing_ids` one). Knobs: `batch_pending_polls` reads report it running
-first; `batch_job_failed` fails it whole (its `error`), nothing run; `batch_fail` makes an operation (`upload`,
-`list`, `download`, `create`, `get`, `cancel`) answer an error. A cancel ends a job not yet ended at its next
-read, cancelled, with no output. Jobs are named with the project's number, as Vertex AI names them, and found
-by their id under either the number or the id."""
+`status`, or, failed, no response: a `batch_failing_ids` one with the failure's words in `status` (Google's
+error object in them), one the Messages API refuses (or not in Vertex AI's form) with Google's `error` object.
+Knobs: `batch_pending_polls` reads report it running first; `batch_job_failed` fails it whole (its `error`),
+nothing run; `batch_fail` makes an operation (`upload`, `list`, `download`, `create`, `get`, `cancel`) answer
+an error. A cancel ends a job not yet ended at its next read, cancelled, with no output. Jobs are named with the
+project's number, as Vertex AI names them, and found by their id under either the number or the id."""
 
 from __future__ import annotations
 
@@ -220,6 +220,7 @@ def _predict(line: dict[str, Any], model: str, knobs: dict[str, Any]) -> dict[st
         reply = messages_create({**params, "model": model, "stream": False}, knobs)
         return {**entry, "response": json.loads(reply.body), "status": ""}
     except ClientError as exc:
-        status = "INVALID_ARGUMENT" if exc.status == 400 else "INTERNAL"
-        error = {"error": {"code": exc.status, "message": exc.message, "status": status}}
-        return {**entry, "status": f"{'Bad Request' if exc.status == 400 else 'Internal Error'}: {json.dumps(error)}"}
+        if exc.status == 500:
+            error = {"error": {"code": 500, "message": exc.message, "status": "INTERNAL"}}
+            return {**entry, "status": f"Internal Error: {json.dumps(error)}"}
+        return {**entry, "status": "", "error": {"code": exc.status, "message": exc.message}}
