@@ -4,9 +4,11 @@ cloud adds lines and changes none."""
 
 from batches import clouds
 from batches.clouds_bedrock import BedrockBatches
+from batches.clouds_vertex import VertexClaudeBatches
 from gateway.models import ModelServer
 
 APIS = {
     **clouds.APIS,
     ModelServer.Kind.BEDROCK: BedrockBatches,
+    ModelServer.Kind.VERTEX: VertexClaudeBatches,  # Anthropic message batches of Claude (clouds_vertex.py)
 }

@@ -5,8 +5,9 @@ API"); the APIs, by kind of server, are batches/cloud_apis.py's.
 - `launch`, where a batch is about to run (validated, or made with its lines): it goes to the cloud when the
   first model of every line's chain is on one server that forwards batches and speaks the batch's format (an
   OpenAI batch of chat completions or embeddings to an OpenAI-compatible server, an Anthropic batch to an
-  Anthropic one or, of Claude models, to an AWS Bedrock one), the account's group has no guardrails (they screen each call here; the cloud would pass
-  them by) and no quota or budget of the account is reached. Each request's `model` becomes the server's own
+  Anthropic one or, of Claude models, to an AWS Bedrock or a Google Vertex AI one), the account's group has
+  no guardrails (they screen each call here; the cloud would pass them by) and no quota or budget of the
+  account is reached. Each request's `model` becomes the server's own
   name of it. While it is being sent the batch is held as a worker holds it (`runner`, `runner_until`), so
   neither the sweep nor a worker runs it meanwhile; sent, it has `forwarded_to` and `upstream_id`, its lines
   are `running` with the claim UPSTREAM, and its first poll is queued. Anything else (the server unreachable,

@@ -61,7 +61,7 @@ class ModelServerForm(WriteOnlySecretForm):
         model = ModelServer
         fields = ["name", "kind", "base_url", "api_key", "clear_api_key", *CLOUD_FIELDS, "is_remote", "enabled",
                   "connect_timeout", "read_timeout", "drop_unsupported_fields", "structured_output", "forward_batches",
-                  *BEDROCK_BATCH_FIELDS]
+                  *BEDROCK_BATCH_FIELDS, "batch_gcs_uri"]
         # The admin does not escape help texts: the model's "<server>/<model>" showed as "/".
         help_texts = {"name": "Used in model ids: <code>&lt;server&gt;/&lt;model&gt;</code>."}
         widgets = {"anthropic_betas": UnfoldAdminTextareaWidget(attrs={"rows": 3})}
@@ -100,6 +100,7 @@ class ModelServerAdmin(ServerTestAdmin, ServerHealthAdmin):
                           **dict.fromkeys(("region", "anthropic_betas"), f"['{ModelServer.Kind.BEDROCK}', "
                                                                          f"'{ModelServer.Kind.VERTEX}'].includes(kind)"),
                           **{name: f"kind == '{ModelServer.Kind.VERTEX}'" for name in VERTEX_FIELDS},
+                          "batch_gcs_uri": f"kind == '{ModelServer.Kind.VERTEX}'",  # where its batches go
                           **{name: f"kind == '{ModelServer.Kind.AZURE}'" for name in AZURE_FIELDS}}
 
     def get_fieldsets(self, request, obj=None):

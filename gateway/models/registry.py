@@ -32,6 +32,11 @@ validate_s3_uri = RegexValidator(r"^s3://[a-z0-9][-.a-z0-9]{1,61}[a-z0-9](/[-!_*
                                  "An S3 location is s3://bucket or s3://bucket/prefix, e.g. s3://my-bucket/batches.")
 validate_role_arn = RegexValidator(r"^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+$",
                                    "An IAM role's ARN, e.g. arn:aws:iam::123456789012:role/BedrockBatch.")
+# a Cloud Storage location: gs:// and a bucket's name (3 to 63 of its characters, as Google names them), then an
+# optional folder within it
+validate_gcs_uri = RegexValidator(r"^gs://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9](/[^\s#?]*)?$",
+                                  "A Cloud Storage location is gs://bucket or gs://bucket/folder, e.g. "
+                                  "gs://my-bucket/gateway-batches.")
 validate_publisher = RegexValidator(r"^[a-z0-9]+(-[a-z0-9]+)*$",
                                     "A publisher is lower-case letters, digits and dashes, e.g. anthropic.")
 
@@ -100,6 +105,10 @@ class ModelServer(models.Model):
         "service account key file", max_length=500, blank=True,
         help_text="Google Vertex AI: the path of a service account's JSON key on the gateway's hosts. Empty: "
         "Google's Application Default Credentials.")
+    batch_gcs_uri = models.CharField(
+        "Cloud Storage location of batches", max_length=500, blank=True, validators=[validate_gcs_uri],
+        help_text="Google Vertex AI, to forward batches of Claude models: gs://bucket/folder, where each batch's "
+        "input is written and Vertex AI writes its output; the service account reads and writes objects there.")
     is_remote = models.BooleanField(default=False, help_text="A cloud provider rather than a local server.")
     enabled = models.BooleanField(default=True)
     connect_timeout = models.FloatField(default=5.0, validators=[MinValueValidator(0.1)])
@@ -118,9 +127,10 @@ class ModelServer(models.Model):
     )
     forward_batches = models.BooleanField(
         default=False,
-        help_text="OpenAI-compatible, Anthropic and AWS Bedrock servers only: a batch whose every model this server "
-        "answers is sent to the server's own batch API (OpenAI's Batch API, Anthropic's Message Batches, Bedrock's "
-        "batch inference) rather than run line by line on the gateway's workers (docs/batches.md).",
+        help_text="OpenAI-compatible, Anthropic, AWS Bedrock and Google Vertex AI servers only: a batch whose every "
+        "model this server answers is sent to the server's own batch API (OpenAI's Batch API, Anthropic's Message "
+        "Batches, Bedrock's batch inference, Vertex AI's batch prediction of Claude) rather than run line by line on "
+        "the gateway's workers (docs/batches.md).",
     )
     # AWS Bedrock's batch inference (batches/clouds_bedrock.py): where its jobs read and write, and who runs them
     batch_s3_uri = models.CharField(
@@ -184,21 +194,26 @@ class ModelServer(models.Model):
                 errors["api_key"] = ("An Azure OpenAI server needs an API key or Microsoft Entra ID's client "
                                      "credentials.")
         if self.forward_batches and self.kind not in BATCH_API_KINDS:
-            errors["forward_batches"] = ("Only an OpenAI-compatible, an Anthropic or an AWS Bedrock server has a batch "
-                                         "API the gateway forwards batches to.")
+            errors["forward_batches"] = ("Only an OpenAI-compatible, an Anthropic, an AWS Bedrock or a Google Vertex "
+                                         "AI server has a batch API the gateway forwards batches to.")
         elif self.forward_batches and self.kind == self.Kind.BEDROCK:  # its jobs read and write S3, as a role
             if not self.batch_s3_uri:
                 errors["batch_s3_uri"] = "Forwarding batches to AWS Bedrock needs the S3 location its jobs use."
             if not self.batch_role_arn:
                 errors["batch_role_arn"] = "Forwarding batches to AWS Bedrock needs the IAM role its jobs run as."
+        elif self.forward_batches and self.kind == self.Kind.VERTEX and not self.batch_gcs_uri:
+            errors["batch_gcs_uri"] = ("Forwarding batches to Vertex AI needs the Cloud Storage location their input "
+                                       "and output are written to (gs://bucket/folder).")
         if errors:
             raise ValidationError(errors)
 
 
 CLOUD_KINDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
 GEMINI_ENDPOINT = "https://generativelanguage.googleapis.com"
-# the kinds whose own batch API a batch may be forwarded to (batches/forward.py, batches/cloud_apis.py)
-BATCH_API_KINDS = (ModelServer.Kind.OPENAI, ModelServer.Kind.ANTHROPIC, ModelServer.Kind.BEDROCK)
+# the kinds whose own batch API a batch may be forwarded to (batches/forward.py, batches/cloud_apis.py): Vertex
+# AI's batch prediction of Claude through a Cloud Storage location (`batch_gcs_uri`)
+BATCH_API_KINDS = (ModelServer.Kind.OPENAI, ModelServer.Kind.ANTHROPIC, ModelServer.Kind.BEDROCK,
+                   ModelServer.Kind.VERTEX)
 
 
 def vertex_endpoint(region: str) -> str:

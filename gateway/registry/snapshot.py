@@ -54,6 +54,7 @@ class Cloud:
     azure_authority_host: str = ""
     gcp_project: str = ""
     gcp_credentials_file: str = ""  # empty: Google's Application Default Credentials
+    batch_gcs_uri: str = ""  # Vertex AI: gs://bucket/folder of the batches forwarded there (batches/clouds_vertex.py)
 
 
 NO_CLOUD = Cloud()
@@ -82,7 +83,8 @@ def server_of(row: ModelServer) -> Server:
         cloud = Cloud(row.region, row.aws_access_key_id, row.aws_secret_access_key, row.aws_session_token,
                       tuple(line.strip() for line in row.anthropic_betas.splitlines() if line.strip()),
                       row.api_version, row.azure_tenant_id, row.azure_client_id, row.azure_client_secret,
-                      row.azure_authority_host.rstrip("/"), row.gcp_project, row.gcp_credentials_file)
+                      row.azure_authority_host.rstrip("/"), row.gcp_project, row.gcp_credentials_file,
+                      batch_gcs_uri=row.batch_gcs_uri)
     return Server(row.id, row.name, row.kind, row.base_url.rstrip("/"), row.api_key, row.is_remote,
                   row.connect_timeout, row.read_timeout, row.drop_unsupported_fields, row.structured_output, cloud)
 

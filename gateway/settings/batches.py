@@ -30,4 +30,7 @@ def from_env(env: Environment = None) -> dict:
         # Internal: how often a batch forwarded to a cloud's own batch API (batches/forward.py) is read there
         # until it ends; a cloud's batch takes minutes to hours, so a poll costs little at this pace.
         "BATCH_FORWARD_POLL_SECONDS": env.float("BATCH_FORWARD_POLL_SECONDS", default=30.0),
+        # Internal: Cloud Storage's JSON API, where a batch forwarded to Vertex AI is written and read back
+        # (batches/clouds_vertex.py); the tests point it at their fake Google.
+        "BATCH_GCS_URL": env.str("BATCH_GCS_URL", default="https://storage.googleapis.com"),
     }

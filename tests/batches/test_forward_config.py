@@ -44,8 +44,8 @@ def test_applyconfig_turns_forwarding_on_for_openai_and_anthropic_servers_and_of
 
 @pytest.mark.parametrize("entry,message", [
     ("{name: gem, kind: gemini, api_key: k, forward_batches: true}",
-     "servers[0].forward_batches: Only an OpenAI-compatible, an Anthropic or an AWS Bedrock server has a batch API "
-     "the gateway forwards batches to."),
+     "servers[0].forward_batches: Only an OpenAI-compatible, an Anthropic, an AWS Bedrock or a Google Vertex AI server "
+     "has a batch API the gateway forwards batches to."),
     ("{name: oa, base_url: https://api.openai.com/v1, forward_batches: 'yes'}",
      "servers[0].forward_batches: must be true or false"),
 ])
@@ -65,14 +65,15 @@ def form(**fields) -> dict:
 def test_the_server_form_offers_forwarding_and_refuses_it_on_a_kind_without_a_batch_api(client):
     client.force_login(AccountFactory(is_staff=True, is_superuser=True, email="operator@example.test"))
     page = client.get("/admin/gateway/modelserver/add/").content.decode()
-    assert 'name="forward_batches"' in page and "OpenAI-compatible, Anthropic and AWS Bedrock servers only" in page
+    assert 'name="forward_batches"' in page
+    assert "OpenAI-compatible, Anthropic, AWS Bedrock and Google Vertex AI servers only" in page
 
     refused = client.post("/admin/gateway/modelserver/add/", form(kind="gemini", api_key="g-key",
                                                                   forward_batches="on"))
     assert refused.status_code == 200
     assert refused.context["adminform"].form.errors == {"forward_batches": [
-        "Only an OpenAI-compatible, an Anthropic or an AWS Bedrock server has a batch API the gateway forwards "
-        "batches to."]}
+        "Only an OpenAI-compatible, an Anthropic, an AWS Bedrock or a Google Vertex AI server has a batch API the "
+        "gateway forwards batches to."]}
     assert not ModelServer.objects.exists()
 
     saved = client.post("/admin/gateway/modelserver/add/", form(kind="anthropic", base_url="https://api.anthropic.com",

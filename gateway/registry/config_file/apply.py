@@ -66,15 +66,16 @@ SERVER_KEYS = ("name", "kind", "base_url", "api_key", "api_key_env", "is_remote"
                "aws_access_key_id_env", "aws_secret_access_key_env", "aws_session_token_env", "anthropic_betas",
                "api_version", "azure_tenant_id", "azure_client_id", "azure_client_secret_env", "azure_authority_host",
                "project", "credentials_file", "forward_batches", "batch_s3_uri", "batch_role_arn",
-               "batch_s3_endpoint_url")
+               "batch_s3_endpoint_url", "batch_gcs_uri")
 # a cloud's settings (the clouds only): plain ones, and secrets read from the environment variable the file names
 CLOUD_KEYS = ("region", "api_version", "azure_tenant_id", "azure_client_id", "azure_authority_host")
 CLOUD_SECRETS = ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "azure_client_secret")
 CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.AZURE, ModelServer.Kind.VERTEX, ModelServer.Kind.GEMINI)
 # the clouds serving Claude, whose `anthropic_betas` replace their own list of the betas carried
 CLAUDE_CLOUDS = (ModelServer.Kind.BEDROCK, ModelServer.Kind.VERTEX)
-# Google Vertex AI's own (file key -> field): its project and the service account's key file
-VERTEX_KEYS = {"project": "gcp_project", "credentials_file": "gcp_credentials_file"}
+# Google Vertex AI's own (file key -> field): its project, the service account's key file, and the Cloud Storage
+# location of the batches forwarded there
+VERTEX_KEYS = {"project": "gcp_project", "credentials_file": "gcp_credentials_file", "batch_gcs_uri": "batch_gcs_uri"}
 # AWS Bedrock's batch inference: the S3 location its jobs use, the role they run as, the S3 endpoint
 BEDROCK_BATCH_KEYS = ("batch_s3_uri", "batch_role_arn", "batch_s3_endpoint_url")
 # where a server's address comes from its region when the file gives none
@@ -154,7 +155,8 @@ def _apply_server(entry, where: str, environ: Mapping[str, str], summary: Summar
         "drop_unsupported_fields": boolean(entry.get("drop_unsupported_fields",
                                                    default_of(ModelServer, "drop_unsupported_fields")),
                                          f"{where}.drop_unsupported_fields"),
-        # OpenAI's and Anthropic's batch APIs only: on another kind, ModelServer.clean refuses it by its place
+        # OpenAI's, Anthropic's and Vertex AI's batch APIs only (Vertex AI's with `batch_gcs_uri`): on another
+        # kind, or without it, ModelServer.clean refuses it by its place
         "forward_batches": boolean(entry.get("forward_batches", default_of(ModelServer, "forward_batches")),
                                    f"{where}.forward_batches"),
     }

@@ -9,7 +9,7 @@ A Claude model's `streamRawPredict` answers the reference upstream's Messages ev
 anthropic_wire.py); `streamGenerateContent?alt=sse` answers GenerateContentResponse chunks that echo the last
 user text word by word (or call an offered function), then a chunk with the finish reason and usage metadata.
 Knobs make it fail as Google does (`{"error": {"code", "message", "status"}}`), send an error chunk midway, or
-cut the connection midway."""
+cut the connection midway. Vertex AI's batch prediction jobs and Cloud Storage's JSON API: batch_jobs.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.gateway.upstream.google import keys, wire
+from tests.gateway.upstream.google import batch_jobs, keys, wire
 from tests.upstream.anthropic_wire import messages_create
 from tests.upstream.core import DEFAULTS as REFERENCE_DEFAULTS
 from tests.upstream.core import ClientError, Reply, Stream
@@ -50,6 +50,14 @@ DEFAULTS: dict[str, Any] = {
     "models": wire.GEMINI_API_MODELS,
     "publisher_models": wire.VERTEX_GOOGLE_MODELS,
     "page_size": 2,  # listings: this many per page, then a nextPageToken
+    # batch prediction and Cloud Storage (batch_jobs.py): reads of a job that report it running before it runs,
+    # the custom_ids that fail, a job failed whole (its message), an operation's error ([code, status, message]),
+    # and the lines of each output file
+    "batch_pending_polls": 0,
+    "batch_failing_ids": [],
+    "batch_job_failed": None,
+    "batch_fail": {},
+    "batch_lines_per_file": 2,
 }
 
 
@@ -70,6 +78,7 @@ class State:
     knobs: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULTS))
     requests: list[Recorded] = field(default_factory=list)
     tokens: dict[str, float] = field(default_factory=dict)  # access token -> when it expires
+    store: dict[str, Any] = field(default_factory=dict)  # batch_jobs.py's objects and jobs
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def configure(self, **knobs: Any) -> None:
@@ -84,6 +93,7 @@ class State:
             self.knobs = copy.deepcopy(DEFAULTS)
             self.requests.clear()
             self.tokens.clear()
+            self.store.clear()
 
     def take_failure(self) -> bool:
         with self.lock:
@@ -193,7 +203,9 @@ def route(req: Recorded, state: State) -> Reply | Stream:
         return _token(req, state)
     parts = req.path.strip("/").split("/")
     vertex = len(parts) >= 2 and parts[0] in ("v1", "v1beta1") and parts[1] in ("projects", "publishers")
-    _authenticate(req, state, vertex)
+    _authenticate(req, state, vertex or batch_jobs.handles(parts))  # Cloud Storage takes the same token
+    if batch_jobs.handles(parts):
+        return batch_jobs.route(req, state)
     if req.method == "GET" and req.path == "/v1beta/models":
         return _listing(req, knobs, knobs["models"], "models")
     if req.method == "GET" and req.path == "/v1beta1/publishers/google/models":
