@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ from batches import finish
 from batches import metrics as batch_metrics
 from batches.line_call import Answer, call_line
 from batches.models import Batch, BatchLine
+from batches.queue import QUEUE, RUN, enqueue
 from gateway.limits.quotas import quota_check
 from gateway.registry.routing import plan_chain
 from gateway.state import slots
@@ -53,7 +55,22 @@ Status, Line = Batch.Status, BatchLine.Status
 RETRYABLE = {429, 500, 502, 503, 504, 529}
 OUTAGE_PAUSE_SECONDS = 2.0  # a round that met an outage of Redis or the database waits this long
 SLOT_FIRST_WAIT, SLOT_MOST_WAIT = 0.02, 0.5  # a line waiting for its server's slot looks again after these
+# The batch (a cancel, its window) is read and its hold renewed at most this often, not at each line's end: a
+# worker's database trips per line stay few (the live calls share the database and the CPU), a cancel is seen
+# within this, and the hold (BATCH_LEASE_SECONDS) outlasts it. The quota is read before every claim.
+LOOK_EVERY_SECONDS = 1.0
 stopping = threading.Event()  # the worker was asked to stop: batches are given back at their next round
+
+
+@signals.worker_init.connect
+def _lower_priority(sender=None, **_kwargs) -> None:
+    """A worker that takes the batch queue alone runs at a lower CPU priority (BATCH_WORKER_NICENESS): on a
+    host it shares with web processes, the live calls get the CPU first and a batch takes what is left."""
+    queues = getattr(getattr(getattr(sender, "app", None), "amqp", None), "queues", None)
+    taken = set(getattr(queues, "consume_from", None) or ())
+    if taken == {QUEUE} and settings.BATCH_WORKER_NICENESS > 0:
+        os.nice(settings.BATCH_WORKER_NICENESS)
+        log.info("the batch worker runs at niceness %d", os.getpriority(os.PRIO_PROCESS, 0))
 
 
 @signals.worker_shutting_down.connect
@@ -105,9 +122,7 @@ def run_batch(batch_id: str) -> Outcome:
         outcome = asyncio.run(Driver(batch_id, token).drive())
     finally:
         release(batch_id, token)
-    if outcome in (Outcome.SLICED, Outcome.WAITING):
-        from batches.queue import RUN, enqueue  # the next slice, or the next look at a waiting batch
-
+    if outcome in (Outcome.SLICED, Outcome.WAITING):  # the next slice, or the next look at a waiting batch
         enqueue(RUN, batch_id, countdown=settings.BATCH_WAIT_SECONDS if outcome == Outcome.WAITING else None)
     return outcome
 
@@ -120,6 +135,7 @@ class Driver:
         self.in_flight: set[asyncio.Task] = set()
         self.server_of_model: dict[str, str] = {}
         self.held: dict[str, str] = {}  # the server slots the lines in flight hold: token -> slot name
+        self.looked_at = float("-inf")  # when the batch and the quota were last read (time.monotonic())
 
     async def drive(self) -> Outcome:
         ends_at = time.monotonic() + settings.BATCH_SLICE_SECONDS
@@ -134,18 +150,21 @@ class Driver:
     async def _round(self, ends_at: float) -> Outcome | None:
         """One round: the batch read again (a cancel, the window), the quota read, lines claimed up to the
         room in flight, then a wait for one to end. An Outcome ends the slice."""
-        try:
-            held, status = await in_worker(self._refresh)()
-        except Exception as exc:
-            if outage_of(exc) is None:
-                raise
-            await self._pause()
-            return None
-        if not held:
-            return Outcome.LOST
-        if status == Status.CANCELLING or finish.expired(self.batch):
-            return Outcome.ENDED
-        if time.monotonic() >= ends_at or stopping.is_set():
+        now = time.monotonic()
+        if now >= self.looked_at + LOOK_EVERY_SECONDS:  # the batch, read again at most this often
+            try:
+                held, status = await in_worker(self._refresh)()
+            except Exception as exc:
+                if outage_of(exc) is None:
+                    raise
+                await self._pause()
+                return None
+            if not held:
+                return Outcome.LOST
+            if status == Status.CANCELLING or finish.expired(self.batch):
+                return Outcome.ENDED
+            self.looked_at = now
+        if now >= ends_at or stopping.is_set():
             return Outcome.SLICED
         waiting = await self._quota_refusal()
         if waiting is None:  # an outage: nothing claimed this round

@@ -19,6 +19,9 @@ def from_env(env: Environment = None) -> dict:
         "BATCH_LINE_ATTEMPTS": env.int("BATCH_LINE_ATTEMPTS", default=3),
         "BATCH_RETRY_SECONDS": env.float("BATCH_RETRY_SECONDS", default=2.0),
         "BATCH_MAX_LINES": env.int("BATCH_MAX_LINES", default=50_000),
+        # The niceness a worker of the batch queue alone adds to itself at start (0: none), so that on a host it
+        # shares with web processes the live calls get the CPU first.
+        "BATCH_WORKER_NICENESS": env.int("BATCH_WORKER_NICENESS", default=10),
         # Internal (docs/configuration.md): a worker's hold on a batch, renewed while it runs; a batch whose
         # hold lapsed (its worker died) is taken up by the next. A worker gives a batch back after a slice
         # of this many seconds (so that batches share the queue's workers), and a batch held up by a quota
