@@ -234,11 +234,14 @@ class Driver:
     def _claim(self, room: int) -> list[BatchLine]:
         now = timezone.now()
         ready = Q(next_try_at__isnull=True) | Q(next_try_at__lte=now)
-        ids = list(BatchLine.objects.filter(ready, batch_id=self.batch_id, status=Line.QUEUED)
-                   .order_by("index").values_list("id", flat=True)[:room])
-        if not ids:
+        lines = list(BatchLine.objects.filter(ready, batch_id=self.batch_id, status=Line.QUEUED).order_by("index")
+                     .only("id", "index", "custom_id", "body", "tries")[:room])
+        if not lines:
             return []
-        BatchLine.objects.filter(id__in=ids, status=Line.QUEUED).update(status=Line.RUNNING, claim=self.token)
+        ids = [line.pk for line in lines]
+        taken = BatchLine.objects.filter(id__in=ids, status=Line.QUEUED).update(status=Line.RUNNING, claim=self.token)
+        if taken == len(lines):  # the batch's holder is the only claimer: read once, claimed whole
+            return lines
         return list(BatchLine.objects.filter(id__in=ids, claim=self.token, status=Line.RUNNING).order_by("index"))
 
     def _next_try(self) -> float | None:
