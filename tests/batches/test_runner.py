@@ -204,3 +204,27 @@ def test_a_lines_own_metadata_tags_join_the_batch_tags_and_cannot_replace_them(s
     call_log.flush()
     row = CallRecord.objects.get(account_id=owner.pk)
     assert row.tags == {"team": "ml", "batch": batch.pk, "custom_id": "req-0"}
+
+
+def test_a_budget_spent_mid_batch_holds_the_rest_billed_at_the_batch_price(served, owner, group, settings):
+    """The daily budget is the smallest amount there is: the first answered line spends it, the rest wait, and
+    what ran was billed at half price."""
+    from decimal import Decimal
+
+    from gateway.models import Model
+    from gateway.registry.snapshot import registry_invalidate
+
+    settings.BATCH_CONCURRENCY = 1
+    Model.objects.filter(name="echo-1").update(input_price=Decimal("2000"), output_price=Decimal("2000"))
+    registry_invalidate()
+    group.daily_budget = Decimal("0.0001")
+    group.save()
+    batch = batch_of(owner, 3)
+    assert runner.run_batch(batch.pk) == Outcome.WAITING
+    batch.refresh_from_db()
+    assert batch.waiting_for.startswith("Budget reached")
+    assert statuses(batch) == ["succeeded", "queued", "queued"]
+    usage_writer.flush()
+    record = UsageRecord.objects.get(account=owner)
+    full = (record.input_tokens + record.output_tokens) * 2000 * 10**4  # its COST_UNITS at the full price
+    assert record.batch_id == batch.pk and record.cost_units == full // 2
