@@ -20,6 +20,7 @@ credentials the fake knows: tests/gateway/upstream/bedrock/sigv4.py), else a 403
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import re
@@ -34,9 +35,9 @@ import boto3
 import botocore.session
 from botocore.validate import ParamValidator
 
-from tests.faults.services import wait_for
 from tests.gateway.upstream.bedrock import sigv4
 from tests.gateway.upstream.bedrock.fake import ACCESS_KEY, REGION, SECRET_KEY
+from tests.servers import serving
 from tests.upstream.anthropic_wire import messages_create
 from tests.upstream.core import DEFAULTS as REFERENCE_DEFAULTS
 from tests.upstream.core import ClientError
@@ -270,36 +271,19 @@ class PlaneApp:
 
 
 class FakeBedrockJobs:
-    """uvicorn serving a PlaneApp from a daemon thread on a free loopback port."""
+    """A PlaneApp under uvicorn in a daemon thread on a free loopback port (tests/servers.py `serving`)."""
 
     def __init__(self, s3_endpoint: str) -> None:
         self.plane = Plane(s3_endpoint)
-        self.server: Any = None
-        self.thread: threading.Thread | None = None
+        self.running = contextlib.ExitStack()
         self.url = ""
 
     def start(self) -> FakeBedrockJobs:
-        import uvicorn
-
-        from tests.servers import free_port
-
-        port = free_port()
-        config = uvicorn.Config(PlaneApp(self.plane), host="127.0.0.1", port=port, log_level="warning",
-                                lifespan="off", log_config=None, access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, name=f"bedrock-jobs-{port}", daemon=True)
-        self.thread.start()
-        wait_for(lambda: self.server.started or not self.thread.is_alive(), 10, "the fake Bedrock control plane",
-                 interval=0.005)
-        assert self.server.started, "the fake Bedrock control plane did not start"
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = self.running.enter_context(serving(PlaneApp(self.plane), name="bedrock-jobs"))
         return self
 
     def stop(self) -> None:
-        if self.server is not None:
-            self.server.should_exit = self.server.force_exit = True
-        if self.thread is not None:
-            self.thread.join(timeout=5)
+        self.running.close()
 
     def configure(self, **knobs: Any) -> FakeBedrockJobs:
         unknown = set(knobs) - DEFAULTS.keys()
