@@ -30,6 +30,21 @@ def _error(code: str, message: str, line: int | None = None, param: str | None =
     return {"code": code, "message": message, "param": param, "line": line}
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a JSON value holds the NUL character in a string or a key: PostgreSQL's JSON and text refuse it,
+    so such a request cannot be kept as a batch's line (a live call never keeps its body)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(item) for item in value)
+    return False
+
+
+NUL_MESSAGE = "A string here holds the NUL character (\\u0000), which a batch cannot keep."
+
+
 def capability_of(endpoint: str) -> str:
     return "embeddings" if endpoint == "/v1/embeddings" else "chat"
 
@@ -52,6 +67,8 @@ def line_problems(number: int, entry: Any, endpoint: str, seen: set[str], models
         return [_error("invalid_json_line", "This line is not a JSON object.", number)]
     problems = []
     custom_id = entry.get("custom_id")
+    if holds_nul(entry):
+        return [_error("invalid_request", NUL_MESSAGE, number)]
     if not isinstance(custom_id, str) or not custom_id:
         problems.append(_error("missing_required_parameter", "'custom_id' is required: a string.", number,
                                "custom_id"))

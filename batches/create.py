@@ -84,6 +84,8 @@ def create_openai(account, *, input_file_id: Any, endpoint: Any, completion_wind
     if completion_window != COMPLETION_WINDOW:
         raise _refused(f"'completion_window' must be '{COMPLETION_WINDOW}'.", "completion_window")
     _check_metadata(metadata)
+    if checks.holds_nul(input_file_id) or checks.holds_nul(metadata):
+        raise _refused(checks.NUL_MESSAGE, "input_file_id" if checks.holds_nul(input_file_id) else "metadata")
     stored = _input_file(account, input_file_id)
     now = timezone.now()
     with transaction.atomic():
@@ -145,6 +147,8 @@ def _anthropic_lines(account, requests: Any) -> list[tuple[str, dict]]:
             raise _anthropic_refusal(f"{where}.params", "Field required.")
         params = request["params"]
         _check_params(f"{where}.params", params)
+        if checks.holds_nul(params):
+            raise _anthropic_refusal(f"{where}.params", checks.NUL_MESSAGE)
         model = params["model"]
         key = model if isinstance(model, str) else repr(model)
         if key not in refusals:

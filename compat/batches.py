@@ -38,7 +38,9 @@ def batch_object(batch: Batch, counts: progress.Counts) -> dict[str, Any]:
 
 
 def find_batch(account, batch_id: str) -> Batch:
-    found = Batch.objects.filter(account=account, kind=Batch.Kind.OPENAI, id=batch_id).first()
+    # an id holding NUL names nothing (PostgreSQL's text cannot even be asked for it)
+    found = None if "\x00" in batch_id else Batch.objects.filter(account=account, kind=Batch.Kind.OPENAI,
+                                                                   id=batch_id).first()
     if found is None:
         raise ApiError(404, f"No such Batch object: {batch_id}", param="batch_id")
     return found

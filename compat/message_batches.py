@@ -60,7 +60,9 @@ def batch_object(request, batch: Batch, counts: progress.Counts) -> dict[str, An
 
 
 def find_batch(account, batch_id: str) -> Batch:
-    found = Batch.objects.filter(account=account, kind=Batch.Kind.ANTHROPIC, id=batch_id).first()
+    # an id holding NUL names nothing (PostgreSQL's text cannot even be asked for it)
+    found = None if "\x00" in batch_id else Batch.objects.filter(account=account, kind=Batch.Kind.ANTHROPIC,
+                                                                   id=batch_id).first()
     if found is None:
         raise ApiError(404, f"No message batch with id '{batch_id}'.", param="message_batch_id")
     return found

@@ -93,7 +93,8 @@ def save_file(account, content: IO[bytes], *, filename: str, purpose: str, size:
 def find_file(account, file_id: str) -> StoredFile:
     """The account's file `file_id`, or OpenAI's 404 (another account's file, or an expired one, is not found
     either)."""
-    found = live_files(account).filter(id=file_id).first()
+    # an id holding NUL names nothing (PostgreSQL's text cannot even be asked for it)
+    found = None if "\x00" in file_id else live_files(account).filter(id=file_id).first()
     if found is None:
         raise ApiError(404, f"No such File object: {file_id}", param="id")
     return found

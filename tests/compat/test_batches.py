@@ -123,6 +123,9 @@ def test_a_line_the_model_server_refuses_goes_to_the_error_file(world):
     assert world.openai.files.retrieve(done.error_file_id).filename == f"{batch.id}_error.jsonl"
 
 
+NUL = "A string here holds the NUL character (\\u0000), which a batch cannot keep."
+
+
 def test_a_file_with_bad_lines_fails_naming_each_and_runs_nothing(world):
     world.group.all_models = False
     world.group.save()
@@ -135,6 +138,7 @@ def test_a_file_with_bad_lines_fails_naming_each_and_runs_nothing(world):
         line("forbidden", chat("hi", model=CLAUDE_MODEL)),
         line("get", chat("hi"), method="GET"),
         line("streamed", {**chat("hi"), "stream": True}),
+        line("nul", chat("a\x00b")),
     )
     batch = create(world, content)
 
@@ -151,7 +155,9 @@ def test_a_file_with_bad_lines_fails_naming_each_and_runs_nothing(world):
         (5, "model_not_found", "body.model"),
         (6, "invalid_method", "method"),
         (7, "invalid_request", "body.stream"),
+        (8, "invalid_request", None),
     ]
+    assert failed.errors.data[6].message == NUL
     assert failed.errors.data[2].message == "The custom_id 'ok-1' is used by an earlier line."
     assert failed.errors.data[3].message == f"The model '{CLAUDE_MODEL}' is not allowed for your account group."
     assert not BatchLine.objects.filter(batch_id=batch.id).exists()

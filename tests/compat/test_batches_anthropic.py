@@ -173,6 +173,8 @@ def refused(changes: dict | None = None, index: int = 1, **request) -> list:
     (refused({"model": "an/none"}, index=2), "requests.2.params.model: The model 'an/none' does not exist on server "
                                              "'an'."),
     (refused({"model": 7}, index=2), "requests.2.params.model: The request body has no 'model'."),
+    (refused({"system": "a\x00b"}), "requests.1.params: A string here holds the NUL character (\\u0000), which a "
+                                     "batch cannot keep."),
 ])
 def test_a_request_that_cannot_run_is_a_400_naming_it_and_no_batch_is_made(world, requests, message):
     body = {} if requests is None else {"requests": requests}

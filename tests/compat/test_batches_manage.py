@@ -43,6 +43,9 @@ def stranger(world):
     return openai.OpenAI(base_url=f"{world.base}/v1", api_key=key, max_retries=0), key
 
 
+NUL = "A string here holds the NUL character (\\u0000), which a batch cannot keep."
+
+
 def valid(input_file: str, **changes) -> dict:
     return {"input_file_id": input_file, "endpoint": CHAT, "completion_window": "24h", **changes}
 
@@ -62,6 +65,8 @@ def valid(input_file: str, **changes) -> dict:
     ({"metadata": {"k": 3}}, "metadata", "The 'metadata' value of 'k' must be a string."),
     ({"metadata": ["k"]}, "metadata", "'metadata' must be an object of string keys and string values."),
     ({"input_file_id": 7}, "input_file_id", "'input_file_id' must be the id of a file uploaded with purpose 'batch'."),
+    ({"input_file_id": "file-\x00"}, "input_file_id", NUL),
+    ({"metadata": {"k": "v\x00"}}, "metadata", NUL),
     ({"output_expires_after": {"anchor": "created_at", "seconds": 3600}}, "output_expires_after",
      "'output_expires_after' is not supported: a batch's output and error files are kept until deleted "
      "(DELETE /v1/files/{id})."),
@@ -227,3 +232,11 @@ def test_a_create_sent_again_with_its_idempotency_key_makes_one_batch(world):
     assert again.headers["idempotent-replayed"] == "true"
     assert again.parse().id == first.parse().id
     assert BatchRow.objects.filter(account=world.account).count() == 1
+
+
+@pytest.mark.parametrize("path", ["/v1/batches/batch_%00", "/v1/batches?after=batch_%00", "/v1/files/file-%00",
+                                  "/v1/files?after=file-%00", "/v1/messages/batches/msgbatch_%00",
+                                  "/v1/messages/batches?after_id=msgbatch_%00"])
+def test_an_id_holding_nul_is_not_found_never_a_server_error(world, path):
+    answer = httpx.get(f"{world.base}{path}", headers=auth(world), timeout=10)
+    assert answer.status_code == 404, answer.text
