@@ -26,7 +26,9 @@ pytestmark = pytest.mark.serial
 REPO = Path(__file__).resolve().parents[3]
 LEFT_OUT = {".venv", "var", "__pycache__", ".git", ".pytest_cache"}
 STOPPED_WITHIN = 15.0  # bin/serve's STOP_SECONDS: the worker finishes its tasks and stops its pool first
-STARTED_WITHIN = 10.0  # with nothing to install or migrate
+# With nothing to install or migrate: a bound against a start that hangs or installs again, not a timing claim
+# (the same start took 7 s on a quiet machine and 11-13 s on a slower one, the commit before batches alike).
+STARTED_WITHIN = 30.0
 
 
 def repository_files() -> list[str]:
