@@ -39,6 +39,7 @@ from django.utils import timezone
 
 from batches import finish
 from batches import metrics as batch_metrics
+from batches.checks import capability_of
 from batches.line_call import Answer, call_line
 from batches.models import Batch, BatchLine
 from batches.queue import QUEUE, RUN, enqueue
@@ -258,8 +259,7 @@ class Driver:
         """The server the model is served by first (its chain's first target); '' when the group may not use
         it (the call itself answers why, and holds no server's slot)."""
         try:
-            chain = plan_chain(model, group=self.batch.account.group,
-                               capability="embeddings" if self.batch.endpoint.endswith("embeddings") else "chat")
+            chain = plan_chain(model, group=self.batch.account.group, capability=capability_of(self.batch.endpoint))
         except ApiError:
             return ""
         return chain[0].server.name if chain else ""
