@@ -21,6 +21,9 @@ multi-host stack in network namespaces, a browser, the coding agents), whose tim
 counts assume a machine to themselves; a module elsewhere with such a promise marks itself
 (`pytestmark = pytest.mark.serial`: bin/serve's shutdown within 10 s). .ci/run runs `-m "not serial"`
 with `-n 2`, then `-m serial` in one process.
+
+The `storage` marker (tests/storage_marker.py): the tests whose outcome can depend on the storage
+backend, which .ci/run runs a second time on the embedded default.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from pathlib import Path
 
 REDIS_DATABASES = 16
 SERIAL_FOLDERS = ("faults", "scale", "browser", "clients")  # under tests/
+# minutes where the rest take seconds: given out first (a stable sort keeps the others' order)
+LONGEST = ("tests/fuzz/", "test_collections_embedded.py", "test_procfile.py", "test_end_to_end.py", "test_traces.py")
 DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/14"  # tests/conftest.py redis_url's, without REDIS_URL
 
 
@@ -82,10 +87,16 @@ def is_serial(relative_path: str) -> bool:
 def pytest_collection_modifyitems(config, items):
     import pytest
 
+    from tests.storage_marker import is_storage
+
     root = Path(str(config.rootpath))
     for item in items:
         if is_serial(Path(str(item.path)).relative_to(root).as_posix()):
             item.add_marker(pytest.mark.serial)
+        elif is_storage(str(item.path)):
+            item.add_marker(pytest.mark.storage)
+    # the longest tests first, so that neither process is left running one alone at the end
+    items.sort(key=lambda item: not any(name in item.nodeid for name in LONGEST))
 
 
 _settle()  # at import: `-p` plugins are imported before pytest-django reads the settings
