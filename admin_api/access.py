@@ -1,0 +1,32 @@
+"""Who may call the administration API, and the audit trail's actor of what it changes.
+
+`admin_endpoint` is the endpoint wrapper of every view here (accounts/endpoints.py) with the staff rule:
+a staff account's session token only. An API key is refused with 401 whoever holds it (spec 5.5: the
+administration endpoints accept session tokens only), the session of an account that is not staff with
+403. The staff account needs no API access of its group: it administers the gateway, it calls no model.
+
+`audited` gives the writes made inside it the calling staff account as their actor in the audit trail
+(django-auditlog): the console's middleware does that for the console, and the API surfaces never pass
+through it.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from auditlog.context import set_actor
+from django.db import transaction
+
+from accounts.endpoints import STAFF, endpoint
+from gateway.limits.ratelimit import client_address
+
+
+def admin_endpoint(method: str):
+    return endpoint(method, auth=STAFF, session_needs_api_access=False)
+
+
+@contextmanager
+def audited(request):
+    """One transaction whose audited writes name the staff account and its address."""
+    with set_actor(request.principal.account, remote_addr=client_address(request)), transaction.atomic():
+        yield

@@ -1,0 +1,37 @@
+"""The query filters of the lists: an id, a time, a word of a set; each that does not read is a 422
+naming it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from gateway.web.errors import ValidationFailed
+
+MAX_ID = 2 ** 63 - 1
+
+
+def id_filter(params: dict[str, str], name: str) -> int:
+    value = params[name]
+    if not value.isdigit() or int(value) > MAX_ID:
+        raise ValidationFailed({name: ["An id: a whole number."]})
+    return int(value)
+
+
+def time_filter(params: dict[str, str], name: str) -> datetime:
+    """An ISO 8601 time; one without an offset is UTC."""
+    try:
+        moment = parse_datetime(params[name])
+    except ValueError:
+        moment = None
+    if moment is None:
+        raise ValidationFailed({name: ["An ISO 8601 time, e.g. 2030-01-31T00:00:00Z."]})
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def flag_filter(params: dict[str, str], name: str) -> bool:
+    if params[name] not in ("true", "false"):
+        raise ValidationFailed({name: ["true or false."]})
+    return params[name] == "true"
