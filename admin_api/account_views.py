@@ -9,9 +9,10 @@ made here is written in it as an entry of its own, with the staff actor.
 
 from __future__ import annotations
 
+from datetime import timezone
+
 from auditlog.models import LogEntry
 from django.http import HttpResponse
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from accounts.models import Account

@@ -3,9 +3,8 @@ naming it."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from gateway.web.errors import ValidationFailed

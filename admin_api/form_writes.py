@@ -1,8 +1,9 @@
 """Creating and changing a row through the console's own form, so that the API stores only what the
 console would: the form's fields and cleaning, and the model's `clean()` it runs.
 
-A change (PATCH) is the form as the console shows it for the row, untouched, with the fields sent put
-in: each field not sent keeps its stored value exactly as saving the console's page unchanged would (a
+A new row (POST) is the console's blank page with the fields sent put in (a field left out has the
+default the page shows); a change (PATCH) is the form as the console shows it for the row, untouched, with
+the fields sent put in: each field not sent keeps its stored value exactly as saving the console's page unchanged would (a
 write-only secret left empty keeps the stored one, a group's guardrails keep their webhook secrets). The
 row is saved, with its many-to-many fields, in the request's audited transaction (admin_api/access.py).
 A row that others still need (a group with accounts) is not deleted: 409.
@@ -23,11 +24,10 @@ from gateway.web.errors import ApiError
 
 
 def form_data(form_class: type[ModelForm], instance: models.Model | None, sent: dict[str, Any]) -> dict[str, Any]:
-    """What the console's page would submit: its untouched values (none for a new row), then those sent."""
-    data: dict[str, Any] = {}
-    if instance is not None:
-        shown = form_class(instance=instance)
-        data = {name: shown[name].value() for name in shown.fields}
+    """What the console's page would submit: its values untouched (a new row's defaults, as its blank page
+    shows them), then those sent."""
+    shown = form_class(instance=instance)
+    data = {name: shown[name].value() for name in shown.fields}
     data.update(sent)
     return {name: value for name, value in data.items() if value is not None}
 
