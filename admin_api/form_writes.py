@@ -2,11 +2,12 @@
 console would: the form's fields and cleaning, and the model's `clean()` it runs.
 
 A new row (POST) is the console's blank page with the fields sent put in (a field left out has the
-default the page shows); a change (PATCH) is the form as the console shows it for the row, untouched, with
-the fields sent put in: each field not sent keeps its stored value exactly as saving the console's page unchanged would (a
-write-only secret left empty keeps the stored one, a group's guardrails keep their webhook secrets). The
-row is saved, with its many-to-many fields, in the request's audited transaction (admin_api/access.py).
-A row that others still need (a group with accounts) is not deleted: 409.
+default the page shows); a change (PATCH) is the form as the console shows it for the row, untouched,
+with the fields sent put in: each field not sent keeps its stored value exactly as saving the console's
+page unchanged would (a write-only secret left empty keeps the stored one, a group's guardrails keep
+their webhook secrets). The row is saved, with its many-to-many fields, in the request's audited
+transaction (admin_api/access.py). A row that others still need (a group with accounts) is not
+deleted: 409.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ from django.urls import path
 from accounts.endpoints import by_method
 from admin_api import (
     account_views,
+    alias_views,
     group_views,
     key_views,
     model_views,
@@ -30,6 +31,9 @@ urlpatterns = [
     path(ADMIN + "models", by_method(GET=model_views.model_list, POST=model_views.model_create)),
     path(ADMIN + "models/<int:model_id>",
          by_method(GET=model_views.model_detail, PATCH=model_views.model_update, DELETE=model_views.model_delete)),
+    path(ADMIN + "aliases", by_method(GET=alias_views.alias_list, POST=alias_views.alias_create)),
+    path(ADMIN + "aliases/<int:alias_id>",
+         by_method(GET=alias_views.alias_detail, PATCH=alias_views.alias_update, DELETE=alias_views.alias_delete)),
     path(ADMIN + "routines", routine_views.routine_list),
     path(ADMIN + "routines/<int:routine_id>",
          by_method(GET=routine_views.routine_detail, PATCH=routine_views.routine_pause)),

@@ -47,6 +47,12 @@ MODEL_IN = {"server": INT, "name": STR, "publisher": STR, "supports_chat": BOOL,
             "supports_audio": BOOL, "enabled": BOOL, "is_default": BOOL, "context_window": INT,
             **dict.fromkeys(PRICES, AMOUNT_IN), "batch_discount_percent": INT, "fallbacks": IDS}
 
+DEPLOYMENT = {"model": INT, "weight": INT, **dict.fromkeys(PRICES, AMOUNT), "batch_discount_percent": NULLABLE_INT}
+ALIAS_IN = {"name": STR, "policy": {"enum": ["weighted", "least-busy", "latency"]},
+            "affinity": {"enum": ["none", "session", "user"]}, "enabled": BOOL,
+            "deployments": {"type": "array", "items": obj({"model": INT}, {
+                **DEPLOYMENT, **dict.fromkeys(PRICES, AMOUNT_IN)}, closed=True)}, "fallbacks": IDS}
+
 SCHEMAS: dict[str, Any] = {
     "AdminAccount": obj({"id": INT, "email": STR, "full_name": STR, "group": INT, "group_name": STR, "role": STR,
                          "is_active": BOOL, "is_staff": BOOL, "locked_until": NULLABLE_TIMESTAMP,
@@ -70,6 +76,10 @@ SCHEMAS: dict[str, Any] = {
                                                        if name not in PRICES}, **dict.fromkeys(PRICES, AMOUNT),
                        "unlisted_since": NULLABLE_TIMESTAMP, "created_at": TIMESTAMP}, closed=True),
     "AdminModelInput": obj({}, MODEL_IN, closed=True),
+    "AdminAlias": obj({"id": INT, **{name: schema for name, schema in ALIAS_IN.items() if name != "deployments"},
+                       "deployments": {"type": "array", "items": obj(DEPLOYMENT, closed=True)},
+                       "created_at": TIMESTAMP}, closed=True),
+    "AdminAliasInput": obj({}, ALIAS_IN, closed=True),
     "AdminRoutine": {"allOf": [ref("Routine"), obj({"account": INT, "account_email": STR})]},
     "AdminUsage": obj({"id": INT, "created_at": TIMESTAMP, "account": INT, "model": STR, "surface": STR,
                        "input_tokens": INT, "output_tokens": INT, "cached_input_tokens": INT,
@@ -129,6 +139,7 @@ RESOURCES = (
     ("servers", "server_id", "AdminServer", "AdminServerInput", "AdminServerInput", [], "model server"),
     ("models", "model_id", "AdminModel", "AdminModelInput", "AdminModelInput",
      [_query("server", ID_FILTER, "The server's id.")], "model"),
+    ("aliases", "alias_id", "AdminAlias", "AdminAliasInput", "AdminAliasInput", [], "alias"),
 )
 
 

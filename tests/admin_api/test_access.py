@@ -6,7 +6,7 @@ import pytest
 from tests.contract import assert_native_unauthenticated
 from tests.factories import AccountFactory, api_key_for, bearer, session_for
 
-LISTS = ["/accounts", "/groups", "/servers", "/models", "/routines", "/usage", "/calls"]
+LISTS = ["/accounts", "/groups", "/servers", "/models", "/aliases", "/routines", "/usage", "/calls"]
 
 
 @pytest.mark.parametrize("path", LISTS)

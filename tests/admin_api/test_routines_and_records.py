@@ -37,7 +37,8 @@ def test_pause_and_resume_another_accounts_routine(api, staff, owner):
 
 def test_usage_is_listed_newest_first_and_filtered(api, owner, outsider):
     now = timezone.now()
-    old = UsageRecordFactory(account=owner, model="srv/a", created_at=now - timedelta(days=2), cost_units=42_000_000)  # 0.0042 of the currency
+    # 0.0042 of the currency, in COST_UNITS (10^-10 of it)
+    old = UsageRecordFactory(account=owner, model="srv/a", created_at=now - timedelta(days=2), cost_units=42_000_000)
     new = UsageRecordFactory(account=owner, model="srv/b", created_at=now)
     theirs = UsageRecordFactory(account=outsider, model="srv/a", created_at=now)
     assert [row["id"] for row in api.get("/usage").json()["data"]] == [theirs.pk, new.pk, old.pk]
