@@ -9,18 +9,15 @@ made here is written in it as an entry of its own, with the staff actor.
 
 from __future__ import annotations
 
-from datetime import timezone
-
 from auditlog.models import LogEntry
 from django.http import HttpResponse
-from django.utils.dateparse import parse_datetime
 
 from accounts.models import Account
 from admin_api.access import admin_endpoint
 from admin_api.account_forms import PROFILE_FIELDS, AccountCreateForm, AccountUpdateForm
 from admin_api.account_records import account_record
 from admin_api.bodies import check_types, read_fields
-from admin_api.filters import id_filter
+from admin_api.filters import id_filter, utc_time
 from admin_api.form_writes import deleted, found, saved
 from admin_api.pages import paginate, query_parameters
 from gateway.web.errors import ApiError, ValidationFailed
@@ -105,10 +102,7 @@ def account_delete(request, account_id: int):
 def _lock_time(value):
     if value is None:
         return None
-    try:
-        moment = parse_datetime(value) if isinstance(value, str) else None
-    except ValueError:  # the shape of a time, but no such time (month 13)
-        moment = None
-    if moment is None or moment.tzinfo is None:
+    moment = utc_time(value, assume_utc=False) if isinstance(value, str) else None
+    if moment is None:
         raise ValidationFailed({"locked_until": [NOT_A_TIME]})
-    return moment.astimezone(timezone.utc)
+    return moment

@@ -16,7 +16,7 @@ from django.http import HttpResponse
 
 from admin_api.access import admin_endpoint
 from admin_api.account_records import money
-from admin_api.bodies import UNKNOWN, check_types, read_fields
+from admin_api.bodies import UNKNOWN, check_types, is_id, read_fields
 from admin_api.form_writes import deleted, form_data, found, saved
 from admin_api.pages import paginate, query_parameters
 from gateway.admin import AliasDeploymentForm
@@ -75,7 +75,7 @@ def _deployments(value: Any) -> list[AliasDeploymentForm]:
 
 
 def _fallbacks(value: Any) -> list[int]:
-    if not isinstance(value, list) or not all(isinstance(pk, int) and not isinstance(pk, bool) for pk in value):
+    if not isinstance(value, list) or not all(is_id(pk) for pk in value):
         raise ValidationFailed({"fallbacks": ["Must be a list of model ids."]})
     missing = sorted(set(value) - set(Model.objects.filter(pk__in=value).values_list("pk", flat=True)))
     if missing or len(set(value)) != len(value):

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import models
 from django.forms import BaseForm
 
+from admin_api.filters import MAX_ID
 from gateway.web.body import read_json_object
 from gateway.web.errors import ValidationFailed
 
@@ -39,10 +40,10 @@ def type_problem(field: models.Field, value: Any) -> str | None:
     if isinstance(field, models.BooleanField):
         return None if isinstance(value, bool) else "Must be true or false."
     if isinstance(field, models.ManyToManyField):
-        ok = isinstance(value, list) and all(_is_id(item) for item in value)
+        ok = isinstance(value, list) and all(is_id(item) for item in value)
         return None if ok else "Must be a list of ids."
     if isinstance(field, models.ForeignKey):
-        return None if _is_id(value) else "Must be an id."
+        return None if is_id(value) else "Must be an id."
     if isinstance(field, INTEGERS):
         return None if _is_number(value) and float(value).is_integer() else "Must be a whole number."
     if isinstance(field, (models.FloatField, models.DecimalField)):
@@ -81,8 +82,8 @@ def form_failed(form: BaseForm, names: dict[str, str] | None = None) -> Validati
     return ValidationFailed(errors, message)
 
 
-def _is_id(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_ID
 
 
 def _is_number(value: Any) -> bool:

@@ -21,13 +21,22 @@ def id_filter(params: dict[str, str], name: str) -> int:
 
 def time_filter(params: dict[str, str], name: str) -> datetime:
     """An ISO 8601 time; one without an offset is UTC."""
-    try:
-        moment = parse_datetime(params[name])
-    except ValueError:
-        moment = None
+    moment = utc_time(params[name], assume_utc=True)
     if moment is None:
         raise ValidationFailed({name: ["An ISO 8601 time, e.g. 2030-01-31T00:00:00Z."]})
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return moment
+
+
+def utc_time(text: str, *, assume_utc: bool) -> datetime | None:
+    """`text` as an ISO 8601 time in UTC, or None: not a time, no such time (month 13), no offset (unless
+    `assume_utc`), or a time that is no longer one in UTC (year 1 ahead of it, year 9999 behind it)."""
+    try:
+        moment = parse_datetime(text)
+        if moment is not None and moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc) if assume_utc else None
+        return moment.astimezone(timezone.utc) if moment is not None else None
+    except (ValueError, OverflowError):
+        return None
 
 
 def flag_filter(params: dict[str, str], name: str) -> bool:
