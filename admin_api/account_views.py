@@ -33,7 +33,7 @@ def accounts_listed():
     return Account.objects.select_related("group", "api_key")
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "accounts.view_account")
 def account_list(request):
     """Filters: `group` (its id), `email` (a part of it, any case)."""
     params = query_parameters(request, ("group", "email"))
@@ -45,7 +45,7 @@ def account_list(request):
     return respond(paginate(rows, params, account_record).body())
 
 
-@admin_endpoint("POST")
+@admin_endpoint("POST", "accounts.add_account")
 def account_create(request):
     """A password is optional: without one the account cannot log in with a password (single sign-on,
     or a password set in the console later)."""
@@ -61,12 +61,12 @@ def account_create(request):
     return respond(account_record(found(Account, account.pk, "account", accounts_listed())), status=201)
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "accounts.view_account")
 def account_detail(request, account_id: int):
     return respond(account_record(found(Account, account_id, "account", accounts_listed())))
 
 
-@admin_endpoint("PATCH")
+@admin_endpoint("PATCH", "accounts.change_account")
 def account_update(request, account_id: int):
     account = found(Account, account_id, "account", accounts_listed())
     data = read_fields(request, UPDATE_FIELDS)
@@ -88,7 +88,7 @@ def account_update(request, account_id: int):
     return respond(account_record(found(Account, account_id, "account", accounts_listed())))
 
 
-@admin_endpoint("DELETE")
+@admin_endpoint("DELETE", "accounts.delete_account")
 def account_delete(request, account_id: int):
     """The account and what is its own (keys, sessions, routines, usage). Deactivating (`is_active`
     false) keeps them; an operator cannot delete their own account here."""

@@ -104,30 +104,30 @@ def _write(request, alias: Alias | None) -> Alias:
     return saved(request, AliasForm, alias, data, after=parts)
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "gateway.view_alias")
 def alias_list(request):
     params = query_parameters(request)
     return respond(paginate(aliases_listed(), params, alias_record).body())
 
 
-@admin_endpoint("POST")
+@admin_endpoint("POST", "gateway.add_alias")
 def alias_create(request):
     alias = _write(request, None)
     return respond(alias_record(found(Alias, alias.pk, "alias", aliases_listed())), status=201)
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "gateway.view_alias")
 def alias_detail(request, alias_id: int):
     return respond(alias_record(found(Alias, alias_id, "alias", aliases_listed())))
 
 
-@admin_endpoint("PATCH")
+@admin_endpoint("PATCH", "gateway.change_alias")
 def alias_update(request, alias_id: int):
     _write(request, found(Alias, alias_id, "alias"))
     return respond(alias_record(found(Alias, alias_id, "alias", aliases_listed())))
 
 
-@admin_endpoint("DELETE")
+@admin_endpoint("DELETE", "gateway.delete_alias")
 def alias_delete(request, alias_id: int):
     deleted(request, found(Alias, alias_id, "alias"), "alias")
     return HttpResponse(status=204)

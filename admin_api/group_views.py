@@ -56,31 +56,31 @@ def _sent(request) -> dict:
     return data
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "accounts.view_accountgroup")
 def group_list(request):
     params = query_parameters(request)
     return respond(paginate(groups_listed(), params, group_record).body())
 
 
-@admin_endpoint("POST")
+@admin_endpoint("POST", "accounts.add_accountgroup")
 def group_create(request):
     group = saved(request, AccountGroupForm, None, _sent(request))
     return respond(group_record(found(AccountGroup, group.pk, "group", groups_listed())), status=201)
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "accounts.view_accountgroup")
 def group_detail(request, group_id: int):
     return respond(group_record(found(AccountGroup, group_id, "group", groups_listed())))
 
 
-@admin_endpoint("PATCH")
+@admin_endpoint("PATCH", "accounts.change_accountgroup")
 def group_update(request, group_id: int):
     group = found(AccountGroup, group_id, "group")
     saved(request, AccountGroupForm, group, _sent(request))
     return respond(group_record(found(AccountGroup, group_id, "group", groups_listed())))
 
 
-@admin_endpoint("DELETE")
+@admin_endpoint("DELETE", "accounts.delete_accountgroup")
 def group_delete(request, group_id: int):
     """A group that still has accounts is not deleted (409): move them first."""
     deleted(request, found(AccountGroup, group_id, "group"), "group")

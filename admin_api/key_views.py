@@ -22,7 +22,7 @@ from gateway.web.errors import ApiError
 from gateway.web.output import respond
 
 
-@admin_endpoint("POST")
+@admin_endpoint("POST", "accounts.change_account")
 def key_generate(request, account_id: int):
     read_fields(request, ())  # no field: an empty body, or {}
     account = found(Account, account_id, "account", Account.objects.select_related("group"))
@@ -34,7 +34,7 @@ def key_generate(request, account_id: int):
                    status=201)
 
 
-@admin_endpoint("DELETE")
+@admin_endpoint("DELETE", "accounts.change_account")
 def key_revoke(request, account_id: int):
     account = found(Account, account_id, "account")
     with audited(request):

@@ -50,7 +50,7 @@ def _default_chosen(model: Model) -> None:
     choose_default([model])
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "gateway.view_model")
 def model_list(request):
     """Filter: `server` (its id)."""
     params = query_parameters(request, ("server",))
@@ -60,18 +60,18 @@ def model_list(request):
     return respond(paginate(rows, params, model_record).body())
 
 
-@admin_endpoint("POST")
+@admin_endpoint("POST", "gateway.add_model")
 def model_create(request):
     model = saved(request, ModelForm, None, _sent(request), after=_default_chosen)
     return respond(model_record(found(Model, model.pk, "model", models_listed())), status=201)
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "gateway.view_model")
 def model_detail(request, model_id: int):
     return respond(model_record(found(Model, model_id, "model", models_listed())))
 
 
-@admin_endpoint("PATCH")
+@admin_endpoint("PATCH", "gateway.change_model")
 def model_update(request, model_id: int):
     data = _sent(request)
     chooses = {"enabled", "supports_chat"} & set(data)
@@ -79,7 +79,7 @@ def model_update(request, model_id: int):
     return respond(model_record(found(Model, model_id, "model", models_listed())))
 
 
-@admin_endpoint("DELETE")
+@admin_endpoint("DELETE", "gateway.delete_model")
 def model_delete(request, model_id: int):
     deleted(request, found(Model, model_id, "model"), "model")
     return HttpResponse(status=204)

@@ -50,14 +50,14 @@ def _filtered(rows, params: dict[str, str]):
     return rows
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "gateway.view_usagerecord")
 def usage_list(request):
     params = query_parameters(request, COMMON_FILTERS)
     return respond(paginate(_filtered(UsageRecord.objects.all(), params), params, usage_record,
                             newest_first=True).body())
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "gateway.view_callrecord")
 def call_list(request):
     params = query_parameters(request, (*COMMON_FILTERS, "status", "outcome"))
     rows = _filtered(CallRecord.objects.all(), params)

@@ -25,7 +25,7 @@ def routines_listed():
     return Routine.objects.select_related("account")
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "routines.view_routine")
 def routine_list(request):
     """Filters: `account` (its id), `is_enabled` (true or false)."""
     params = query_parameters(request, ("account", "is_enabled"))
@@ -37,12 +37,12 @@ def routine_list(request):
     return respond(paginate(rows, params, admin_routine_record).body())
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "routines.view_routine")
 def routine_detail(request, routine_id: int):
     return respond(admin_routine_record(found(Routine, routine_id, "routine", routines_listed())))
 
 
-@admin_endpoint("PATCH")
+@admin_endpoint("PATCH", "routines.change_routine")
 def routine_pause(request, routine_id: int):
     """`{"is_enabled": false}` pauses, `true` resumes; nothing else of another's routine is changed here."""
     routine = found(Routine, routine_id, "routine", routines_listed())

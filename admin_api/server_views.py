@@ -45,30 +45,30 @@ def _sent(request) -> dict:
     return data
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "gateway.view_modelserver")
 def server_list(request):
     params = query_parameters(request)
     return respond(paginate(ModelServer.objects.all(), params, server_record).body())
 
 
-@admin_endpoint("POST")
+@admin_endpoint("POST", "gateway.add_modelserver")
 def server_create(request):
     server = saved(request, ModelServerForm, None, _sent(request))
     return respond(server_record(server), status=201)
 
 
-@admin_endpoint("GET")
+@admin_endpoint("GET", "gateway.view_modelserver")
 def server_detail(request, server_id: int):
     return respond(server_record(found(ModelServer, server_id, "server")))
 
 
-@admin_endpoint("PATCH")
+@admin_endpoint("PATCH", "gateway.change_modelserver")
 def server_update(request, server_id: int):
     server = saved(request, ModelServerForm, found(ModelServer, server_id, "server"), _sent(request))
     return respond(server_record(server))
 
 
-@admin_endpoint("DELETE")
+@admin_endpoint("DELETE", "gateway.delete_modelserver")
 def server_delete(request, server_id: int):
     """The server and its models (as in the console)."""
     deleted(request, found(ModelServer, server_id, "server"), "server")

@@ -10,8 +10,9 @@ ADMIN = "/api/v1/admin"
 
 @pytest.fixture
 def staff(db):
-    """A staff operator whose own group has no API access: the administration API does not need it."""
-    return AccountFactory(email="operator@example.test", is_staff=True,
+    """A staff operator (a superuser: every permission of the console) whose own group has no API access:
+    the administration API does not need it."""
+    return AccountFactory(email="operator@example.test", is_staff=True, is_superuser=True,
                           group=AccountGroupFactory(name="operators", api_access=False))
 
 

@@ -60,3 +60,21 @@ def test_a_method_an_item_does_not_take_is_405(api):
     response = api.client.put("/api/v1/admin/groups/1", {}, content_type="application/json", headers=api.headers)
     assert response.status_code == 405
     assert response["Allow"] == "GET, PATCH, DELETE"
+
+
+def test_a_staff_account_may_do_only_what_its_console_permissions_allow(client, owner):
+    from django.contrib.auth.models import Permission
+
+    viewer = AccountFactory(is_staff=True)
+    headers = bearer(session_for(viewer))
+    refused = client.get("/api/v1/admin/accounts", headers=headers)
+    assert refused.status_code == 403
+    assert refused.json() == {"detail": "Your account lacks the console's permission accounts.view_account."}
+    viewer.user_permissions.add(Permission.objects.get(codename="view_account"))
+    assert client.get("/api/v1/admin/accounts", headers=headers).status_code == 200  # seen at once
+    changed = client.patch(f"/api/v1/admin/accounts/{owner.pk}", {"full_name": "x"}, content_type="application/json",
+                           headers=headers)
+    assert changed.status_code == 403
+    assert changed.json() == {"detail": "Your account lacks the console's permission accounts.change_account."}
+    assert client.post(f"/api/v1/admin/accounts/{owner.pk}/api-key", headers=headers).status_code == 403
+    assert client.get("/api/v1/admin/groups", headers=headers).status_code == 403
