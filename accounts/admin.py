@@ -112,13 +112,21 @@ class LockedFilter(admin.SimpleListFilter):
         return queryset
 
 
-class AccountCreationForm(UserCreationForm):
+class EmailAsStoredMixin:
+    """The e-mail address as the account manager stores it and login looks it up: in lower case (an address
+    written "Ann@Example.org" could never log in otherwise), checked for uniqueness as such."""
+
+    def clean_email(self):
+        return Account.objects.normalize_email(self.cleaned_data["email"]).lower()
+
+
+class AccountCreationForm(EmailAsStoredMixin, UserCreationForm):
     class Meta:
         model = Account
         fields = ["email", "full_name", "group", "role"]
 
 
-class AccountChangeForm(MoneyFormMixin, UserChangeForm):
+class AccountChangeForm(EmailAsStoredMixin, MoneyFormMixin, UserChangeForm):
     money_help = dict.fromkeys(BUDGET_FIELDS, ACCOUNT_BUDGET_HELP)
     empty_budget_is_no_limit = False  # empty: the group's
     empty_budget_is = "the group's"

@@ -26,6 +26,7 @@ from gateway.web.paths import COMPAT_SURFACES, GEMINI, GEMINI_V1, surface_of
 NO_API_ACCESS = "Your account group lacks API permission."
 DEACTIVATED = "This account is deactivated."
 KEY_NOT_ALLOWED = "An API key cannot perform this operation; sign in and use a session token."
+NOT_STAFF = "Only staff accounts may use the administration API."
 
 
 @dataclass(frozen=True)
@@ -102,12 +103,23 @@ def remember(identity: Identity, versions: tuple[int, ...]) -> None:
 
 
 def authenticate(
-    request: HttpRequest, identity: Identity, *, key_allowed: bool = True, session_needs_api_access: bool = True
+    request: HttpRequest, identity: Identity, *, key_allowed: bool = True, session_needs_api_access: bool = True,
+    staff_only: bool = False,
 ) -> Principal:
     """The refusals of 5.3: 401 for a key of a deactivated account or of a group without API
-    access, 403 on `/api` for such a session, 403 for a key on an operation a key cannot do."""
+    access, 403 on `/api` for such a session, 403 for a key on an operation a key cannot do.
+    `staff_only` (the administration endpoints, 5.5): a key is a 401 whoever holds it, the session
+    of an account that is not staff a 403."""
     principal = identity.principal
     account = principal.account
+    if staff_only:
+        if principal.via == "apikey":
+            raise Unauthenticated()
+        if not account.is_active:
+            raise ApiError(403, DEACTIVATED, code="account_inactive")
+        if not account.is_staff:
+            raise ApiError(403, NOT_STAFF, code="permission_denied")
+        return principal
     if principal.via == "apikey":
         if not account.is_active or not account.group.api_access:
             raise Unauthenticated()

@@ -44,6 +44,7 @@ from gateway.web.errors import ApiError, FrameworkError, render_error
 NONE = "none"  # no credential (login, webhooks)
 CREDENTIAL = "credential"  # an API key or a session token
 SESSION = "session"  # a session token; an API key is refused with 403
+STAFF = "staff"  # a staff account's session token (the administration API); an API key is a 401, a non-staff 403
 
 
 def endpoint(
@@ -170,8 +171,8 @@ def endpoint(
     def _count_plan(request: HttpRequest, identity: Identity):
         cached = identity.expected_version is not None
         try:
-            principal = authenticate(request, identity, key_allowed=auth != SESSION,
-                                     session_needs_api_access=session_needs_api_access)
+            principal = authenticate(request, identity, key_allowed=auth == CREDENTIAL,
+                                     session_needs_api_access=session_needs_api_access, staff_only=auth == STAFF)
         except ApiError:
             if cached:
                 return None

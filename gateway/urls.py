@@ -26,6 +26,7 @@ urlpatterns = [
     path("account/", include("account_pages.urls")),
     path("account", RedirectView.as_view(pattern_name="account:home")),
     path("api/v1/openapi.json", openapi_json),
+    path("", include("admin_api.urls")),  # /api/v1/admin/: staff session tokens only
     path("", include("native.urls")),
     path("", include("compat.urls")),
     path("", include("routines.urls")),

@@ -84,7 +84,7 @@ def test_each_room_says_what_it_holds_and_is_small_enough_to_read(room):
 
 # --- One route style: a view per method -----------------------------------------------------------
 
-APPS = ("accounts", "compat", "native", "routines", "gateway")
+APPS = ("accounts", "admin_api", "compat", "native", "routines", "gateway")
 
 # The functions that may compare `request.method`, and why none of them is a choice of behaviour
 # by method (that is `by_method`'s job):

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from gateway.openapi import (
+    admin_paths,
     batches_paths,
     components,
     files_paths,
@@ -29,7 +30,8 @@ Two kinds of surface behind one credential:
 
 - **`/v1`**: the OpenAI-compatible routes (chat completions, responses, embeddings, audio, models, files, batches)
   and the Anthropic-compatible `/v1/messages` and its batches, for the official SDKs and the tools built on them.
-- **`/api/v1`**: the native API (chat, agent, conversations, collections, profiles, usage, routines, MCP).
+- **`/api/v1`**: the native API (chat, agent, conversations, collections, profiles, usage, routines, MCP), and
+  the administration API under `/api/v1/admin/` (staff session tokens only; an API key is refused with 401).
 
 **Credential.** An API key (`svc_usr_<id>_<secret>`) as `Authorization: Bearer <key>` or `X-API-Key: <key>`;
 a few account routes take only a session token from `POST /api/v1/auth/login`. In the console, **Authorize**
@@ -53,7 +55,7 @@ def _build() -> dict[str, Any]:
     from django.conf import settings
 
     paths: dict[str, Any] = {}
-    for module in (routines_paths, native_paths, v1_paths, files_paths, batches_paths, gemini_paths):
+    for module in (routines_paths, native_paths, v1_paths, files_paths, batches_paths, gemini_paths, admin_paths):
         paths.update(module.paths())
     idempotency.mark(paths)
     paths["/api/v1/openapi.json"] = {"get": {
@@ -75,12 +77,12 @@ def _build() -> dict[str, Any]:
         },
         "servers": [{"url": "/"}],
         "security": components.CREDENTIAL,
-        "tags": [{"name": name} for name in ("account", "routines", "channels", "native", "compat", "meta")],
+        "tags": [{"name": name} for name in ("account", "routines", "channels", "native", "compat", "admin", "meta")],
         "paths": paths,
         "components": {
             "schemas": {**components.SCHEMAS, **routines_paths.SCHEMAS, **native_paths.SCHEMAS, **v1_paths.SCHEMAS,
                         **files_paths.SCHEMAS, **batches_paths.SCHEMAS,
-                        **gemini_paths.SCHEMAS},
+                        **gemini_paths.SCHEMAS, **admin_paths.SCHEMAS},
             "headers": {**components.HEADERS, **idempotency.HEADERS},
             "securitySchemes": components.SECURITY_SCHEMES,
         },

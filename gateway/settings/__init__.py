@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "routines",
     "batches",  # bulk calls run by the batch queue's workers (batches/)
     "account_pages",  # the account holders' own pages at /account/ (no models)
+    "admin_api",  # the administration API at /api/v1/admin/ (no models)
 ]
 
 MIDDLEWARE = [

@@ -96,7 +96,8 @@ def test_the_documented_methods_are_the_methods_each_route_takes(client):
     """A method the document omits answers 405 with an `Allow` naming exactly the documented ones."""
     for template, item in document()["paths"].items():
         documented = {m.upper() for m in item if m in METHODS}
-        response = client.generic("PATCH", _concrete(template), HTTP_ACCEPT="application/json")
+        omitted = "PATCH" if "PATCH" not in documented else "PUT"  # the administration API's items take PATCH
+        response = client.generic(omitted, _concrete(template), HTTP_ACCEPT="application/json")
         assert response.status_code == 405, (template, response.status_code)
         allowed = {m.strip() for m in response["Allow"].split(",")} - {"HEAD", "OPTIONS"}
         assert allowed == documented - {"HEAD"}, (template, allowed, documented)
