@@ -150,6 +150,5 @@ def from_env(environment: Environment = None) -> dict:
     return found
 
 
-env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)  # .env into the process environment; what is set wins
-vars().update(from_env(env))
+vars().update(from_env())  # a FileAwareEnv over the process environment: NAME_FILE for any NAME
