@@ -120,9 +120,12 @@ def pip_secrets(folder: Path) -> list[str]:
 
 
 def build(tag: str, env: dict[str, str], folder: Path) -> None:
-    """The Containerfile built on the debootstrap base, as `tag`. Layers are kept (--layers), so that a later
-    run with the same requirements.txt takes the build stage's venv from the cache instead of pip; the
-    docker format keeps the HEALTHCHECK, which OCI's image config has no field for."""
-    run(["buildah", "bud", "--isolation", "chroot", "--format", "docker", "--layers", "--build-arg",
-         f"BASE={BASE_IMAGE}", *pip_secrets(folder), "-f", str(ROOT / "Containerfile"), "-t", tag, str(ROOT)],
-        env=env, timeout=1800)
+    """The Containerfile built on the debootstrap base, as `tag`. Layers are kept (--layers) and the build
+    stage is tagged too (`tag` with -build), so that a later run with the same requirements.txt takes the venv
+    from the cache instead of pip, and the images no tag leads to any longer (an earlier run's) are pruned.
+    The docker format keeps the HEALTHCHECK, which OCI's image config has no field for."""
+    common = ["buildah", "bud", "--isolation", "chroot", "--format", "docker", "--layers", "--build-arg",
+              f"BASE={BASE_IMAGE}", *pip_secrets(folder), "-f", str(ROOT / "Containerfile")]
+    run([*common, "--target", "build", "-t", f"{tag}-build", str(ROOT)], env=env, timeout=1800)
+    run([*common, "-t", tag, str(ROOT)], env=env, timeout=1800)
+    run(["podman", "image", "prune", "--force"], env=env, timeout=300)
