@@ -119,13 +119,21 @@ def pip_secrets(folder: Path) -> list[str]:
     return ["--secret", f"id=pip.conf,src={conf}", *secrets]
 
 
+def image_id(tag: str, env: dict[str, str]) -> str:
+    done = run(["podman", "image", "inspect", "--format", "{{.Id}}", tag], env=env, timeout=60, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
 def build(tag: str, env: dict[str, str], folder: Path) -> None:
     """The Containerfile built on the debootstrap base, as `tag`. Layers are kept (--layers) and the build
     stage is tagged too (`tag` with -build), so that a later run with the same requirements.txt takes the venv
-    from the cache instead of pip, and the images no tag leads to any longer (an earlier run's) are pruned.
-    The docker format keeps the HEALTHCHECK, which OCI's image config has no field for."""
+    from the cache instead of pip. The images an earlier run tagged so, replaced now, are removed (with the
+    untagged layers only they used), and no other image of the machine is touched. The docker format keeps
+    the HEALTHCHECK, which OCI's image config has no field for."""
     common = ["buildah", "bud", "--isolation", "chroot", "--format", "docker", "--layers", "--build-arg",
               f"BASE={BASE_IMAGE}", *pip_secrets(folder), "-f", str(ROOT / "Containerfile")]
-    run([*common, "--target", "build", "-t", f"{tag}-build", str(ROOT)], env=env, timeout=1800)
-    run([*common, "-t", tag, str(ROOT)], env=env, timeout=1800)
-    run(["podman", "image", "prune", "--force"], env=env, timeout=300)
+    for target, name in (("build", f"{tag}-build"), (None, tag)):
+        before = image_id(name, env)
+        run([*common, *(["--target", target] if target else []), "-t", name, str(ROOT)], env=env, timeout=1800)
+        if before and before != image_id(name, env):
+            run(["podman", "rmi", before], env=env, timeout=300, check=False)  # kept if a newer image uses it
