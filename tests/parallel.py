@@ -17,10 +17,10 @@ Ports are free ones picked per server (tests/servers.py free_port). Without xdis
 
 The `serial` marker: tests that must not run beside another test process, given here to every test
 of the folders that start whole stacks of their own (SERIAL_FOLDERS: the fault stacks, the
-multi-host stack in network namespaces, a browser, the coding agents), whose timings and process
-counts assume a machine to themselves; a module elsewhere with such a promise marks itself
-(`pytestmark = pytest.mark.serial`: bin/serve's shutdown within 10 s). .ci/run runs `-m "not serial"`
-with `-n 2`, then `-m serial` in one process.
+multi-host stack in network namespaces, a browser, the coding agents, the container image built and
+run), whose timings and process counts assume a machine to themselves; a module elsewhere with such a
+promise marks itself (`pytestmark = pytest.mark.serial`: bin/serve's shutdown within 10 s). .ci/run runs
+`-m "not serial"` with `-n 2`, then `-m serial` in one process.
 
 The `storage` marker (tests/storage_marker.py): the tests whose outcome can depend on the storage
 backend, which .ci/run runs a second time on the embedded default.
@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 
 REDIS_DATABASES = 16
-SERIAL_FOLDERS = ("faults", "scale", "browser", "clients")  # under tests/
+SERIAL_FOLDERS = ("faults", "scale", "browser", "clients", "container")  # under tests/
 # minutes where the rest take seconds: given out first (a stable sort keeps the others' order)
 LONGEST = ("tests/fuzz/", "test_collections_embedded.py", "test_procfile.py", "test_end_to_end.py", "test_traces.py")
 DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/14"  # tests/conftest.py redis_url's, without REDIS_URL

@@ -37,6 +37,7 @@ def test_without_an_environment_a_worker_still_gets_its_own_folder_and_test_redi
 @pytest.mark.parametrize(("path", "serial"), [
     ("tests/faults/test_faults.py", True), ("tests/scale/test_cluster.py", True),
     ("tests/browser/test_sso_browser.py", True), ("tests/clients/test_codex_cli.py", True),
+    ("tests/container/test_image.py", True),
     ("tests/gateway/limits/test_quotas.py", False), ("tests/test_parallel.py", False),
     ("tests/compat/faults_like.py", False),
 ])

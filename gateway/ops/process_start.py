@@ -9,7 +9,8 @@ environment, before the process serves, runs a task or a command.
   (gateway/telemetry/metrics.py sets it too, before its first import), and the processes this one starts
   inherit it.
 - The embedded default's secret key: without SECRET_KEY, on SQLite, the settings name the file that keeps
-  it (SECRET_KEY_FILE); the first process of the install makes it, every process reads it.
+  it (SECRET_KEY_FILE: GATEWAY_VAR_DIR/secret-key, or the operator's SECRET_KEY_FILE when that file is not
+  there yet); the first process of the install makes it, every process reads it.
 """
 
 from __future__ import annotations

@@ -136,7 +136,11 @@ def from_env(environment: Environment = None) -> dict:
     env = reader(environment)
     # Where SQLite, the file broker, the spool, the metrics and the embedded default's secret key live.
     var_dir = Path(env.str("GATEWAY_VAR_DIR", default=str(BASE_DIR / "var")))
-    found = {"VAR_DIR": var_dir, "STATIC_ROOT": var_dir / "static", **deployment.from_env(env)}
+    # The console's static files, collected there by `collectstatic` (the container image collects them
+    # into its own folder when it is built: Containerfile); WhiteNoise serves them, found in the apps
+    # too (WHITENOISE_USE_FINDERS), so an install that never collects serves them all the same.
+    static_root = Path(env.str("STATIC_ROOT", default=str(var_dir / "static")))
+    found = {"VAR_DIR": var_dir, "STATIC_ROOT": static_root, **deployment.from_env(env)}
     # DATABASE_URL (SQLite in VAR_DIR without it), each process's connection pool, and what a pooler in
     # transaction mode in front of PostgreSQL needs (DATABASE_POOLER).
     found.update(database.from_env(env, var_dir=var_dir))
@@ -151,6 +155,5 @@ def from_env(environment: Environment = None) -> dict:
     return found
 
 
-env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)  # .env into the process environment; what is set wins
-vars().update(from_env(env))
+vars().update(from_env())  # a FileAwareEnv over the process environment: NAME_FILE for any NAME

@@ -64,15 +64,32 @@ def trusted_proxies(entries: list[str]) -> list[str]:
 
 
 def secret_key(env: Environment = None, *, debug: bool, var_dir: Path, databases: dict) -> dict:
-    """SECRET_KEY from the environment. Without it, the embedded default (SQLite: one host) makes a random
-    key once and keeps it in GATEWAY_VAR_DIR/secret-key (mode 0600), which every process of the install
-    reads: SECRET_KEY_FILE names it, and gateway/ops/process_start.py makes or reads it when a process
-    starts. On PostgreSQL every host must share one key, so it must be set. With DEBUG off the service
-    refuses to start with no key, the development key, a key shorter than 50 characters, or one `check
-    --deploy` calls weak (fewer than 5 distinct characters)."""
-    key = reader(env).str("SECRET_KEY", default="")
+    """SECRET_KEY from the environment, or from the file SECRET_KEY_FILE names (FileAwareEnv, as every
+    setting's NAME_FILE). Without either, the embedded default (SQLite: one host) makes a random key once and
+    keeps it in GATEWAY_VAR_DIR/secret-key (mode 0600), which every process of the install reads. The setting
+    SECRET_KEY_FILE is the file the processes make or read the key in when a process starts
+    (gateway/ops/process_start.py): that default one, or the operator's SECRET_KEY_FILE when it names a file not
+    there yet on SQLite (made there, so a container's volume or a mounted folder keeps it); None when the key
+    is in hand. On PostgreSQL every host must share one key, so it must be set, and a SECRET_KEY_FILE naming no
+    file is refused rather than made per host. With DEBUG off the service refuses to start with no key, the
+    development key, a key shorter than 50 characters, or one `check --deploy` calls weak (fewer than 5
+    distinct characters)."""
+    env = reader(env)
+    sqlite = databases["default"]["ENGINE"] == SQLITE
+    named = env.str("SECRET_KEY_FILE", default="")
+    if named and not Path(named).exists():
+        if not sqlite:
+            raise ImproperlyConfigured(
+                f"SECRET_KEY_FILE names {named}, which does not exist. On PostgreSQL every host must sign with one "
+                "key, so none is made here: write the key (50 or more random characters) to that file on every "
+                "host, or set SECRET_KEY.")
+        return {"SECRET_KEY": "", "SECRET_KEY_FILE": Path(named), "DEVELOPMENT_SECRET_KEY": DEVELOPMENT_SECRET_KEY}
+    key = env.str("SECRET_KEY", default="")  # SECRET_KEY_FILE's content when it names a file
+    if named and not key.strip():
+        raise ImproperlyConfigured(f"SECRET_KEY_FILE names {named}, which is empty: write the key in it, or "
+                                   "remove the file and the embedded default (SQLite) makes one there.")
     kept = None
-    if not key and databases["default"]["ENGINE"] == SQLITE:
+    if not key and sqlite:
         kept = var_dir / "secret-key"
     elif not key and debug:
         key = DEVELOPMENT_SECRET_KEY
