@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.gateway.shell.test_procfile import processes as procfile  # the Procfile's entries, by name
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 KUSTOMIZE = DEPLOY / "kubernetes"
@@ -22,15 +24,6 @@ VAR_DIR = "/var/lib/gateway"
 # (celery's command line reads CELERY_<COMMAND>_<OPTION>), and, in Kubernetes, the passwords put into
 # DATABASE_URL and REDIS_URL by $(NAME).
 OTHER_VARIABLES = {"CELERY_WORKER_CONCURRENCY", "OPENBLAS_NUM_THREADS", "DATABASE_PASSWORD", "REDIS_PASSWORD"}
-
-
-def procfile() -> dict[str, str]:
-    entries = {}
-    for line in (REPO / "Procfile").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            name, _, command = line.partition(":")
-            entries[name.strip()] = command.strip()
-    return entries
 
 
 def image_commands() -> set[str]:
