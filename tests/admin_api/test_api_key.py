@@ -1,11 +1,14 @@
 """/api/v1/admin/accounts/{id}/api-key: a key made here works on /v1 at once, and a revoked or replaced one
 is refused at once (the same key functions and credential versions as the account's own endpoints)."""
 
+import httpx
+import pytest
 from auditlog.models import LogEntry
 
 from accounts.models import ApiKey
 from tests.contract import assert_v1_unauthenticated
-from tests.factories import AccountFactory, AccountGroupFactory, bearer
+from tests.factories import AccountFactory, AccountGroupFactory, bearer, session_for
+from tests.servers import web_process
 
 
 def test_a_generated_key_works_at_once_and_a_revoked_one_is_refused_at_once(api, client, owner):
@@ -52,3 +55,21 @@ def test_the_audit_trail_names_the_actor_of_the_key_never_the_key(api, staff, ow
     api.delete(f"/accounts/{owner.pk}/api-key")
     gone = LogEntry.objects.filter(content_type__model="apikey", action=LogEntry.Action.DELETE).latest("pk")
     assert gone.actor_id == staff.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_key_made_and_revoked_through_one_process_is_seen_by_another_at_once(redis_url):
+    """Two web processes sharing one Redis, as two hosts do: the key the API makes through the first works on
+    the second at once, and once revoked through the first, the second refuses it at once (it had it cached)."""
+    owner = AccountFactory(group=AccountGroupFactory(api_access=True))
+    staff = AccountFactory(is_staff=True, is_superuser=True, group=AccountGroupFactory(name="ops", api_access=False))
+    session = bearer(session_for(staff))
+    with web_process(REDIS_URL=redis_url) as first, web_process(REDIS_URL=redis_url) as second:
+        made = httpx.post(f"{first}/api/v1/admin/accounts/{owner.pk}/api-key", headers=session)
+        assert made.status_code == 201, made.text
+        key = bearer(made.json()["api_key"])
+        statuses = [httpx.get(f"{base}/v1/models", headers=key).status_code for base in (second, first, second)]
+        assert statuses == [200] * 3
+        assert httpx.delete(f"{first}/api/v1/admin/accounts/{owner.pk}/api-key", headers=session).status_code == 204
+        assert_v1_unauthenticated(httpx.get(f"{second}/v1/models", headers=key))
+        assert_v1_unauthenticated(httpx.get(f"{first}/v1/models", headers=key))
