@@ -46,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "retry_after": None,  # a retry-after header on the failure
     "fail_details": [],  # the failure's `details` (RetryInfo, ErrorInfo, ...)
     "error_after_tokens": None,  # streams: an error in place of the chunk after N tokens
+    "block_reason": None,  # the prompt blocked whole with this blockReason (SAFETY, ...): no candidate
     "cut_after_tokens": None,  # streams: the connection dropped after N tokens
     "models": wire.GEMINI_API_MODELS,
     "publisher_models": wire.VERTEX_GOOGLE_MODELS,

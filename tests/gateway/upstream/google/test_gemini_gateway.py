@@ -1,7 +1,8 @@
 """Gemini models through the running gateway, on the Gemini API and on Vertex AI, read by the official SDKs: the
 chat form translated to generateContent and its stream read back (whole and streamed), `/v1/messages` through
 the chat form, embeddings, usage metered once, RESOURCE_EXHAUSTED falling through to the next model, a reply
-cut midway returned in part. (The translation is gateway/formats/gemini/'s.)"""
+cut midway returned in part, a prompt Gemini blocks a refusal in each surface's shape. (The translation is
+gateway/formats/gemini/'s.)"""
 
 from __future__ import annotations
 
@@ -108,3 +109,17 @@ def test_test_connection_calls_a_gemini_model(fake_google):  # noqa: F811
     outcome = server_check.connection_test(row=server)
     assert outcome.ok, outcome.message
     assert outcome.message.startswith(f"Chat call to gem/{GEMINI} answered: “Echo: This is a connection test")
+
+
+def test_a_prompt_gemini_blocks_is_a_refusal_in_each_surfaces_shape(world):
+    """promptFeedback.blockReason and no candidate: the chat form's refusal with finish_reason content_filter,
+    Anthropic's `refusal` stop, and an incomplete Response for content_filter, each as its SDK reads it."""
+    world.google.configure(block_reason="SAFETY")
+    model = f"gem/{GEMINI}"
+    completion = world.openai.chat.completions.create(model=model, messages=PROMPT, max_tokens=50)
+    assert completion.choices[0].finish_reason == "content_filter"
+    assert completion.choices[0].message.refusal == "The prompt was blocked (SAFETY)."
+    message = world.anthropic.messages.create(model=model, max_tokens=50, messages=PROMPT)
+    assert message.stop_reason == "refusal" and message.content[0].text == "The prompt was blocked (SAFETY)."
+    response = world.openai.responses.create(model=model, input=PROMPT[0]["content"], max_output_tokens=50)
+    assert (response.status, response.incomplete_details.reason) == ("incomplete", "content_filter")

@@ -60,6 +60,8 @@ def generate(body: dict[str, Any], model: str, knobs: dict[str, Any]) -> list[di
     and the usage."""
     response_id = uuid.uuid4().hex[:20]
     base = {"modelVersion": model, "responseId": response_id}
+    if knobs.get("block_reason"):
+        return [{"promptFeedback": {"blockReason": knobs["block_reason"]}, "usageMetadata": _usage(0), **base}]
     if function := _function(body, knobs):
         arguments = knobs["tool_arguments"]
         args = json.loads(arguments) if isinstance(arguments, str) else arguments
@@ -79,6 +81,8 @@ def generate(body: dict[str, Any], model: str, knobs: dict[str, Any]) -> list[di
 
 def whole(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     """generateContent's one response for the same reply."""
+    if "candidates" not in chunks[-1]:  # the prompt blocked: its one chunk is the response
+        return chunks[-1]
     parts = [part for chunk in chunks for part in chunk["candidates"][0]["content"]["parts"] if part != {"text": ""}]
     text = "".join(part.get("text", "") for part in parts)
     merged = [{"text": text}] if text else [part for part in parts if "functionCall" in part]
