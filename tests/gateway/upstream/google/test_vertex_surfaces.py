@@ -1,6 +1,6 @@
 """Claude on Vertex AI behind the surfaces that always go through the chat form: `/v1/responses` (whole and
 streamed, read by the official SDK) and native chat (`/api/v1/chat`), metered once each; and the model call's
-trace span naming its provider `gcp.vertex_ai` (OpenTelemetry's GenAI name for it)."""
+trace span naming its provider `gcp.vertex_ai` (OpenTelemetry's GenAI name for it; the Gemini API's `gcp.gemini`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from tests.asgi import call
 from tests.factories import AccountFactory, AccountGroupFactory, ModelFactory, ModelServerFactory, api_key_for
 from tests.gateway.telemetry.test_traces import by_kind, exported  # noqa: F401 — a fixture among them
-from tests.gateway.upstream.google.fake import CLAUDE, PROJECT, REGION
+from tests.gateway.upstream.google.fake import API_KEY, CLAUDE, GEMINI, PROJECT, REGION
 from tests.gateway.upstream.google.support import fake_google, key_file  # noqa: F401 — the fixtures
 from tests.native.conftest import sse_events
 from tests.servers import wait_for_quiet_database, wait_for_usage
@@ -70,3 +70,18 @@ def test_a_vertex_call_s_span_names_the_provider_gcp_vertex_ai(transactional_db,
     (attempt,) = by_kind(exported, "CLIENT")
     assert attempt.attributes["gen_ai.provider.name"] == "gcp.vertex_ai"
     assert attempt.attributes["gen_ai.request.model"] == CLAUDE
+
+
+def test_a_gemini_api_call_s_span_names_the_provider_gcp_gemini(transactional_db, settings, fake_google,  # noqa: F811
+                                                                exported):  # noqa: F811
+    settings.RATE_LIMITS = {**settings.RATE_LIMITS, "v1": 1000}
+    key = api_key_for(AccountFactory(group=AccountGroupFactory(api_access=True)))
+    gem = ModelServerFactory(name="gem", kind="gemini", base_url=fake_google.url, api_key=API_KEY, is_remote=True)
+    ModelFactory(server=gem, name=GEMINI, is_default=True)
+    status, _, body = call("POST", "/v1/chat/completions", headers=[
+        (b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json")],
+        body=json.dumps({"model": f"gem/{GEMINI}", "messages": [{"role": "user", "content": "hi"}]}).encode())
+    assert status == 200, body
+    (attempt,) = by_kind(exported, "CLIENT")
+    assert attempt.attributes["gen_ai.provider.name"] == "gcp.gemini"
+    assert attempt.attributes["gen_ai.request.model"] == GEMINI
