@@ -79,6 +79,9 @@ def test_a_failing_write_is_retried_with_backoff_and_logged_once(made, threads, 
         buffer.put("m", 4)
         buffer.put("n", 1)
         wait_for(lambda: written, 10, "a write that succeeds", interval=0.005)
+        # the thread logs the end of the failures once its write has returned, just after `written` grew
+        wait_for(lambda: any(r.getMessage() == "test buffer written again" for r in caplog.records), 10,
+                 "the end of the failures logged", interval=0.005)
     assert written == [{"m": 7, "n": 1}]  # what failed was kept, merged with what came since
     gaps = [b - a for a, b in zip(attempts, attempts[1:])]
     assert [round(gap, 2) >= least for gap, least in zip(gaps, [0.04, 0.08, 0.16, 0.16])] == [True] * 4, gaps
