@@ -98,7 +98,8 @@ def test_usage_metered_once_across_hosts(hosts: Cluster):
     records = hosts.pg.query("SELECT count(*) FROM gateway_usagerecord WHERE account_id = ANY(%s)",
                              ([acc["account_id"] for acc in metered],))[0][0]
     figures("usage metered once", [f"{len(answers)} calls made, {len(answered)} answered, {records} usage records"])
-    assert records == len(answered) == len(requests)
+    unanswered = [(a.ident, round(a.elapsed, 2), a.error) for a in answers if a.status != 200]
+    assert records == len(answered) == len(requests), f"calls without an answer: {unanswered}"
     check_usage_on_every_host(hosts, metered[0])
 
 
