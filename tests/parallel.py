@@ -18,9 +18,11 @@ Ports are free ones picked per server (tests/servers.py free_port). Without xdis
 The `serial` marker: tests that must not run beside another test process, given here to every test
 of the folders that start whole stacks of their own (SERIAL_FOLDERS: the fault stacks, the
 multi-host stack in network namespaces, a browser, the coding agents, the container image built and
-run), whose timings and process counts assume a machine to themselves; a module elsewhere with such a
-promise marks itself (`pytestmark = pytest.mark.serial`: bin/serve's shutdown within 10 s). .ci/run runs
-`-m "not serial"` with `-n 2`, then `-m serial` in one process.
+run), which never run beside the other tests; a module elsewhere with such a promise marks itself
+(`pytestmark = pytest.mark.serial`: bin/serve's shutdown within 10 s). .ci/run runs `-m "not serial"`
+with `-n 2`, then `-m serial` by themselves, a module at a time in each of two processes (`--dist
+loadscope`): each module's stack is its own, and most of their time is spent waiting on a restart, a
+lease or a failover.
 
 The `storage` marker (tests/storage_marker.py): the tests whose outcome can depend on the storage
 backend, which .ci/run runs a second time on the embedded default.
@@ -34,8 +36,16 @@ from pathlib import Path
 
 REDIS_DATABASES = 16
 SERIAL_FOLDERS = ("faults", "scale", "browser", "clients", "container")  # under tests/
-# minutes where the rest take seconds: given out first (a stable sort keeps the others' order)
-LONGEST = ("tests/fuzz/", "test_collections_embedded.py", "test_procfile.py", "test_end_to_end.py", "test_traces.py")
+# minutes where the rest take seconds: given out first, longest first (a stable sort keeps the others'
+# order). The parallel part's, then the serial part's modules, measured (.ci/run prints the durations)
+LONGEST = ("tests/fuzz/", "test_collections_embedded.py", "test_procfile.py", "test_end_to_end.py", "test_traces.py",
+           "tests/faults/test_faults.py", "tests/container/", "tests/faults/test_sentinel_failover.py",
+           "tests/faults/test_pgbouncer.py", "tests/gateway/shell/test_bin_serve.py",
+           "tests/faults/test_batch_faults.py", "tests/scale/test_host_faults.py",
+           "tests/scale/test_seen_everywhere.py",
+           "tests/browser/test_console_walk_browser.py", "tests/scale/test_redis_failover.py",
+           "tests/scale/test_across_hosts.py", "tests/browser/test_console_forms_browser.py",
+           "tests/clients/test_claude_code.py", "tests/clients/test_gemini_cli_gateway.py")
 DEFAULT_TEST_REDIS = "redis://127.0.0.1:6379/14"  # tests/conftest.py redis_url's, without REDIS_URL
 
 
@@ -84,6 +94,11 @@ def is_serial(relative_path: str) -> bool:
     return len(parts) > 2 and parts[0] == "tests" and parts[1] in SERIAL_FOLDERS
 
 
+def rank(nodeid: str) -> int:
+    """Where a test goes in the order: the place of the first LONGEST name it holds, the others after."""
+    return next((place for place, name in enumerate(LONGEST) if name in nodeid), len(LONGEST))
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
 
@@ -96,7 +111,7 @@ def pytest_collection_modifyitems(config, items):
         elif is_storage(str(item.path)):
             item.add_marker(pytest.mark.storage)
     # the longest tests first, so that neither process is left running one alone at the end
-    items.sort(key=lambda item: not any(name in item.nodeid for name in LONGEST))
+    items.sort(key=lambda item: rank(item.nodeid))
 
 
 _settle()  # at import: `-p` plugins are imported before pytest-django reads the settings

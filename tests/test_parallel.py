@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.parallel import is_serial, redis_url_for, worker_environment
+from tests.parallel import LONGEST, is_serial, rank, redis_url_for, worker_environment
 
 REPO = Path("/repo")
 
@@ -58,3 +58,20 @@ def test_no_test_takes_a_redis_database_of_its_own_by_number():
              if path.relative_to(repo).as_posix() not in mine
              and "redis://127.0.0.1:6379/14" in path.read_text()]
     assert found == []
+
+
+def test_the_longest_modules_go_first_in_the_order_measured():
+    order = ["tests/browser/test_sso_browser.py::test_a", "tests/scale/test_host_faults.py::test_b",
+             "tests/faults/test_faults.py::test_c", "tests/accounts/test_keys.py::test_d",
+             "tests/container/test_image.py::test_e"]
+    assert sorted(order, key=rank) == [
+        "tests/faults/test_faults.py::test_c", "tests/container/test_image.py::test_e",
+        "tests/scale/test_host_faults.py::test_b", "tests/browser/test_sso_browser.py::test_a",
+        "tests/accounts/test_keys.py::test_d"]
+
+
+def test_every_name_of_the_longest_still_names_tests():
+    """A module renamed or gone would leave its place in the order to nothing, and its tests last."""
+    repo = Path(__file__).resolve().parents[1]
+    files = [path.relative_to(repo).as_posix() for path in (repo / "tests").rglob("test_*.py")]
+    assert [name for name in LONGEST if not any(name in path for path in files)] == []
