@@ -20,7 +20,7 @@ of the folders that start whole stacks of their own (SERIAL_FOLDERS: the fault s
 multi-host stack in network namespaces, a browser, the coding agents, the container image built and
 run), which never run beside the other tests; a module elsewhere with such a promise marks itself
 (`pytestmark = pytest.mark.serial`: bin/serve's shutdown within 10 s). .ci/run runs `-m "not serial"`
-with `-n 2`, then `-m serial` by themselves, a module at a time in each of two processes (`--dist
+with `-n 3`, then `-m serial` by themselves, a module at a time in each of two processes (`--dist
 loadscope`): each module's stack is its own, and most of their time is spent waiting on a restart, a
 lease or a failover.
 
