@@ -52,6 +52,11 @@ TOOL_ARGUMENTS = {"file_path": FILE_NAME, "content": FILE_TEXT}
 
 _CALL_ID = re.compile(rf"{TOOL_NAME}_\d+_\d+")
 _TODAY = re.compile(r"Today's date is [^\n]*")
+# Gemini CLI finds its built-in skills by reading its bundle's folder, with no order of its own: two runs on a
+# busy machine listed them in either order, in the system prompt and in activate_skill's declaration
+_SKILLS = re.compile(r"(<available_skills>\n)(.*?)(\n</available_skills>)", re.S)
+_SKILL = re.compile(r"  <skill>\n.*?\n  </skill>", re.S)
+_AVAILABLE = re.compile(r"\(Available: ('[^']*'(?:, '[^']*')*)\)")
 
 SETTINGS: dict[str, Any] = {
     "security": {"auth": {"selectedType": "gemini-api-key"}},
@@ -136,12 +141,31 @@ def declared(body: Any) -> list[str]:
 def comparable(requests: list[Any]) -> list[dict[str, Any]]:
     """What a Gemini server received, with the values that differ between two straight runs in the same folders
     replaced, found by running it twice and diffing everything it sent: the id Gemini CLI makes for a call
-    (write_file_<milliseconds>_<n>), and the date it writes into the first turn (should a run straddle midnight)."""
+    (write_file_<milliseconds>_<n>), the date it writes into the first turn (should a run straddle midnight),
+    and the order of its built-in skills (put in name order: `_skills_in_order`)."""
     def replace(value: Any) -> Any:
         if isinstance(value, dict):
-            return {k: replace(v) for k, v in value.items()}
+            found = {k: replace(v) for k, v in value.items()}
+            if found.get("name") == "activate_skill":
+                _skill_names_in_order(found)
+            return found
         if isinstance(value, list):
             return [replace(v) for v in value]
-        return _TODAY.sub("<today>", _CALL_ID.sub("<call id>", value)) if isinstance(value, str) else value
+        if isinstance(value, str):
+            return _skills_in_order(_TODAY.sub("<today>", _CALL_ID.sub("<call id>", value)))
+        return value
 
     return [{"request": f"{r.method} {r.path}", "query": r.query, "json": replace(r.json)} for r in requests]
+
+
+def _skills_in_order(text: str) -> str:
+    """The skills of a system prompt's <available_skills> and of activate_skill's "(Available: …)", in name order."""
+    text = _SKILLS.sub(lambda m: m.group(1) + "\n".join(sorted(_SKILL.findall(m.group(2)))) + m.group(3), text)
+    return _AVAILABLE.sub(lambda m: f"(Available: {', '.join(sorted(m.group(1).split(', ')))})", text)
+
+
+def _skill_names_in_order(declaration: dict[str, Any]) -> None:
+    """activate_skill's parameter: the enum of the skills' names, in name order."""
+    name = declaration.get("parametersJsonSchema", {}).get("properties", {}).get("name", {})
+    if isinstance(name.get("enum"), list):
+        name["enum"] = sorted(name["enum"])

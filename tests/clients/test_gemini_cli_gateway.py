@@ -140,3 +140,22 @@ def test_gemini_cli_refused_by_the_gateway_shows_googles_error(scripted, tmp_pat
     assert '{"error":{"code":401,' in run.stderr and '"status":"UNAUTHENTICATED"}}' in run.stderr, run.stderr
     assert scripted.upstream.requests == [] and scripted.gemini.requests == []
     assert not (run.work / FILE_NAME).exists()
+
+
+def test_two_runs_listing_the_built_in_skills_in_either_order_compare_equal():
+    """Gemini CLI lists its built-in skills in the order it happens to read them (two runs on a busy machine
+    differed in it): the comparison puts them in name order, in the system prompt and in activate_skill, and
+    still sees any other difference."""
+    def run(first: str, second: str, note: str = "") -> SimpleNamespace:
+        skills = "".join(f"  <skill>\n    <name>{name}</name>\n  </skill>\n" for name in (first, second))
+        declaration = {"name": "activate_skill",
+                       "description": f"Activates a skill (Available: '{first}', '{second}').",
+                       "parametersJsonSchema": {"properties": {"name": {"enum": [first, second]}}}}
+        prompt = f"<available_skills>\n{skills.rstrip()}\n</available_skills>{note}"
+        return SimpleNamespace(method="POST", path="/v1beta/models/m:streamGenerateContent", query="alt=sse", json={
+            "systemInstruction": {"parts": [{"text": prompt}]}, "tools": [{"functionDeclarations": [declaration]}]})
+
+    assert differences(comparable([run("skill-creator", "antigravity-support")]),
+                       comparable([run("antigravity-support", "skill-creator")])) == []
+    assert differences(comparable([run("skill-creator", "antigravity-support")]),
+                       comparable([run("antigravity-support", "skill-creator", " more")])) != []
