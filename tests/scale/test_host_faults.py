@@ -198,7 +198,10 @@ def test_host_lost_with_its_disk(hosts: Cluster):
         f"the lost calls ended within the last {window:.2f}s before the kill (USAGE_FLUSH_SECONDS "
         f"{FLUSH_SECONDS}); the whole balancer answered {by_second} calls in the last second"])
     assert not doubled, f"{len(doubled)} calls metered twice"
-    assert {a.request_id for a in lost} == lost_ids & {a.request_id for a in answered}, \
-        "the calls lost are exactly those gw2's deleted spool held"
+    # every call lost was in the deleted spool; a record of it may also have reached the database, when the
+    # kill fell between the drainer's commit and its removal of the file (gateway/usage/spool.py): seen with
+    # another stack beside this one, 5 of 6 such records written, none twice
+    assert {a.request_id for a in lost} <= lost_ids & {a.request_id for a in answered}, \
+        "a call was lost that gw2's deleted spool did not hold"
     assert len(answered) == sum(usage.values()) + len(lost)
     assert window <= FLUSH_SECONDS + 1.0, f"usage of the last {window:.2f}s was lost"
