@@ -53,10 +53,56 @@ def _keep_content_types() -> None:
         operations.sql_flush = sql_flush
 
 
+def _flush_without_the_command() -> None:
+    """A transactional test's teardown empties the tables directly, as the `flush` command would, without
+    the command: Django calls it through call_command (its parser built afresh, 30 ms) and then sends
+    post_migrate, whose two receivers (contenttypes' and auth's) only make sure the content types and
+    their permissions exist, which the flush keeps (KEPT_TABLES): 55 ms of queries more per test. The two
+    were 90 ms of CPU per transactional test, measured with cProfile over tests/compat/test_reply_schemas.py."""
+    from django.core.management.color import no_style
+    from django.core.management.sql import sql_flush
+    from django.db import connections
+    from django.test import TransactionTestCase
+
+    def _fixture_teardown(self):
+        for name in self._databases_names(include_mirrors=False):
+            connection = connections[name]
+            connection.ops.execute_sql_flush(sql_flush(no_style(), connection, reset_sequences=False,
+                                                       allow_cascade=self.available_apps is not None))
+
+    TransactionTestCase._fixture_teardown = _fixture_teardown
+
+
+def _one_default_ssl_context() -> None:
+    """Every httpx client made with the default `verify=True` (each SDK client a test makes, each
+    `httpx.post`) loaded the CA bundle into a new SSL context: 26 ms of CPU each, three or four per test
+    that drives a server, a third of the CPU of tests/compat/test_reply_schemas.py. In the test process
+    they share one per library (httpx's, from certifi; httpx2's, the SDKs', from the system's), made on
+    first use with the same call. The tests' servers listen on plain HTTP, and those that speak TLS to a
+    test CA pass a context of their own, which is left alone."""
+    import httpx._transports.default as httpx_transport
+    import httpx2._transports.default as httpx2_transport
+
+    for module in (httpx_transport, httpx2_transport):
+        made = module.create_ssl_context
+        shared = {}
+
+        def create_ssl_context(verify=True, cert=None, trust_env=True, _made=made, _shared=shared):
+            if verify is not True or cert is not None:
+                return _made(verify=verify, cert=cert, trust_env=trust_env)
+            if trust_env not in _shared:
+                _shared[trust_env] = _made(verify=True, cert=None, trust_env=trust_env)
+            return _shared[trust_env]
+
+        module.create_ssl_context = create_ssl_context
+
+
 def pytest_configure(config):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     _flush_with_delete()
     _keep_content_types()
+    _flush_without_the_command()
+    _one_default_ssl_context()
     # In this process nothing is written behind a test's back: its data lives in its own transaction,
     # which no other thread sees. Usage and calls are spooled and counts and times buffered as in
     # production; a test writes them with per_process.flush_all() where it needs them in the database
