@@ -58,7 +58,7 @@ def _flush_without_the_command() -> None:
     the command: Django calls it through call_command (its parser built afresh, 30 ms) and then sends
     post_migrate, whose two receivers (contenttypes' and auth's) only make sure the content types and
     their permissions exist, which the flush keeps (KEPT_TABLES): 55 ms of queries more per test. The two
-    were 90 ms of CPU per transactional test, measured with cProfile over tests/compat/test_reply_schemas.py."""
+    were about 85 ms of CPU per transactional test, measured with cProfile over tests/compat/test_reply_schemas.py."""
     from django.core.management.color import no_style
     from django.core.management.sql import sql_flush
     from django.db import connections
