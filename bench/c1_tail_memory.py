@@ -57,16 +57,20 @@ def main() -> int:
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="extra gateway environment")
     p.add_argument("--tag", help="suffix for the result file (c1-<tag>.md)")
     p.add_argument("--commit", metavar="REV", help="test this commit (exported with git archive)")
+    p.add_argument("--server", choices=("uvicorn", "gunicorn"), default="uvicorn",
+                   help="uvicorn alone (default), or the Procfile's gunicorn with one worker and the host's drainer "
+                        "(the memory is then the worker's)")
     args = p.parse_args()
     extra = dict(item.split("=", 1) for item in args.env)
     harness.install_signal_handlers()
     git_commit(args.commit)
     stack = Stack(extra, REDIS_URL)
+    stack.server = args.server
     rows, memory = [], {}
     try:
         stack.prepare(args.commit)
-        gateway = stack.start_gateway()
-        memory["started"] = memory_mb(gateway.popen.pid)
+        web = stack.web_pid(stack.start_gateway())
+        memory["started"] = memory_mb(web)
         targets = {"direct": (stack.upstream, "echo-1"), "gateway": (stack.gateway, "bench/echo-1")}
         for rnd in range(1, args.rounds + 1):
             for target, (base, model) in targets.items():  # interleaved: A B A B ...
@@ -76,12 +80,12 @@ def main() -> int:
                 print(f"  round {rnd} {target:7} n={s['n']} p50={s['p50']:.2f} p99={s['p99']:.2f} "
                       f"p99.9={s['p999']:.2f} max={s['max']:.1f} ms", flush=True)
             if rnd == 1:
-                memory["after one round"] = memory_mb(gateway.popen.pid)
-        memory["after the c=1 rounds"] = memory_mb(gateway.popen.pid)
+                memory["after one round"] = memory_mb(web)
+        memory["after the c=1 rounds"] = memory_mb(web)
         for concurrency in args.load:  # the load gateway_latency.py puts on it after c=1
             asyncio.run(closed_loop(stack.gateway, "bench/echo-1", stack.api_key, concurrency, 8.0))
             stack.check_alive()
-            memory[f"after 8 s at c={concurrency}"] = memory_mb(gateway.popen.pid)
+            memory[f"after 8 s at c={concurrency}"] = memory_mb(web)
         for when, m in memory.items():
             print(f"  gateway memory {when}: RSS {m['rss']:.1f} MB (peak {m['peak']:.1f})", flush=True)
         write_report(args, rows, memory)
@@ -98,7 +102,9 @@ def main() -> int:
 
 def write_report(args, rows: list[dict], memory: dict) -> None:
     lines = [f"# c=1 tail and memory ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, commit {git_commit()})", "",
-             f"{args.rounds} interleaved rounds of {args.seconds:g} s, one request at a time, non-streamed.", "",
+             f"{args.rounds} interleaved rounds of {args.seconds:g} s, one request at a time, non-streamed; the "
+             f"gateway served by {args.server}" + (" (the Procfile's web, one worker; memory: the worker's)"
+                                                   if args.server == "gunicorn" else "") + ".", "",
              "| round | target | requests | p50 ms | p99 ms | p99.9 ms | max ms |", "|--:|---|--:|--:|--:|--:|--:|"]
     lines += [f"| {r['round']} | {r['target']} | {r['n']} | {r['p50']:.2f} | {r['p99']:.2f} | {r['p999']:.2f} | "
               f"{r['max']:.1f} |" for r in rows]

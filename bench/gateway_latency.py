@@ -182,8 +182,9 @@ def main() -> int:
     p.add_argument("--stream", dest="profile_stream", action="store_true",
                    help="with --profile: profile streamed replies instead of non-streamed ones")
     p.add_argument("--client", choices=sorted(CLIENTS), default="raw", help="load generator client (default raw)")
-    p.add_argument("--server", choices=("uvicorn", "granian"), default="uvicorn",
-                   help="the gateway's ASGI server (default uvicorn, as the Procfile; granian for comparison)")
+    p.add_argument("--server", choices=("uvicorn", "gunicorn", "granian"), default="uvicorn",
+                   help="the gateway's ASGI server (default uvicorn, the Procfile's worker class, alone; gunicorn: the "
+                        "Procfile's web with one worker and the host's drainer; granian for comparison)")
     p.add_argument("--rounds", type=int, help="override the plan's rounds")
     p.add_argument("--commit", metavar="REV",
                    help="test this commit (exported with git archive) instead of the working tree, e.g. HEAD")
@@ -240,6 +241,8 @@ def main() -> int:
     stack = Stack(extra_env, REDIS_URL, pool=args.pool, guardrails=guard_cost.guardrails(args.guardrails))
     if args.server == "granian":
         stack.use_granian()
+    elif args.server == "gunicorn":
+        stack.server = "gunicorn"
     try:
         stack.prepare(args.commit)
         if args.cache:

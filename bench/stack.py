@@ -176,7 +176,11 @@ class Stack:
 
     def start_gateway(self, wrap: list[str] | None = None, name: str = "gateway") -> Proc:
         self.gateway_port = free_port()
-        if self.server == "granian":  # its ASGI interface, uvloop, no access log (its default)
+        if self.server == "gunicorn":  # the Procfile's web, one worker: its access log goes to the process's log
+            argv = [PY, "-m", "gunicorn", "gateway.asgi:application", "-k", "uvicorn_worker.UvicornWorker",
+                    "--bind", f"127.0.0.1:{self.gateway_port}", "--workers", "1", "-c", "python:gateway.gunicorn_conf",
+                    "--forwarded-allow-ips", ""]
+        elif self.server == "granian":  # its ASGI interface, uvloop, no access log (its default)
             argv = [PY, "-m", "granian", "--interface", "asgi", "--host", "127.0.0.1", "--port",
                     str(self.gateway_port), "--workers", "1", "--loop", "uvloop", "--log-level", "warning",
                     "--no-ws", "gateway.asgi:application"]
@@ -188,6 +192,20 @@ class Stack:
         self.gateway = f"http://127.0.0.1:{self.gateway_port}"
         wait_http(self.gateway + "/v1/models", proc, timeout=60, headers={"Authorization": f"Bearer {self.api_key}"})
         return proc
+
+    def web_pid(self, proc: Proc) -> int:
+        """The process that serves: the gateway's own, or under gunicorn its one worker (the master's child
+        without children of its own: the dirty arbiter has its dirty worker, the host's drainer)."""
+        if self.server != "gunicorn":
+            return proc.popen.pid
+        master = proc.popen.pid
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            workers = [pid for pid in _children(master) if not _children(pid)]
+            if len(workers) == 1:
+                return workers[0]
+            time.sleep(0.1)
+        raise RuntimeError(f"gunicorn {master}: not one worker among its children")
 
     def proc(self, name: str) -> Proc | None:
         return next((p for p in self.procs if p.name == name), None)
@@ -248,3 +266,10 @@ class Stack:
             if not self.tmp.exists():
                 break
             time.sleep(0.5)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []

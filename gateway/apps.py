@@ -41,8 +41,8 @@ class GatewayConfig(AppConfig):
         redact.secret_sources.append(google_auth.tokens)  # nor Google's access tokens (Vertex AI)
         # a group's guardrails in applyconfig's file and the admin's page, checked by the guard's own parser
         config_guardrails.use(parse_policy, PolicyError)
-        # the usage drainer drops the quota counters an addition may have missed, after each write
-        usage_writer.after_cycle.append(quota_forget_unsure)
+        # the usage drainer drops the quota counters an addition may have missed, after each cycle
+        usage_writer.after_cycle.append(lambda **cycle: quota_forget_unsure())
         # the calls log: a call's line spooled when its request ends, drained by the same thread
         logjson.ended.append(call_log.record_call)
         usage_writer.after_cycle.append(call_log.drain)

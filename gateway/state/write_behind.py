@@ -103,11 +103,13 @@ class WriteBehind:
                  merge: Callable[[Any, Any], Any] | None = None, forget: Callable[[], object] | None = None,
                  after_fork: Callable[[], object] | None = None, pending: Callable[[], object] | None = None,
                  write_at_start: bool = False, at_exit: bool = True, exit_seconds: float = 0.0,
-                 backoff_max: float = BACKOFF_MAX_SECONDS) -> None:
+                 backoff_max: float = BACKOFF_MAX_SECONDS, periodic: dict | None = None) -> None:
         """`write`: the buffer's write (`write(taken)` with `merge`, else `write()`), raising when it
-        failed. `forget`: drops what the buffer keeps of its own besides (tests, and a forked child
-        unless `after_fork` says otherwise). `pending`: whether a buffer without `merge` holds
-        something to write at exit. `exit_seconds`: how long the write at exit is retried."""
+        failed; the thread's writes pass it `periodic` as keywords besides (a write may do less on the
+        thread's turn than when a flush or the exit asks for everything). `forget`: drops what the
+        buffer keeps of its own besides (tests, and a forked child unless `after_fork` says otherwise).
+        `pending`: whether a buffer without `merge` holds something to write at exit. `exit_seconds`:
+        how long the write at exit is retried."""
         self.name = name
         self._write = write
         self._every = every if callable(every) else (lambda: every)
@@ -119,6 +121,7 @@ class WriteBehind:
         self.at_exit = at_exit
         self.exit_seconds = exit_seconds
         self.backoff_max = backoff_max
+        self.periodic = periodic or {}
         self.log = log
         self.buffer: dict = {}
         self._start_failed = False
@@ -233,7 +236,7 @@ class WriteBehind:
             stopping.wait(self.pause())
         while not stopping.is_set():
             try:
-                self.flush_quietly()
+                self.flush_quietly(**self.periodic)
             except Exception:  # never let the thread die
                 logger.exception("%s: write behind", self.name)
             finally:

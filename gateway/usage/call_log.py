@@ -232,9 +232,18 @@ class CallLog:
         if usage_writer.drainer.thread is None:
             usage_writer.start()  # its cycles drain this spool too (`drain`)
 
-    def drain(self, *, scan: bool | None = None) -> bool:
+    def drain(self, *, scan: bool | None = None, hand_off: bool = False) -> bool:
         """Write this process's spooled calls and, every USAGE_ORPHAN_SCAN_SECONDS (or with `scan`), those
-        dead processes left. True when the database took them; never raises (the usage drainer's step)."""
+        dead processes left or let go; with `hand_off` (the host has a drainer, gateway/usage/host_drain.py),
+        let this process's go instead. True when the database took them; never raises (the usage drainer's
+        step, told what its cycle did)."""
+        if hand_off:
+            try:
+                self.spool().release()
+            except OSError as exc:
+                self._outage.failed(exc)
+                return False
+            return True
         if scan is None:
             scan = time.monotonic() - self._last_scan >= settings.USAGE_ORPHAN_SCAN_SECONDS
         try:
@@ -272,5 +281,5 @@ class CallLog:
 
 
 call_log = CallLog()
-drain: Callable[[], bool] = call_log.drain
+drain: Callable[..., bool] = call_log.drain
 per_process.register("calls-log", reset=call_log.forget)  # written by the usage drainer's flush

@@ -8,6 +8,8 @@ and removes it (`take_over`). A process replays its own files with `replay`: the
 sealed (later records go to a new file) and each sealed file is handed to `write` in batches, then
 removed. `write` must be idempotent (a file replayed twice, after a crash between the database's
 commit and the unlink, writes nothing twice); when it raises, the file stays and is replayed later.
+A process may also let its files go without writing them (`release`: sealed, renamed RELEASED and
+closed), for another process of the host to take over: the host's drainer (gateway/usage/host_drain.py).
 
 A line that does not parse is skipped: the last line of a process killed in the middle of its
 `write()`, or what is left of a write the disk cut short. What the spool does not survive is the
@@ -16,7 +18,8 @@ loss of the disk it is on.
     spool = Spool(directory)
     spool.append({"k": "...", ...})          # in the caller's thread: one write(), no database
     spool.replay(write_batch, batch=500)     # in the drainer thread
-    spool.take_over(write_batch, batch=500)  # the files of dead processes
+    spool.take_over(write_batch, batch=500)  # the files of dead processes, and those let go
+    spool.release()                          # this process's files, left to the host's drainer
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 SUFFIX = ".spool"
+RELEASED = ".released" + SUFFIX  # the end of a file's name once its process let it go (`release`)
 NEW_SUFFIX = ".new"  # a file being created: not yet locked, so not yet looked at by `take_over`
 STALE_NEW_SECONDS = 60.0
 READ_CHUNK = 1 << 20
@@ -60,6 +64,7 @@ class Spool:
         self._fd: int | None = None  # the file appended to
         self._path: Path | None = None
         self._sealed: list[tuple[Path, int]] = []  # no longer appended to, still locked, to replay
+        self._released: list[Path] = []  # let go by this process, until another takes them over
         self._torn = False  # the last write was cut short: the next one starts on a new line
         weak = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: (s := weak()) is not None and s._after_fork())
@@ -104,6 +109,26 @@ class Spool:
             self._sealed.append((self._path, self._fd))
             self._fd = self._path = None
 
+    def release(self) -> int:
+        """Let go of this process's files that hold records (the current one sealed first), unwritten,
+        for another process of the host to take over (`take_over`); later records go to a new file.
+        Each is renamed to end in RELEASED while still locked (its taker logs it as a hand-over, not as
+        a dead process's), then closed, which drops the lock. Returns the files let go."""
+        with self._replay_lock:
+            self.seal()
+            with self._lock:
+                files, self._sealed = self._sealed, []
+                self._released = [path for path in self._released if path.exists()]  # those not yet taken over
+            for path, fd in files:
+                released = path.with_name(path.name[:-len(SUFFIX)] + RELEASED)
+                try:
+                    os.rename(path, released)
+                except OSError:  # taken over under its own name, as a dead process's
+                    released = path
+                os.close(fd)
+                self._released.append(released)
+            return len(files)
+
     # --- the draining side ----------------------------------------------------------------------
 
     def replay(self, write: Write, *, batch: int = 500) -> int:
@@ -140,7 +165,8 @@ class Spool:
                     taken = _replay_file(fd, path, write, batch)
                     path.unlink(missing_ok=True)
                     count += taken
-                    logger.info("usage spool of a process that is gone written: %s (%d records)", path.name, taken)
+                    if not path.name.endswith(RELEASED):
+                        logger.info("usage spool of a process that is gone written: %s (%d records)", path.name, taken)
                 finally:
                     os.close(fd)
             self._remove_stale_new_files()
@@ -216,10 +242,12 @@ class Spool:
         return path == self._path or any(path == sealed for sealed, _ in self._sealed)
 
     def pending(self) -> int:
-        """Files of this process not yet replayed (the current one included when it has records)."""
+        """Files of this process not yet replayed (the current one included when it has records), and
+        those it let go that no process has taken over yet."""
         with self._lock:
             current = self._fd is not None and os.fstat(self._fd).st_size > 0
-            return len(self._sealed) + int(current)
+            self._released = [path for path in self._released if path.exists()]
+            return len(self._sealed) + int(current) + len(self._released)
 
     def close(self) -> None:
         """Let go of this process's files (they stay on disk, to be taken over)."""
@@ -241,6 +269,9 @@ class Spool:
             self._fd = self._path = None
             self._sealed = []
             self._torn = False
+            for path in self._released:
+                path.unlink(missing_ok=True)
+            self._released = []
 
     def _other_files(self) -> list[Path]:
         try:
@@ -263,6 +294,7 @@ class Spool:
                     pass
         self._fd = self._path = None
         self._sealed = []
+        self._released = []
         self._torn = False
 
 

@@ -10,6 +10,10 @@ by the record's `key`, so a file replayed twice (a kill between the commit and t
 nothing twice. While the database is down the records stay in the spool; the drainer retries with
 a backoff of at most BACKOFF_MAX_SECONDS, logs once per outage and never gives up.
 
+When a drainer runs on the host (gateway/usage/host_drain.py: under gunicorn, its dirty worker), the
+thread's periodic cycle only lets this process's files go (the usage spool's and the calls log's) and
+the drainer writes them, out of the web worker's GIL; a flush and the write at exit still write.
+
 The spool is the durable part and stays here; the drainer's thread, its lock, backoff, log, fork and
 exit handling are gateway/state/write_behind.py's, as for every buffer written behind. A value the
 database can never take is dropped with an error (`insert_rows`), but never for a U+0000 in its
@@ -36,6 +40,7 @@ from django.db import DataError, IntegrityError, connections, transaction
 
 from gateway.models import UsageRecord, account_model
 from gateway.state.write_behind import LogOnce, WriteBehind, holds_nul, without_nul
+from gateway.usage import host_drain
 from gateway.usage.spool import Spool
 
 logger = logging.getLogger(__name__)
@@ -195,16 +200,19 @@ def database_tag() -> str:
 
 class UsageWriter:
     def __init__(self) -> None:
-        self.after_cycle: list = []  # what runs after each write that the database took (gateway/apps.py)
+        # what runs after each cycle that went through, given whether the cycle let the files go (gateway/apps.py)
+        self.after_cycle: list = []
         self.also_pending: list = []  # what else those steps would write (the calls log: the write at exit)
         self._spool: Spool | None = None
         self._place: tuple = (None, None)
         self._spool_lock = threading.Lock()
         self._last_scan = float("-inf")
+        self.drains_host = False  # this process is the host's drainer (`drain_host`)
+        self._host_lock = host_drain.DrainerLock()
         self.drainer = WriteBehind(
             "usage-drainer", self._cycle, every=lambda: settings.USAGE_FLUSH_SECONDS, backoff_max=BACKOFF_MAX_SECONDS,
             forget=self._forget, after_fork=self._after_fork, pending=self._pending, write_at_start=True,
-            exit_seconds=5.0,
+            exit_seconds=5.0, periodic={"periodic": True},
             log=LogOnce(logger, "usage records kept in the spool until the database answers: %s",
                         "database answers again: spooled usage records written", level=logging.ERROR))
 
@@ -250,6 +258,12 @@ class UsageWriter:
         the files of dead processes first."""
         self.drainer.start()
 
+    def drain_host(self) -> None:
+        """Make this process the host's drainer: its thread holds the drainer's lock and, each cycle,
+        takes over every file let go or left in the spools (gateway/usage/host_drain.py)."""
+        self.drains_host = True
+        self.drainer.start()
+
     def flush(self, timeout: float = 10.0) -> bool:
         """Write everything spooled so far (this process's files and those of dead processes), in
         the caller's thread. True when nothing is left; never raises."""
@@ -273,19 +287,29 @@ class UsageWriter:
 
     # --- the drainer's write ----------------------------------------------------------------------
 
-    def _cycle(self, *, scan: bool | None = None) -> None:
-        """Write this process's spool (and, with `scan` or every USAGE_ORPHAN_SCAN_SECONDS, the files
-        of dead processes), then run the `after_cycle` steps. Raises what the database raised (the
-        files stay)."""
-        if scan is None:
-            scan = time.monotonic() - self._last_scan >= settings.USAGE_ORPHAN_SCAN_SECONDS
+    def _cycle(self, *, scan: bool | None = None, periodic: bool = False) -> None:
+        """Write this process's spool (and, with `scan`, every USAGE_ORPHAN_SCAN_SECONDS, at each flush
+        that is not the thread's turn, and at each cycle of the host's drainer: the files of dead
+        processes and those let go), then run the `after_cycle` steps. On the thread's turn (`periodic`)
+        of a process whose host has a drainer, the files are let go instead. Raises what the database
+        raised (the files stay)."""
         spool = self.spool()
+        if self.drains_host:
+            self._host_lock.hold(spool.directory)
+        elif periodic and host_drain.present(spool.directory):
+            spool.release()
+            for step in self.after_cycle:
+                step(hand_off=True)
+            return
+        if scan is None:
+            scan = (not periodic or self.drains_host
+                    or time.monotonic() - self._last_scan >= settings.USAGE_ORPHAN_SCAN_SECONDS)
         if scan:
             spool.take_over(_insert_lines, batch=settings.USAGE_BATCH_SIZE)
             self._last_scan = time.monotonic()
         spool.replay(_insert_lines, batch=settings.USAGE_BATCH_SIZE)
         for step in self.after_cycle:
-            step()
+            step(hand_off=False, scan=scan)
 
     def _pending(self) -> bool:
         return (self._spool is not None and self._spool.pending() > 0) or any(check() for check in self.also_pending)
@@ -295,11 +319,16 @@ class UsageWriter:
         if self._spool is not None:
             self._spool.discard()
         self._last_scan = float("-inf")
+        self._host_lock.let_go()
+        self.drains_host = False
 
     def _after_fork(self) -> None:
-        """The child's spool starts empty (gateway/usage/spool.py closes the parent's files in it)."""
+        """The child's spool starts empty (gateway/usage/spool.py closes the parent's files in it); the
+        parent's drainer lock stays the parent's."""
         self._spool_lock = threading.Lock()
         self._last_scan = float("-inf")
+        self._host_lock.after_fork()
+        self.drains_host = False
 
 
 usage_writer = UsageWriter()
