@@ -82,13 +82,17 @@ def dirty_worker_exit(arbiter, worker) -> None:
 
 class SpoolDrainer:
     """The host's drainer as a gunicorn dirty app: Django set up in the dirty worker, and the usage
-    writer's thread made the host's drainer; at the worker's stop, one last write of every file left."""
+    writer's thread made the host's drainer; at the worker's stop, one last write of every file left.
+    Its one thread needs one PostgreSQL connection: its pool keeps DRAINER_POOL, not a web worker's."""
 
     workers = 1
 
     def init(self) -> None:
         import django
 
+        pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+        if isinstance(pool, dict):  # PostgreSQL: read when the first connection is made, after this
+            pool.update(DRAINER_POOL)
         django.setup()
         from gateway.usage.writer import usage_writer
 
@@ -106,3 +110,4 @@ class SpoolDrainer:
 
 
 STOP_FLUSH_SECONDS = 20.0  # within gunicorn's dirty_graceful_timeout (30 s)
+DRAINER_POOL = {"min_size": 1, "max_size": 2}

@@ -42,3 +42,11 @@ if _PATH:
         drainer._write = timed
 
     threading.Thread(target=_time_drainer_cycles, daemon=True).start()
+
+    def _in_forked_child():
+        """gunicorn's worker and its dirty worker (the host's drainer) are forks: a log and a watcher of their own."""
+        global _log
+        _log = open(f"{_PATH}.{os.getpid()}", "w", buffering=1)  # noqa: SIM115 - for the process's life
+        threading.Thread(target=_time_drainer_cycles, daemon=True).start()
+
+    os.register_at_fork(after_in_child=_in_forked_child)

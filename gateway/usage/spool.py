@@ -127,7 +127,19 @@ class Spool:
                     released = path
                 os.close(fd)
                 self._released.append(released)
+            if files:
+                self._open_ahead()
             return len(files)
+
+    def _open_ahead(self) -> None:
+        """The next file, made now (in the drainer's thread) rather than by the next append, on a call's
+        way: about 0.2 ms of system calls. When it cannot be made, the next append tries again."""
+        with self._lock:
+            if self._fd is None:
+                try:
+                    self._fd, self._path = self._open_new()
+                except OSError:
+                    pass
 
     # --- the draining side ----------------------------------------------------------------------
 
@@ -222,13 +234,13 @@ class Spool:
         records = files = 0
         oldest = None
         for path, fd in self._each_file():
-            files += 1
             offset, first = 0, b""
             while chunk := os.pread(fd, READ_CHUNK, offset):
                 if offset == 0:
                     first = chunk.split(b"\n", 1)[0]
                 records += chunk.count(b"\n")
                 offset += len(chunk)
+            files += offset > 0  # a file made ahead (`release`) holds nothing yet
             record = _parse(first, path, quiet=True) if first.endswith(b"}") else None
             if record is not None and isinstance(record.get("t"), str):
                 try:
