@@ -3,10 +3,10 @@
 A web worker that wrote its own spools (gateway/usage/writer.py, gateway/usage/call_log.py) would spend
 about 12 ms of CPU a second on it at a steady load, 8 of them holding the GIL its event loop needs: the
 calls that arrive during a cycle wait for it, and make the most of the p99 at concurrency 1
-(docs/decisions/). So when a drainer runs on the host, a process's periodic cycle only lets its files go
-(`Spool.release`: four system calls a file) and the drainer takes them over and writes them, in a
-process of its own. Under gunicorn (the Procfile's `web`) the drainer is gunicorn's dirty worker
-(gateway/usage/gunicorn_drainer.py), started, watched and restarted by gunicorn's own arbiter.
+(docs/decisions/0140-host-drainer.md). So when a drainer runs on the host, a process's periodic cycle
+only lets its files go (`Spool.release`: four system calls a file) and the drainer takes them over and
+writes them, in a process of its own. Under gunicorn (the Procfile's `web`) the drainer is gunicorn's dirty worker
+(gateway/gunicorn_conf.py `SpoolDrainer`), started, watched and restarted by gunicorn's own arbiter.
 
 Whether one runs is the drainer's lock: it holds an exclusive `flock` on DRAINER_LOCK in the usage
 spool's folder for as long as it lives, and the kernel drops it when it dies, however it dies. A

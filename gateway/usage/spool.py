@@ -119,6 +119,7 @@ class Spool:
             with self._lock:
                 files, self._sealed = self._sealed, []
                 self._released = [path for path in self._released if path.exists()]  # those not yet taken over
+            let_go = []
             for path, fd in files:
                 released = path.with_name(path.name[:-len(SUFFIX)] + RELEASED)
                 try:
@@ -126,7 +127,9 @@ class Spool:
                 except OSError:  # taken over under its own name, as a dead process's
                     released = path
                 os.close(fd)
-                self._released.append(released)
+                let_go.append(released)
+            with self._lock:
+                self._released.extend(let_go)
             if files:
                 self._open_ahead()
             return len(files)
