@@ -84,14 +84,14 @@ def cycles_beside(prefix: str, runs: list[list[tuple]]) -> list[dict]:
 def cpu_now(stack: Stack, web: int) -> dict[str, float]:
     """CPU seconds so far of each process a c=1 call goes through or that works beside it."""
     gateway = stack.proc("gateway").popen.pid
-    others = [pid for pid in harness.descendants(gateway) if pid != web]  # gunicorn's master, arbiter, drainer
-    found = {"web worker" if others else "gateway": harness.proc_cpu_seconds(web),
+    others = [pid for pid in harness.descendants(gateway) if pid != web]  # gunicorn's dirty arbiter and drainer
+    found = {"web worker" if stack.server == "gunicorn" else "gateway": harness.proc_cpu_seconds(web),
              "upstream": harness.proc_cpu_seconds(stack.proc("upstream").popen.pid),
              "load generator (this process)": harness.proc_cpu_seconds(os.getpid()),
              "PostgreSQL backends of the database": sum(harness.postgres_backends_cpu(stack.db_name).values())}
-    if others:
-        found["gunicorn's master, dirty arbiter and drainer"] = sum(harness.proc_cpu_seconds(pid) for pid in
-                                                                    [gateway, *others])
+    if stack.server == "gunicorn":
+        found["gunicorn's master (and its dirty arbiter and drainer)"] = sum(
+            harness.proc_cpu_seconds(pid) for pid in [gateway, *others])
     return found
 
 
