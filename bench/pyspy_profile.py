@@ -249,7 +249,7 @@ def run_profile(args, stack: Stack) -> None:
     if pyspy is None:
         return run_cprofile(args, stack, seconds)
     proc = stack.start_gateway()
-    pid = proc.popen.pid
+    pid = stack.web_pid(proc)  # under gunicorn, its worker
     # Warm up, so the profile shows the steady state rather than first-request imports and caches.
     stream = args.profile_stream
     mode = "stream" if stream else "non-stream"

@@ -177,6 +177,8 @@ def write_report(args, plan, stack, rows, cells, costs, per_request, usage_writt
         "" if "--loop" in stack.server_flags else " (asyncio loop, h11: uvloop/httptools not installed)")
     if stack.server == "granian":
         server = "granian --interface asgi --loop uvloop (from /tmp/bench-granian)"
+    elif stack.server == "gunicorn":
+        server = "gunicorn as the Procfile's web (gateway/gunicorn_conf.py), one uvicorn worker, the host's drainer"
     extra = ", ".join(f"{k}={v}" for k, v in stack.extra_env.items())
     targets = cells[0]["targets"] if cells else ["direct", "gateway"]
     order = " ".join("ABC"[: len(targets)]) + " …"
