@@ -279,9 +279,7 @@ def children(pid: int) -> list[int]:
 def descendants(pid: int) -> list[int]:
     """The live descendants of `pid` (gunicorn or Celery workers)."""
     out, todo = [], [pid]
-    for _ in range(1000):  # bounded
-        if not todo:
-            break
+    while todo and len(out) < 1000:  # bounded
         kids = children(todo.pop())
         out += kids
         todo += kids
