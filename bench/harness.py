@@ -279,7 +279,9 @@ def children(pid: int) -> list[int]:
 def descendants(pid: int) -> list[int]:
     """The live descendants of `pid` (gunicorn or Celery workers)."""
     out, todo = [], [pid]
-    while todo and len(out) < 1000:  # bounded
+    for _ in range(1000):  # bounded
+        if not todo:
+            break
         kids = children(todo.pop())
         out += kids
         todo += kids
