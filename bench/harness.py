@@ -266,19 +266,23 @@ def proc_cpu_seconds(pid: int, children: bool = False) -> float:
         return float("nan")
 
 
+def children(pid: int) -> list[int]:
+    """The live children of `pid`, from /proc/<pid>/task/*/children."""
+    out = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                out += [int(x) for x in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+    return out
+
+
 def descendants(pid: int) -> list[int]:
-    """The live descendants of `pid` (gunicorn or Celery workers), from /proc/<pid>/task/*/children."""
+    """The live descendants of `pid` (gunicorn or Celery workers)."""
     out, todo = [], [pid]
-    for _ in range(1000):  # bounded
-        if not todo:
-            break
-        parent = todo.pop()
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{parent}/task"):
-                with contextlib.suppress(OSError):
-                    kids = [int(x) for x in Path(f"/proc/{parent}/task/{task}/children").read_text().split()]
-                    out += kids
-                    todo += kids
+    while todo and len(out) < 1000:  # bounded
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
     return out
 
 

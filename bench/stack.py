@@ -201,7 +201,7 @@ class Stack:
         master = proc.popen.pid
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            workers = [pid for pid in _children(master) if not _children(pid)]
+            workers = [pid for pid in harness.children(master) if not harness.children(pid)]
             if len(workers) == 1:
                 return workers[0]
             time.sleep(0.1)
@@ -266,10 +266,3 @@ class Stack:
             if not self.tmp.exists():
                 break
             time.sleep(0.5)
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []

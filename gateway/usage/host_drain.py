@@ -20,6 +20,7 @@ A process's write at exit writes its own files and takes over those it let go, w
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
@@ -68,15 +69,8 @@ class DrainerLock:
         return True
 
     def let_go(self) -> None:
+        """Drop the lock (in a forked child, only the child's copy of the descriptor: the parent keeps it)."""
         if self._fd is not None:
-            os.close(self._fd)
-        self._fd = self._directory = None
-
-    def after_fork(self) -> None:
-        """A forked child holds nothing (its copy of the descriptor closed: the parent keeps its lock)."""
-        if self._fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self._fd)
-            except OSError:
-                pass
         self._fd = self._directory = None

@@ -327,7 +327,7 @@ class UsageWriter:
         parent's drainer lock stays the parent's."""
         self._spool_lock = threading.Lock()
         self._last_scan = float("-inf")
-        self._host_lock.after_fork()
+        self._host_lock.let_go()
         self.drains_host = False
 
 
