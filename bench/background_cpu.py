@@ -33,8 +33,8 @@ import time
 from datetime import datetime, timezone
 
 import harness
+from c1_tail_memory import figures
 from harness import RESULTS, git_commit
-from loadgen import pct
 from stack import Stack
 from tail_latency import closed_loop
 
@@ -81,12 +81,6 @@ for n in (0, 250, 2500):
         wall.append(time.perf_counter() - ticked)
     print(f"CYCLE {n} {statistics.median(cpu) * 1000:.2f} {statistics.median(wall) * 1000:.2f}")
 """
-
-
-def figures(spans: list[tuple]) -> dict:
-    latencies = [(end - start) * 1000 for start, end in spans]
-    return {"n": len(latencies), "p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99),
-            "p999": pct(latencies, 0.999)}
 
 
 def beside(base: str, stack: Stack, shape: tuple[float, float], mode: str, seconds: float) -> dict:
@@ -138,7 +132,8 @@ def main() -> int:
     stack = Stack(extra, REDIS_URL)
     stack.server = "gunicorn"
     rows = []
-    try:
+
+    def body() -> int:
         stack.prepare(args.commit)
         cycles = drain_cycle(stack)
         for c in cycles:
@@ -164,14 +159,8 @@ def main() -> int:
                           f"p99.9={s['p999']:.2f}", flush=True)
         write_report(args, extra, cycles, rows)
         return 0
-    except KeyboardInterrupt:
-        print("\nbench: interrupted; cleaning up", file=sys.stderr, flush=True)
-        return 130
-    finally:
-        import signal
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        stack.close()
+    return stack.run(body)
 
 
 def write_report(args, extra: dict, cycles: list[dict], rows: list[dict]) -> None:

@@ -119,7 +119,8 @@ def main() -> int:
     if args.cycles:
         stack.gateway_env.update(PYTHONPATH=str(SITE), BENCH_TAIL_LOG=log_prefix)
     rows, memory, gateway_runs, cpu = [], {}, [], {}
-    try:
+
+    def body() -> int:
         stack.prepare(args.commit)
         web = stack.web_pid(stack.start_gateway())
         memory["started"] = memory_mb(web)
@@ -147,8 +148,8 @@ def main() -> int:
         for when, m in memory.items():
             print(f"  gateway memory {when}: RSS {m['rss']:.1f} MB (peak {m['peak']:.1f})", flush=True)
         calls = sum(len(spans) for spans in gateway_runs)
-        cpu = {name: seconds * 1000 / calls for name, seconds in cpu.items()}
-        for name, ms in cpu.items():
+        per_call = {name: seconds * 1000 / calls for name, seconds in cpu.items()}
+        for name, ms in per_call.items():
             print(f"  CPU per gateway request: {name} {ms:.2f} ms", flush=True)
         cycles = cycles_beside(log_prefix, gateway_runs) if args.cycles else []
         for c in cycles:
@@ -156,16 +157,10 @@ def main() -> int:
                   f"CPU {c['cpu_ms']:.2f} ms, {c['cover']:.1%} of the time; "
                   f"{c['overlapped']} of {c['slow']} slow requests overlapped one",
                   flush=True)
-        write_report(args, rows, memory, cpu, cycles)
+        write_report(args, rows, memory, per_call, cycles)
         return 0
-    except KeyboardInterrupt:
-        print("\nbench: interrupted; cleaning up", file=sys.stderr, flush=True)
-        return 130
-    finally:
-        import signal
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        stack.close()
+    return stack.run(body)
 
 
 def write_report(args, rows: list[dict], memory: dict, cpu: dict, cycles: list[dict]) -> None:

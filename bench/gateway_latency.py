@@ -243,7 +243,8 @@ def main() -> int:
         stack.use_granian()
     elif args.server == "gunicorn":
         stack.server = "gunicorn"
-    try:
+
+    def body() -> int:
         stack.prepare(args.commit)
         if args.cache:
             keep_replies(stack, args.cache)
@@ -256,22 +257,8 @@ def main() -> int:
         else:
             run_benchmark(args, stack)
         return 0
-    except KeyboardInterrupt:
-        print("\nbench: interrupted; cleaning up", file=sys.stderr, flush=True)
-        return 130
-    except Exception:
-        for proc in stack.procs:
-            tail = proc.log_tail(4000).strip()
-            if tail:
-                print(f"--- {proc.name} log (tail) ---\n{tail}", file=sys.stderr, flush=True)
-        raise
-    finally:
-        import signal
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the clean-up finish
-        stack.close()
-        if sink:
-            note_sink(args, sink, since)
+    return stack.run(body, (lambda: note_sink(args, sink, since)) if sink else None)
 
 
 if __name__ == "__main__":

@@ -311,7 +311,8 @@ def main() -> int:
     stack = Stack(dict(item.split("=", 1) for item in args.env), REDIS_URL, db_prefix="bench_ingest_",
                   redis_patterns=REDIS_PATTERNS)
     started = time.monotonic()
-    try:
+
+    def body() -> int:
         if args.commit:
             harness.set_app_root(harness.export_commit(args.commit, stack.tmp))
         stack.setup_database()
@@ -327,20 +328,8 @@ def main() -> int:
         print(text.split("## Method")[0])
         print(f"bench: wrote {(RESULTS / f'{name}.md').relative_to(ROOT)}")
         return 0 if result["ok"] else 1
-    except KeyboardInterrupt:
-        print("\nbench: interrupted; cleaning up", file=sys.stderr, flush=True)
-        return 130
-    except Exception:
-        for proc in stack.procs:
-            tail = proc.log_tail(4000).strip()
-            if tail:
-                print(f"--- {proc.name} log (tail) ---\n{tail}", file=sys.stderr, flush=True)
-        raise
-    finally:
-        import signal
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        stack.close()
+    return stack.run(body)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,12 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import harness
@@ -245,6 +247,27 @@ class Stack:
             return conn.execute("SELECT count(*) FROM gateway_usagerecord").fetchone()[0]
 
     # -- tear down -------------------------------------------------------------------------
+    def run(self, body: Callable[[], int], after: Callable[[], None] | None = None) -> int:
+        """A benchmark's `body` on this stack, and its exit status: 130 on Ctrl-C; on an error, the tails of
+        the processes' logs, then the error. Whatever happens, the stack is taken down (a second Ctrl-C
+        ignored meanwhile, to let the clean-up finish), then `after` runs."""
+        try:
+            return body()
+        except KeyboardInterrupt:
+            print("\nbench: interrupted; cleaning up", file=sys.stderr, flush=True)
+            return 130
+        except Exception:
+            for proc in self.procs:
+                tail = proc.log_tail(4000).strip()
+                if tail:
+                    print(f"--- {proc.name} log (tail) ---\n{tail}", file=sys.stderr, flush=True)
+            raise
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.close()
+            if after is not None:
+                after()
+
     def close(self) -> None:
         for proc in reversed(self.procs):
             with contextlib.suppress(Exception):

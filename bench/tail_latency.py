@@ -112,7 +112,8 @@ def main() -> int:
     if args.gc_log:
         stack.gateway_env.update(PYTHONPATH=str(SITE), BENCH_TAIL_LOG=log_prefix)
     rows = []
-    try:
+
+    def body() -> int:
         stack.prepare(args.commit)
         stack.start_gateway()
         targets = {"direct": (stack.upstream, "echo-1"), "gateway": (stack.gateway, "bench/echo-1")}
@@ -132,14 +133,8 @@ def main() -> int:
                          if "gc_count" in s else ""), flush=True)
         write_report(args, rows)
         return 0
-    except KeyboardInterrupt:
-        print("\nbench: interrupted; cleaning up", file=sys.stderr, flush=True)
-        return 130
-    finally:
-        import signal
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        stack.close()
+    return stack.run(body)
 
 
 def write_report(args, rows: list[dict]) -> None:
