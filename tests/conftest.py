@@ -161,6 +161,23 @@ def pytest_sessionfinish(session, exitstatus):
 def django_db_setup(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         call_command("createcachetable", verbosity=0)
+    yield
+    with django_db_blocker.unblock():
+        _end_other_sessions()
+
+
+def _end_other_sessions() -> None:
+    """Before pytest-django drops the test database at the session's end: end the other sessions still
+    open on it on PostgreSQL (the connection of a thread that served a live gateway, a server process
+    a test started), which would make the DROP fail and leave the database behind on a shared server,
+    one per run (`.ci/run` saw one in each run: "is being accessed by other users")."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
 def clear_counters():
